@@ -1,0 +1,34 @@
+/**
+ * Job states. Every state names who moves a job into it and out of it; the
+ * transition functions in transitions.ts are the only place that decides a move.
+ */
+
+export const JOB_STATUSES = [
+  /** Waiting to be leased. In: enqueue, retryable failure, lease expiry, requeue, reconcile(requeue). Out: lease, cancel, deadline. */
+  'queued',
+  /** Leased to exactly one worker under a fencing epoch and token. In: lease. Out: complete, fail, lease expiry, deadline. */
+  'running',
+  /** Terminal. The result (if any) is committed in the same transaction. In: complete, reconcile(succeeded). */
+  'succeeded',
+  /** Terminal until an operator requeues it. In: permanent failure, exhausted attempts, lease expiry on the last attempt, deadline. */
+  'dead',
+  /** A lease expired after the handler declared an external effect: never retried automatically. Out: reconcile. */
+  'unknown',
+  /** Terminal. In: cancel of a queued job, or a running job whose cancel was acknowledged. */
+  'cancelled',
+] as const;
+
+export type JobStatus = (typeof JOB_STATUSES)[number];
+
+export const TERMINAL_STATUSES: ReadonlySet<JobStatus> = new Set<JobStatus>(['succeeded', 'dead', 'cancelled']);
+
+export function isJobStatus(value: unknown): value is JobStatus {
+  return typeof value === 'string' && (JOB_STATUSES as readonly string[]).includes(value);
+}
+
+export const ROLES = ['producer', 'worker', 'admin'] as const;
+export type Role = (typeof ROLES)[number];
+
+export function isRole(value: unknown): value is Role {
+  return typeof value === 'string' && (ROLES as readonly string[]).includes(value);
+}

@@ -1,0 +1,133 @@
+/**
+ * The transition function. Each exported `decide*` looks at a snapshot of one
+ * job (read inside the store's write transaction) plus the request, and says
+ * what must happen. Stores apply the decision in the same transaction with a
+ * statement guarded by the same conditions, so nothing else sets a status.
+ *
+ * Times are milliseconds since the epoch read from the store's clock, never a
+ * worker's.
+ */
+
+import { backoffDelayMs, type BackoffPolicy } from './backoff.js';
+import type { JobStatus } from './states.js';
+
+/** The fields of a job that transitions depend on. */
+export interface JobSnapshot {
+  readonly status: JobStatus;
+  readonly attempts: number;
+  readonly maxAttempts: number;
+  readonly leaseToken: string | null;
+  readonly leaseExpiresAt: number | null;
+  readonly deadlineAt: number | null;
+  readonly effectStartedAt: number | null;
+  readonly cancelRequested: boolean;
+  /** Outcome of the attempt that `leaseToken` belongs to, once it ended. */
+  readonly lastOutcome: AttemptOutcome | null;
+}
+
+export const ATTEMPT_OUTCOMES = ['succeeded', 'failed', 'expired', 'cancelled', 'deadline'] as const;
+export type AttemptOutcome = (typeof ATTEMPT_OUTCOMES)[number];
+
+/** Is `token` the live lease of this job at `now`? */
+export function holdsLiveLease(job: JobSnapshot, token: string, now: number): boolean {
+  return (
+    job.status === 'running' &&
+    job.leaseToken !== null &&
+    job.leaseToken === token &&
+    job.leaseExpiresAt !== null &&
+    job.leaseExpiresAt > now
+  );
+}
+
+export function isPastDeadline(job: Pick<JobSnapshot, 'deadlineAt'>, now: number): boolean {
+  return job.deadlineAt !== null && job.deadlineAt <= now;
+}
+
+export type CompletionDecision =
+  | { readonly kind: 'commit' }
+  /** The same token already completed this job: answer success, change nothing. */
+  | { readonly kind: 'replay' }
+  | { readonly kind: 'reject'; readonly code: 'stale_lease' | 'deadline_exceeded' | 'cancelled' };
+
+export function decideCompletion(job: JobSnapshot, token: string, now: number): CompletionDecision {
+  if (job.status === 'succeeded' && job.leaseToken === token && job.lastOutcome === 'succeeded') {
+    return { kind: 'replay' };
+  }
+  if (!holdsLiveLease(job, token, now)) return { kind: 'reject', code: 'stale_lease' };
+  if (isPastDeadline(job, now)) return { kind: 'reject', code: 'deadline_exceeded' };
+  return { kind: 'commit' };
+}
+
+export interface FailureInput {
+  readonly retryable: boolean;
+  readonly backoff: BackoffPolicy;
+  readonly random: () => number;
+}
+
+export type FailureDecision =
+  | { readonly kind: 'retry'; readonly runAfter: number }
+  | { readonly kind: 'dead'; readonly code: 'attempts_exhausted' | 'permanent' | 'deadline_exceeded' }
+  | { readonly kind: 'replay' }
+  | { readonly kind: 'reject'; readonly code: 'stale_lease' };
+
+export function decideFailure(job: JobSnapshot, token: string, input: FailureInput, now: number): FailureDecision {
+  if (job.leaseToken === token && job.lastOutcome === 'failed' && (job.status === 'queued' || job.status === 'dead')) {
+    return { kind: 'replay' };
+  }
+  if (!holdsLiveLease(job, token, now)) return { kind: 'reject', code: 'stale_lease' };
+  if (!input.retryable) return { kind: 'dead', code: 'permanent' };
+  if (job.attempts >= job.maxAttempts) return { kind: 'dead', code: 'attempts_exhausted' };
+  const runAfter = now + backoffDelayMs(job.attempts, input.backoff, input.random);
+  if (job.deadlineAt !== null && runAfter >= job.deadlineAt) return { kind: 'dead', code: 'deadline_exceeded' };
+  return { kind: 'retry', runAfter };
+}
+
+export type ExpiryDecision =
+  | { readonly kind: 'requeue' }
+  | { readonly kind: 'dead'; readonly code: 'lease_expired' | 'deadline_exceeded' }
+  | { readonly kind: 'cancelled' }
+  | { readonly kind: 'unknown' };
+
+/** What happens to a running job whose lease ran out. The expired attempt counts. */
+export function decideLeaseExpiry(job: JobSnapshot, now: number): ExpiryDecision {
+  // An external effect may have happened: a retry could do it twice.
+  if (job.effectStartedAt !== null) return { kind: 'unknown' };
+  if (job.cancelRequested) return { kind: 'cancelled' };
+  if (isPastDeadline(job, now)) return { kind: 'dead', code: 'deadline_exceeded' };
+  if (job.attempts >= job.maxAttempts) return { kind: 'dead', code: 'lease_expired' };
+  return { kind: 'requeue' };
+}
+
+export type RenewDecision =
+  | { readonly kind: 'renew'; readonly leaseExpiresAt: number }
+  | { readonly kind: 'reject'; readonly code: 'stale_lease' | 'cancelled' | 'deadline_exceeded' };
+
+export function decideRenew(job: JobSnapshot, token: string, leaseMs: number, now: number): RenewDecision {
+  if (!holdsLiveLease(job, token, now)) return { kind: 'reject', code: 'stale_lease' };
+  if (job.cancelRequested) return { kind: 'reject', code: 'cancelled' };
+  if (isPastDeadline(job, now)) return { kind: 'reject', code: 'deadline_exceeded' };
+  const leaseExpiresAt = job.deadlineAt === null ? now + leaseMs : Math.min(now + leaseMs, job.deadlineAt);
+  return { kind: 'renew', leaseExpiresAt };
+}
+
+export type RequeueDecision = { readonly kind: 'requeue' } | { readonly kind: 'reject'; readonly code: 'not_dead' };
+
+export function decideRequeue(job: Pick<JobSnapshot, 'status'>): RequeueDecision {
+  return job.status === 'dead' ? { kind: 'requeue' } : { kind: 'reject', code: 'not_dead' };
+}
+
+export type CancelDecision =
+  | { readonly kind: 'cancel_now' }
+  | { readonly kind: 'mark_running' }
+  | { readonly kind: 'already_terminal' };
+
+export function decideCancel(job: Pick<JobSnapshot, 'status'>): CancelDecision {
+  if (job.status === 'queued' || job.status === 'unknown') return { kind: 'cancel_now' };
+  if (job.status === 'running') return { kind: 'mark_running' };
+  return { kind: 'already_terminal' };
+}
+
+/** Is a queued job eligible for a lease now? Mirrors the WHERE clause of every store's lease query. */
+export function isLeasable(job: Pick<JobSnapshot, 'status' | 'deadlineAt'> & { readonly runAfter: number }, now: number): boolean {
+  return job.status === 'queued' && job.runAfter <= now && !isPastDeadline(job, now);
+}

@@ -1,0 +1,261 @@
+/**
+ * The wire contract: one TypeBox schema per request and response body. The
+ * coordinator validates with these and generates /openapi.json from them; the
+ * client takes its types from them. Field names are public API.
+ *
+ * Timestamps on the wire are RFC 3339 strings in UTC; durations are integer
+ * milliseconds named `…Ms`.
+ */
+
+import { Type, type Static, type TSchema } from '@sinclair/typebox';
+import { JOB_STATUSES } from '../core/states.js';
+
+const Timestamp = Type.String({ format: 'date-time', description: 'RFC 3339, UTC' });
+const NullableTimestamp = Type.Union([Timestamp, Type.Null()]);
+
+export const LIMITS = Object.freeze({
+  kindLength: 128,
+  idempotencyKeyLength: 255,
+  workerIdLength: 200,
+  maxAttempts: 1000,
+  maxPriority: 1_000_000,
+  maxLeaseMs: 24 * 60 * 60_000,
+  minLeaseMs: 100,
+  maxWaitMs: 60_000,
+  maxLeaseBatch: 1000,
+  maxCompleteBatch: 1000,
+  maxEnqueueBatch: 1000,
+  maxListLimit: 1000,
+  errorCodeLength: 128,
+  errorMessageLength: 4096,
+  /** Default body limit; kinds may set a lower payload limit. */
+  bodyLimitBytes: 1024 * 1024,
+  batchBodyLimitBytes: 16 * 1024 * 1024,
+});
+
+export const JobStatusSchema = Type.Union(JOB_STATUSES.map((s) => Type.Literal(s)));
+
+export const KindName = Type.String({ minLength: 1, maxLength: LIMITS.kindLength, pattern: '^[A-Za-z0-9][A-Za-z0-9._:-]*$' });
+
+export const ErrorBody = Type.Object(
+  {
+    error: Type.Object({ code: Type.String(), message: Type.String() }, { additionalProperties: false }),
+  },
+  { additionalProperties: false, $id: 'ErrorBody' },
+);
+export type ErrorBody = Static<typeof ErrorBody>;
+
+export const JobErrorBody = Type.Object(
+  {
+    code: Type.String({ minLength: 1, maxLength: LIMITS.errorCodeLength }),
+    message: Type.Optional(Type.String({ maxLength: LIMITS.errorMessageLength })),
+  },
+  { additionalProperties: false },
+);
+
+export const EnqueueRequest = Type.Object(
+  {
+    kind: KindName,
+    payload: Type.Unknown(),
+    maxAttempts: Type.Optional(Type.Integer({ minimum: 1, maximum: LIMITS.maxAttempts })),
+    runAfter: Type.Optional(Timestamp),
+    priority: Type.Optional(Type.Integer({ minimum: -LIMITS.maxPriority, maximum: LIMITS.maxPriority })),
+    deadlineMs: Type.Optional(Type.Integer({ minimum: 1, maximum: 365 * 24 * 60 * 60_000 })),
+  },
+  { additionalProperties: false },
+);
+export type EnqueueRequest = Static<typeof EnqueueRequest>;
+
+export const ProgressSchema = Type.Unknown({ description: 'A small JSON value, e.g. {done, total}' });
+
+export const CheckpointSchema = Type.Object(
+  { step: Type.Integer({ minimum: 0 }), state: Type.Unknown() },
+  { additionalProperties: false },
+);
+
+export const Job = Type.Object(
+  {
+    id: Type.String(),
+    kind: Type.String(),
+    status: JobStatusSchema,
+    attempts: Type.Integer(),
+    maxAttempts: Type.Integer(),
+    priority: Type.Integer(),
+    runAfter: Timestamp,
+    deadlineAt: NullableTimestamp,
+    createdAt: Timestamp,
+    startedAt: NullableTimestamp,
+    finishedAt: NullableTimestamp,
+    lastError: Type.Union([Type.Object({ code: Type.String(), message: Type.String() }), Type.Null()]),
+    result: Type.Unknown({ description: 'The JSON result once succeeded, else null' }),
+    progress: Type.Unknown(),
+    cancelRequested: Type.Boolean(),
+    epoch: Type.Integer(),
+  },
+  { $id: 'Job' },
+);
+export type Job = Static<typeof Job>;
+
+export const JobList = Type.Object({ jobs: Type.Array(Job), nextCursor: Type.Union([Type.String(), Type.Null()]) });
+export type JobList = Static<typeof JobList>;
+
+export const JobListQuery = Type.Object(
+  {
+    status: Type.Optional(JobStatusSchema),
+    kind: Type.Optional(KindName),
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: LIMITS.maxListLimit })),
+    cursor: Type.Optional(Type.String({ maxLength: 200 })),
+  },
+  { additionalProperties: false },
+);
+export type JobListQuery = Static<typeof JobListQuery>;
+
+export const LeaseRequest = Type.Object(
+  {
+    workerId: Type.String({ minLength: 1, maxLength: LIMITS.workerIdLength }),
+    kinds: Type.Optional(Type.Array(KindName, { maxItems: 100 })),
+    leaseMs: Type.Optional(Type.Integer({ minimum: LIMITS.minLeaseMs, maximum: LIMITS.maxLeaseMs })),
+    max: Type.Optional(Type.Integer({ minimum: 1, maximum: LIMITS.maxLeaseBatch })),
+    waitMs: Type.Optional(Type.Integer({ minimum: 0, maximum: LIMITS.maxWaitMs })),
+  },
+  { additionalProperties: false },
+);
+export type LeaseRequest = Static<typeof LeaseRequest>;
+
+export const LeasedJob = Type.Object({
+  id: Type.String(),
+  kind: Type.String(),
+  payload: Type.Unknown(),
+  attempt: Type.Integer(),
+  maxAttempts: Type.Integer(),
+  epoch: Type.Integer(),
+  token: Type.String(),
+  leaseExpiresAt: Timestamp,
+  deadlineAt: NullableTimestamp,
+  checkpoint: Type.Union([CheckpointSchema, Type.Null()]),
+});
+export type LeasedJob = Static<typeof LeasedJob>;
+
+export const LeaseResponse = Type.Object({ jobs: Type.Array(LeasedJob) });
+export type LeaseResponse = Static<typeof LeaseResponse>;
+
+const Token = Type.String({ minLength: 1, maxLength: 200 });
+
+export const RenewRequest = Type.Object(
+  {
+    token: Token,
+    leaseMs: Type.Optional(Type.Integer({ minimum: LIMITS.minLeaseMs, maximum: LIMITS.maxLeaseMs })),
+    progress: Type.Optional(ProgressSchema),
+  },
+  { additionalProperties: false },
+);
+export type RenewRequest = Static<typeof RenewRequest>;
+
+export const RenewResponse = Type.Object({ leaseExpiresAt: Timestamp });
+export type RenewResponse = Static<typeof RenewResponse>;
+
+export const CompleteRequest = Type.Object(
+  { token: Token, result: Type.Optional(Type.Unknown()) },
+  { additionalProperties: false },
+);
+export type CompleteRequest = Static<typeof CompleteRequest>;
+
+export const CompleteResponse = Type.Object({ id: Type.String(), status: JobStatusSchema });
+export type CompleteResponse = Static<typeof CompleteResponse>;
+
+export const CompleteManyRequest = Type.Object(
+  {
+    completions: Type.Array(
+      Type.Object({ id: Type.String({ minLength: 1, maxLength: 64 }), token: Token, result: Type.Optional(Type.Unknown()) }, { additionalProperties: false }),
+      { minItems: 1, maxItems: LIMITS.maxCompleteBatch },
+    ),
+  },
+  { additionalProperties: false },
+);
+export type CompleteManyRequest = Static<typeof CompleteManyRequest>;
+
+export const CompleteManyResponse = Type.Object({
+  results: Type.Array(Type.Object({ id: Type.String(), status: Type.String(), code: Type.Optional(Type.String()) })),
+});
+export type CompleteManyResponse = Static<typeof CompleteManyResponse>;
+
+export const FailRequest = Type.Object(
+  { token: Token, error: JobErrorBody, retryable: Type.Optional(Type.Boolean()) },
+  { additionalProperties: false },
+);
+export type FailRequest = Static<typeof FailRequest>;
+
+export const FailResponse = Type.Object({
+  status: Type.Union([Type.Literal('queued'), Type.Literal('dead')]),
+  runAfter: Type.Optional(Timestamp),
+});
+export type FailResponse = Static<typeof FailResponse>;
+
+export const TokenRequest = Type.Object({ token: Token }, { additionalProperties: false });
+export type TokenRequest = Static<typeof TokenRequest>;
+
+export const CheckpointRequest = Type.Object(
+  { token: Token, step: Type.Integer({ minimum: 0 }), state: Type.Unknown() },
+  { additionalProperties: false },
+);
+export type CheckpointRequest = Static<typeof CheckpointRequest>;
+
+export const RequeueRequest = Type.Object(
+  { maxAttempts: Type.Optional(Type.Integer({ minimum: 1, maximum: LIMITS.maxAttempts })) },
+  { additionalProperties: false },
+);
+export type RequeueRequest = Static<typeof RequeueRequest>;
+
+export const ReconcileRequest = Type.Object(
+  { outcome: Type.Union([Type.Literal('succeeded'), Type.Literal('dead'), Type.Literal('requeue')]) },
+  { additionalProperties: false },
+);
+export type ReconcileRequest = Static<typeof ReconcileRequest>;
+
+export const Attempt = Type.Object({
+  attempt: Type.Integer(),
+  epoch: Type.Integer(),
+  workerId: Type.String(),
+  startedAt: Timestamp,
+  endedAt: NullableTimestamp,
+  outcome: Type.Union([Type.String(), Type.Null()]),
+  errorCode: Type.Union([Type.String(), Type.Null()]),
+});
+export const AttemptList = Type.Object({ attempts: Type.Array(Attempt) });
+export type AttemptList = Static<typeof AttemptList>;
+
+export const Stats = Type.Object({
+  counts: Type.Record(Type.String(), Type.Integer()),
+  meanWaitMs: Type.Union([Type.Number(), Type.Null()]),
+  meanRunMs: Type.Union([Type.Number(), Type.Null()]),
+  leaseExpirations: Type.Integer(),
+  oldestAvailableAgeMs: Type.Union([Type.Integer(), Type.Null()]),
+  storageBytes: Type.Integer(),
+});
+export type Stats = Static<typeof Stats>;
+
+export const IdParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 64 }) });
+export type IdParams = Static<typeof IdParams>;
+
+export const BackoffSchema = Type.Object(
+  { baseMs: Type.Integer({ minimum: 1 }), maxMs: Type.Integer({ minimum: 1 }) },
+  { additionalProperties: false },
+);
+
+export const KindDefinition = Type.Object(
+  {
+    payloadSchema: Type.Optional(Type.Unknown()),
+    maxPayloadBytes: Type.Optional(Type.Integer({ minimum: 1, maximum: LIMITS.bodyLimitBytes })),
+    maxAttempts: Type.Optional(Type.Integer({ minimum: 1, maximum: LIMITS.maxAttempts })),
+    leaseMs: Type.Optional(Type.Integer({ minimum: LIMITS.minLeaseMs, maximum: LIMITS.maxLeaseMs })),
+    backoff: Type.Optional(BackoffSchema),
+    deadlineMs: Type.Optional(Type.Union([Type.Integer({ minimum: 1 }), Type.Null()])),
+    maxResultBytes: Type.Optional(Type.Integer({ minimum: 1 })),
+  },
+  { additionalProperties: false },
+);
+export type KindDefinition = Static<typeof KindDefinition>;
+
+export function describe<T extends TSchema>(schema: T, description: string): T {
+  return { ...schema, description };
+}

@@ -1,0 +1,327 @@
+/**
+ * The storage seam. Every backend (src/store/sqlite, src/store/postgres)
+ * implements this interface and passes the conformance suite in
+ * test/conformance. Methods are noun-first and take one params object.
+ *
+ * Expected outcomes (a stale token, an idempotency conflict, a missing job)
+ * are returned as values, not thrown; the coordinator maps them to HTTP.
+ * A backend throws StoreUnavailableError (core/errors) when it cannot reach or
+ * write its database; every other driver error is a bug.
+ *
+ * Every method that changes state does so in one transaction, and resolves
+ * only after that transaction is durable.
+ *
+ * All times are integer milliseconds since the Unix epoch, taken from the
+ * store's own clock (the database server's for PostgreSQL).
+ */
+
+import type { BackoffPolicy } from '../core/backoff.js';
+import type { JobStatus, Role } from '../core/states.js';
+import type { AttemptOutcome } from '../core/transitions.js';
+
+export type StoreBackend = 'sqlite' | 'postgres';
+
+/** Who may see a job: a tenant, narrowed to one owner for producer keys. */
+export interface JobScope {
+  readonly tenant: string;
+  /** Set for producers: only their own jobs exist for them. */
+  readonly owner?: string;
+}
+
+export interface JobError {
+  readonly code: string;
+  readonly message: string;
+}
+
+export interface Checkpoint {
+  readonly step: number;
+  readonly state: unknown;
+}
+
+export interface JobResult {
+  readonly contentType: string;
+  readonly body: Buffer;
+  /** SHA-256 of body, lowercase hex. */
+  readonly checksum: string;
+}
+
+export interface JobRecord {
+  readonly id: string;
+  readonly tenant: string;
+  readonly owner: string;
+  readonly kind: string;
+  readonly payload: unknown;
+  readonly status: JobStatus;
+  readonly attempts: number;
+  readonly maxAttempts: number;
+  readonly priority: number;
+  readonly runAfter: number;
+  readonly deadlineAt: number | null;
+  readonly leaseOwner: string | null;
+  readonly leaseExpiresAt: number | null;
+  readonly epoch: number;
+  readonly createdAt: number;
+  /** When the first attempt started. */
+  readonly startedAt: number | null;
+  readonly finishedAt: number | null;
+  readonly lastError: JobError | null;
+  readonly progress: unknown;
+  readonly cancelRequested: boolean;
+  readonly effectStartedAt: number | null;
+  readonly checkpoint: Checkpoint | null;
+  readonly result: JobResult | null;
+}
+
+export interface EnqueueParams {
+  readonly tenant: string;
+  readonly owner: string;
+  readonly idempotencyKey: string;
+  /** SHA-256 of the canonical request body; equal hashes mean the same request. */
+  readonly requestHash: string;
+  readonly kind: string;
+  readonly payload: unknown;
+  readonly maxAttempts: number;
+  readonly priority: number;
+  /** null: available now, by the store's clock. */
+  readonly runAfter: number | null;
+  /** Overall deadline measured from acceptance; null for none. */
+  readonly deadlineMs: number | null;
+  /** Bytes counted against the tenant's storage budget. */
+  readonly payloadBytes: number;
+}
+
+export type EnqueueOutcome =
+  | { readonly kind: 'created'; readonly job: JobRecord }
+  | { readonly kind: 'replayed'; readonly job: JobRecord }
+  | { readonly kind: 'conflict'; readonly existingJobId: string };
+
+export interface JobListParams {
+  readonly scope: JobScope;
+  readonly status?: JobStatus;
+  readonly kind?: string;
+  readonly limit: number;
+  /** Opaque, from a previous page's nextCursor. */
+  readonly cursor?: string;
+}
+
+export interface JobPage {
+  readonly jobs: readonly JobRecord[];
+  readonly nextCursor: string | null;
+}
+
+export interface LeaseParams {
+  readonly tenant: string;
+  readonly workerId: string;
+  /** Only these kinds; all kinds when absent or empty. */
+  readonly kinds?: readonly string[];
+  readonly leaseMs: number;
+  readonly max: number;
+}
+
+export interface LeasedJob {
+  readonly id: string;
+  readonly kind: string;
+  readonly payload: unknown;
+  /** 1-based number of this attempt (= attempts after the lease). */
+  readonly attempt: number;
+  readonly maxAttempts: number;
+  readonly epoch: number;
+  readonly token: string;
+  readonly leaseExpiresAt: number;
+  readonly deadlineAt: number | null;
+  readonly checkpoint: Checkpoint | null;
+}
+
+export interface RenewParams {
+  readonly tenant: string;
+  readonly id: string;
+  readonly token: string;
+  readonly leaseMs: number;
+  /** Replaces the stored progress when present. */
+  readonly progress?: unknown;
+}
+
+export type RenewOutcome =
+  | { readonly kind: 'renewed'; readonly leaseExpiresAt: number }
+  | { readonly kind: 'rejected'; readonly code: 'stale_lease' | 'cancelled' | 'deadline_exceeded' | 'not_found' };
+
+export interface CompleteParams {
+  readonly tenant: string;
+  readonly id: string;
+  readonly token: string;
+  readonly result?: { readonly contentType: string; readonly body: Buffer };
+  /** The kind's limit; a larger result makes the job dead with result_too_large. */
+  readonly maxResultBytes?: number;
+}
+
+export type CompleteOutcome =
+  | { readonly kind: 'completed'; readonly replayed: boolean }
+  | { readonly kind: 'result_too_large' }
+  | { readonly kind: 'rejected'; readonly code: 'stale_lease' | 'deadline_exceeded' | 'cancelled' | 'not_found' };
+
+export interface FailParams {
+  readonly tenant: string;
+  readonly id: string;
+  readonly token: string;
+  readonly error: JobError;
+  readonly retryable: boolean;
+  readonly backoff: BackoffPolicy;
+}
+
+export type FailOutcome =
+  | { readonly kind: 'failed'; readonly status: 'queued' | 'dead'; readonly runAfter: number | null; readonly replayed: boolean }
+  | { readonly kind: 'rejected'; readonly code: 'stale_lease' | 'not_found' };
+
+export interface TokenParams {
+  readonly tenant: string;
+  readonly id: string;
+  readonly token: string;
+}
+
+export interface CheckpointParams extends TokenParams {
+  readonly checkpoint: Checkpoint;
+}
+
+export type TokenOutcome =
+  | { readonly kind: 'ok' }
+  | { readonly kind: 'rejected'; readonly code: 'stale_lease' | 'cancelled' | 'deadline_exceeded' | 'not_found' };
+
+export interface JobRef {
+  readonly scope: JobScope;
+  readonly id: string;
+}
+
+export interface RequeueParams extends JobRef {
+  /** A fresh attempt budget; the job's current maxAttempts when absent. */
+  readonly maxAttempts?: number;
+}
+
+export type RequeueOutcome =
+  | { readonly kind: 'requeued'; readonly job: JobRecord }
+  | { readonly kind: 'rejected'; readonly code: 'not_dead' | 'not_found' };
+
+export type ReconcileOutcomeName = 'succeeded' | 'dead' | 'requeue';
+
+export interface ReconcileParams extends JobRef {
+  readonly outcome: ReconcileOutcomeName;
+}
+
+export type ReconcileOutcome =
+  | { readonly kind: 'reconciled'; readonly job: JobRecord }
+  | { readonly kind: 'rejected'; readonly code: 'not_unknown' | 'not_found' };
+
+export type CancelOutcome =
+  | { readonly kind: 'cancelled'; readonly job: JobRecord }
+  | { readonly kind: 'cancel_requested'; readonly job: JobRecord }
+  | { readonly kind: 'rejected'; readonly code: 'invalid_state' | 'not_found' };
+
+export interface AttemptRecord {
+  readonly attempt: number;
+  readonly epoch: number;
+  readonly workerId: string;
+  readonly startedAt: number;
+  readonly endedAt: number | null;
+  readonly outcome: AttemptOutcome | null;
+  readonly errorCode: string | null;
+}
+
+export interface ReapOutcome {
+  readonly requeued: number;
+  readonly dead: number;
+  readonly unknown: number;
+  readonly cancelled: number;
+  /** Queued jobs whose deadline passed. */
+  readonly deadlineExpired: number;
+}
+
+export interface TenantStats {
+  readonly counts: Readonly<Record<JobStatus, number>>;
+  /** Mean of (startedAt - createdAt) over jobs that started; null when none. */
+  readonly meanWaitMs: number | null;
+  /** Mean of (finishedAt - startedAt) over succeeded jobs; null when none. */
+  readonly meanRunMs: number | null;
+  readonly leaseExpirations: number;
+  /** Age of the oldest queued job whose runAfter has passed; null when none. */
+  readonly oldestAvailableAgeMs: number | null;
+  /** Payload plus result bytes of jobs not yet deleted. */
+  readonly storageBytes: number;
+}
+
+export interface ApiKeyRecord {
+  readonly id: string;
+  readonly tenant: string;
+  readonly user: string;
+  readonly role: Role;
+  readonly keyHash: string;
+  readonly createdAt: number;
+  readonly revokedAt: number | null;
+}
+
+export interface ApiKeyInsertParams {
+  readonly id: string;
+  readonly tenant: string;
+  readonly user: string;
+  readonly role: Role;
+  readonly keyHash: string;
+}
+
+export interface KindRecord {
+  readonly tenant: string;
+  readonly kind: string;
+  readonly payloadSchema: unknown;
+  readonly maxPayloadBytes: number;
+  readonly maxAttempts: number;
+  readonly leaseMs: number;
+  readonly backoff: BackoffPolicy;
+  readonly deadlineMs: number | null;
+  readonly maxResultBytes: number;
+  readonly updatedAt: number;
+}
+
+export type KindUpsertParams = Omit<KindRecord, 'updatedAt'>;
+
+export interface Store {
+  readonly backend: StoreBackend;
+
+  /** The store's clock: lease decisions and timestamps use this and nothing else. */
+  now(): Promise<number>;
+  /** Resolves when the database answers a trivial query. */
+  ping(): Promise<void>;
+  close(): Promise<void>;
+
+  apiKeyInsert(params: ApiKeyInsertParams): Promise<ApiKeyRecord>;
+  apiKeyFindByHash(keyHash: string): Promise<ApiKeyRecord | null>;
+  apiKeyRevoke(params: { readonly id: string }): Promise<boolean>;
+
+  kindUpsert(params: KindUpsertParams): Promise<KindRecord>;
+  kindGet(params: { readonly tenant: string; readonly kind: string }): Promise<KindRecord | null>;
+  kindList(params: { readonly tenant: string }): Promise<readonly KindRecord[]>;
+
+  jobEnqueue(params: EnqueueParams): Promise<EnqueueOutcome>;
+  /** All in one transaction; outcomes in the order of params. */
+  jobEnqueueMany(params: readonly EnqueueParams[]): Promise<readonly EnqueueOutcome[]>;
+  jobGet(params: JobRef): Promise<JobRecord | null>;
+  jobList(params: JobListParams): Promise<JobPage>;
+  /** Leases up to `max` available jobs in one transaction, first applying any due lease expiries. */
+  jobLease(params: LeaseParams): Promise<readonly LeasedJob[]>;
+  jobRenew(params: RenewParams): Promise<RenewOutcome>;
+  jobComplete(params: CompleteParams): Promise<CompleteOutcome>;
+  /** All in one transaction; outcomes in the order of params. */
+  jobCompleteMany(params: readonly CompleteParams[]): Promise<readonly CompleteOutcome[]>;
+  jobFail(params: FailParams): Promise<FailOutcome>;
+  jobCheckpoint(params: CheckpointParams): Promise<TokenOutcome>;
+  jobMarkEffectStarted(params: TokenParams): Promise<TokenOutcome>;
+  jobRequeue(params: RequeueParams): Promise<RequeueOutcome>;
+  jobCancel(params: JobRef): Promise<CancelOutcome>;
+  jobReconcile(params: ReconcileParams): Promise<ReconcileOutcome>;
+  jobAttempts(params: JobRef): Promise<readonly AttemptRecord[] | null>;
+  /** Applies due lease expiries and deadlines across all tenants. */
+  jobReapExpired(): Promise<ReapOutcome>;
+  stats(params: { readonly tenant: string }): Promise<TenantStats>;
+
+  /**
+   * Calls `listener` soon after jobs may have become available (an enqueue or
+   * requeue committed, possibly by another process). Returns an unsubscribe.
+   */
+  watchAvailable(listener: () => void): () => void;
+}
