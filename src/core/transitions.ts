@@ -67,14 +67,17 @@ export interface FailureInput {
 export type FailureDecision =
   | { readonly kind: 'retry'; readonly runAfter: number }
   | { readonly kind: 'dead'; readonly code: 'attempts_exhausted' | 'permanent' | 'deadline_exceeded' }
+  /** A cancel was requested while the job ran: the failure ends it instead of a retry. */
+  | { readonly kind: 'cancelled' }
   | { readonly kind: 'replay' }
   | { readonly kind: 'reject'; readonly code: 'stale_lease' };
 
 export function decideFailure(job: JobSnapshot, token: string, input: FailureInput, now: number): FailureDecision {
-  if (job.leaseToken === token && job.lastOutcome === 'failed' && (job.status === 'queued' || job.status === 'dead')) {
+  if (job.leaseToken === token && job.lastOutcome === 'failed' && (job.status === 'queued' || job.status === 'dead' || job.status === 'cancelled')) {
     return { kind: 'replay' };
   }
   if (!holdsLiveLease(job, token, now)) return { kind: 'reject', code: 'stale_lease' };
+  if (job.cancelRequested) return { kind: 'cancelled' };
   if (!input.retryable) return { kind: 'dead', code: 'permanent' };
   if (job.attempts >= job.maxAttempts) return { kind: 'dead', code: 'attempts_exhausted' };
   const runAfter = now + backoffDelayMs(job.attempts, input.backoff, input.random);

@@ -1,0 +1,128 @@
+/**
+ * Every SQL statement of the SQLite backend, by name. The store prepares each
+ * once at open. Guards in WHERE clauses mirror the decide* functions in
+ * src/core/transitions.ts, so a statement can never apply a transition that
+ * the decision would not have allowed, even if the snapshot were stale.
+ */
+
+const JOB_COLUMNS = `j.seq, j.id, j.tenant, j.owner, j.kind, j.payload, j.status, j.attempts, j.max_attempts, j.priority,
+  j.run_after, j.deadline_at, j.deadline_ms, j.lease_owner, j.lease_expires_at, j.epoch, j.lease_token, j.last_outcome,
+  j.created_at, j.started_at, j.finished_at, j.last_error_code, j.last_error_message, j.progress, j.cancel_requested,
+  j.effect_started_at, j.checkpoint_step, j.checkpoint_state, j.request_hash`;
+
+const RESULT_COLUMNS = 'r.content_type AS result_content_type, r.body AS result_body, r.checksum AS result_checksum';
+
+export const SQL = {
+  migrationsTable: `CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`,
+  migrationsApplied: `SELECT version FROM schema_migrations ORDER BY version`,
+  migrationRecord: `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
+
+  apiKeyInsert: `INSERT INTO api_keys (id, tenant, user_name, role, key_hash, created_at) VALUES (@id, @tenant, @user, @role, @keyHash, @now)`,
+  apiKeyByHash: `SELECT id, tenant, user_name, role, key_hash, created_at, revoked_at FROM api_keys WHERE key_hash = ?`,
+  apiKeyRevoke: `UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`,
+
+  kindUpsert: `INSERT INTO kinds (tenant, kind, payload_schema, max_payload_bytes, max_attempts, lease_ms, backoff_base_ms,
+      backoff_max_ms, deadline_ms, max_result_bytes, updated_at)
+    VALUES (@tenant, @kind, @payloadSchema, @maxPayloadBytes, @maxAttempts, @leaseMs, @backoffBaseMs, @backoffMaxMs,
+      @deadlineMs, @maxResultBytes, @now)
+    ON CONFLICT (tenant, kind) DO UPDATE SET payload_schema = excluded.payload_schema,
+      max_payload_bytes = excluded.max_payload_bytes, max_attempts = excluded.max_attempts, lease_ms = excluded.lease_ms,
+      backoff_base_ms = excluded.backoff_base_ms, backoff_max_ms = excluded.backoff_max_ms,
+      deadline_ms = excluded.deadline_ms, max_result_bytes = excluded.max_result_bytes, updated_at = excluded.updated_at`,
+  kindGet: `SELECT * FROM kinds WHERE tenant = ? AND kind = ?`,
+  kindList: `SELECT * FROM kinds WHERE tenant = ? ORDER BY kind`,
+
+  jobByIdempotencyKey: `SELECT j.id, j.request_hash FROM jobs j WHERE j.tenant = ? AND j.owner = ? AND j.idempotency_key = ?`,
+  jobInsert: `INSERT INTO jobs (id, tenant, owner, idempotency_key, request_hash, kind, payload, payload_bytes, status,
+      max_attempts, priority, run_after, deadline_ms, deadline_at, created_at)
+    VALUES (@id, @tenant, @owner, @idempotencyKey, @requestHash, @kind, @payload, @payloadBytes, 'queued',
+      @maxAttempts, @priority, @runAfter, @deadlineMs, @deadlineAt, @now)`,
+  counterAddStorage: `INSERT INTO tenant_counters (tenant, storage_bytes) VALUES (?, ?)
+    ON CONFLICT (tenant) DO UPDATE SET storage_bytes = storage_bytes + excluded.storage_bytes`,
+  counterAddExpiration: `INSERT INTO tenant_counters (tenant, lease_expirations) VALUES (?, 1)
+    ON CONFLICT (tenant) DO UPDATE SET lease_expirations = lease_expirations + 1`,
+  counterGet: `SELECT lease_expirations, storage_bytes FROM tenant_counters WHERE tenant = ?`,
+
+  jobGetById: `SELECT ${JOB_COLUMNS}, ${RESULT_COLUMNS} FROM jobs j LEFT JOIN job_results r ON r.job_seq = j.seq
+    WHERE j.id = @id AND j.tenant = @tenant AND (@owner IS NULL OR j.owner = @owner)`,
+  jobGetBySeq: `SELECT ${JOB_COLUMNS}, ${RESULT_COLUMNS} FROM jobs j LEFT JOIN job_results r ON r.job_seq = j.seq WHERE j.seq = ?`,
+  jobGetByIdUnscoped: `SELECT ${JOB_COLUMNS}, ${RESULT_COLUMNS} FROM jobs j LEFT JOIN job_results r ON r.job_seq = j.seq WHERE j.id = ?`,
+  jobSnapshot: `SELECT ${JOB_COLUMNS} FROM jobs j WHERE j.id = ? AND j.tenant = ?`,
+  jobList: `SELECT ${JOB_COLUMNS}, ${RESULT_COLUMNS} FROM jobs j LEFT JOIN job_results r ON r.job_seq = j.seq
+    WHERE j.tenant = @tenant AND (@owner IS NULL OR j.owner = @owner) AND (@status IS NULL OR j.status = @status)
+      AND (@kind IS NULL OR j.kind = @kind) AND (@cursor IS NULL OR j.seq < @cursor)
+    ORDER BY j.seq DESC LIMIT @limit`,
+
+  /** One statement picks and claims; lh_token() draws a fresh random token per row. */
+  jobLeaseAnyKind: `UPDATE jobs SET status = 'running', attempts = attempts + 1, epoch = epoch + 1, lease_token = lh_token(),
+      lease_owner = @workerId, lease_expires_at = CASE WHEN deadline_at IS NOT NULL AND deadline_at < @now + @leaseMs
+        THEN deadline_at ELSE @now + @leaseMs END,
+      started_at = COALESCE(started_at, @now), last_outcome = NULL
+    WHERE seq IN (SELECT seq FROM jobs WHERE tenant = @tenant AND status = 'queued' AND run_after <= @now
+        AND (deadline_at IS NULL OR deadline_at > @now)
+      ORDER BY priority DESC, run_after, seq LIMIT @max)
+    RETURNING seq, id, kind, payload, attempts, max_attempts, epoch, lease_token, lease_expires_at, deadline_at,
+      checkpoint_step, checkpoint_state, priority, run_after`,
+  jobLeaseKinds: `UPDATE jobs SET status = 'running', attempts = attempts + 1, epoch = epoch + 1, lease_token = lh_token(),
+      lease_owner = @workerId, lease_expires_at = CASE WHEN deadline_at IS NOT NULL AND deadline_at < @now + @leaseMs
+        THEN deadline_at ELSE @now + @leaseMs END,
+      started_at = COALESCE(started_at, @now), last_outcome = NULL
+    WHERE seq IN (SELECT seq FROM jobs WHERE tenant = @tenant AND status = 'queued' AND run_after <= @now
+        AND (deadline_at IS NULL OR deadline_at > @now) AND kind IN (SELECT value FROM json_each(@kinds))
+      ORDER BY priority DESC, run_after, seq LIMIT @max)
+    RETURNING seq, id, kind, payload, attempts, max_attempts, epoch, lease_token, lease_expires_at, deadline_at,
+      checkpoint_step, checkpoint_state, priority, run_after`,
+  attemptInsert: `INSERT INTO job_attempts (job_seq, epoch, attempt, worker_id, started_at) VALUES (?, ?, ?, ?, ?)`,
+  attemptEnd: `UPDATE job_attempts SET ended_at = ?, outcome = ?, error_code = ? WHERE job_seq = ? AND epoch = ? AND ended_at IS NULL`,
+  attemptList: `SELECT a.attempt, a.epoch, a.worker_id, a.started_at, a.ended_at, a.outcome, a.error_code
+    FROM job_attempts a WHERE a.job_seq = ? ORDER BY a.epoch`,
+
+  jobsExpiredLeases: `SELECT ${JOB_COLUMNS} FROM jobs j WHERE j.status = 'running' AND j.lease_expires_at <= ?`,
+  jobsExpiredLeasesForTenant: `SELECT ${JOB_COLUMNS} FROM jobs j WHERE j.status = 'running' AND j.lease_expires_at <= ? AND j.tenant = ?`,
+  jobsQueuedPastDeadline: `SELECT j.seq, j.tenant FROM jobs j WHERE j.status = 'queued' AND j.deadline_at IS NOT NULL AND j.deadline_at <= ?`,
+
+  jobExpireToQueued: `UPDATE jobs SET status = 'queued', run_after = @now, lease_expires_at = NULL, last_outcome = 'expired',
+      last_error_code = 'lease_expired', last_error_message = @message
+    WHERE seq = @seq AND status = 'running' AND lease_token = @token AND lease_expires_at <= @now`,
+  jobExpireToEnd: `UPDATE jobs SET status = @status, lease_expires_at = NULL, last_outcome = @outcome, finished_at = @now,
+      last_error_code = @code, last_error_message = @message
+    WHERE seq = @seq AND status = 'running' AND lease_token = @token AND lease_expires_at <= @now`,
+  jobQueuedDeadline: `UPDATE jobs SET status = 'dead', finished_at = @now, last_error_code = 'deadline_exceeded',
+      last_error_message = @message WHERE seq = @seq AND status = 'queued'`,
+
+  jobRenew: `UPDATE jobs SET lease_expires_at = @leaseExpiresAt, progress = COALESCE(@progress, progress)
+    WHERE seq = @seq AND status = 'running' AND lease_token = @token AND lease_expires_at > @now`,
+  jobSucceed: `UPDATE jobs SET status = 'succeeded', finished_at = @now, lease_expires_at = NULL, last_outcome = 'succeeded',
+      last_error_code = NULL, last_error_message = NULL
+    WHERE seq = @seq AND status = 'running' AND lease_token = @token AND lease_expires_at > @now`,
+  jobDeadFromRunning: `UPDATE jobs SET status = @status, finished_at = @now, lease_expires_at = NULL, last_outcome = @outcome,
+      last_error_code = @code, last_error_message = @message
+    WHERE seq = @seq AND status = 'running' AND lease_token = @token AND lease_expires_at > @now`,
+  jobRetry: `UPDATE jobs SET status = 'queued', run_after = @runAfter, lease_expires_at = NULL, last_outcome = 'failed',
+      last_error_code = @code, last_error_message = @message
+    WHERE seq = @seq AND status = 'running' AND lease_token = @token AND lease_expires_at > @now`,
+  resultInsert: `INSERT INTO job_results (job_seq, content_type, body, checksum, size_bytes) VALUES (?, ?, ?, ?, ?)`,
+  jobCheckpoint: `UPDATE jobs SET checkpoint_step = @step, checkpoint_state = @state
+    WHERE seq = @seq AND status = 'running' AND lease_token = @token AND lease_expires_at > @now`,
+  jobEffectStarted: `UPDATE jobs SET effect_started_at = COALESCE(effect_started_at, @now)
+    WHERE seq = @seq AND status = 'running' AND lease_token = @token AND lease_expires_at > @now`,
+  jobRequeue: `UPDATE jobs SET status = 'queued', attempts = 0, max_attempts = @maxAttempts, run_after = @now,
+      deadline_at = CASE WHEN deadline_ms IS NULL THEN NULL ELSE @now + deadline_ms END,
+      finished_at = NULL, lease_expires_at = NULL, cancel_requested = 0, effect_started_at = NULL
+    WHERE seq = @seq AND status = @fromStatus`,
+  jobCancelNow: `UPDATE jobs SET status = 'cancelled', finished_at = @now, lease_expires_at = NULL,
+      last_error_code = 'cancelled', last_error_message = 'cancelled by request'
+    WHERE seq = @seq AND status IN ('queued', 'unknown')`,
+  jobCancelRequest: `UPDATE jobs SET cancel_requested = 1 WHERE seq = @seq AND status = 'running'`,
+  jobReconcileSucceeded: `UPDATE jobs SET status = 'succeeded', finished_at = @now, last_error_code = NULL, last_error_message = NULL
+    WHERE seq = @seq AND status = 'unknown'`,
+  jobReconcileDead: `UPDATE jobs SET status = 'dead', finished_at = @now, last_error_code = 'reconciled_dead',
+      last_error_message = 'marked dead by an operator after reconciliation' WHERE seq = @seq AND status = 'unknown'`,
+
+  statsCounts: `SELECT status, COUNT(*) AS n FROM jobs WHERE tenant = ? GROUP BY status`,
+  statsTimes: `SELECT AVG(started_at - created_at) AS mean_wait, AVG(CASE WHEN status = 'succeeded' THEN finished_at - started_at END) AS mean_run
+    FROM jobs WHERE tenant = ? AND started_at IS NOT NULL`,
+  statsOldestAvailable: `SELECT MIN(run_after) AS oldest FROM jobs WHERE tenant = ? AND status = 'queued' AND run_after <= ?`,
+} as const;
+
+export type QueryName = keyof typeof SQL;

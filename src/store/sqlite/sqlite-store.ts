@@ -1,0 +1,709 @@
+/**
+ * The embedded default backend: one SQLite file in WAL mode with
+ * synchronous=FULL, so a commit is on disk when it returns. Writes go through
+ * GroupCommit (one transaction and one fsync for everything that arrived
+ * together); reads run directly on the WAL snapshot.
+ *
+ * Several processes on one host may open the same file (an API process and
+ * worker processes of an application): every write takes the database's write
+ * lock with BEGIN IMMEDIATE and waits up to busyTimeoutMs for it, and changes
+ * made by another process are noticed through PRAGMA data_version.
+ */
+
+import Database, { type Database as Db, type Statement } from 'better-sqlite3';
+import { randomBytes } from 'node:crypto';
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { canonicalJson } from '../../core/canonical-json.js';
+import { systemClock, type Clock } from '../../core/clock.js';
+import { StoreUnavailableError } from '../../core/errors.js';
+import { newJobId, sha256Hex } from '../../core/ids.js';
+import { JOB_STATUSES, type JobStatus } from '../../core/states.js';
+import {
+  decideCancel,
+  decideCompletion,
+  decideFailure,
+  decideLeaseExpiry,
+  decideRenew,
+  decideRequeue,
+  holdsLiveLease,
+} from '../../core/transitions.js';
+import type {
+  ApiKeyInsertParams,
+  ApiKeyRecord,
+  AttemptRecord,
+  CancelOutcome,
+  CheckpointParams,
+  CompleteOutcome,
+  CompleteParams,
+  EnqueueOutcome,
+  EnqueueParams,
+  FailOutcome,
+  FailParams,
+  JobPage,
+  JobListParams,
+  JobRecord,
+  JobRef,
+  KindRecord,
+  KindUpsertParams,
+  LeasedJob,
+  LeaseParams,
+  ReapOutcome,
+  ReconcileOutcome,
+  ReconcileParams,
+  RenewOutcome,
+  RenewParams,
+  RequeueOutcome,
+  RequeueParams,
+  Store,
+  TenantStats,
+  TokenOutcome,
+  TokenParams,
+} from '../store.js';
+import { GroupCommit } from './group-commit.js';
+import { MIGRATIONS } from './migrations.js';
+import { SQL, type QueryName } from './queries.js';
+import {
+  toApiKeyRecord,
+  toAttemptRecord,
+  toJobRecord,
+  toKindRecord,
+  toSnapshot,
+  type ApiKeyRow,
+  type AttemptRow,
+  type JobRow,
+  type JobWithResultRow,
+  type KindRow,
+  type LeasedRow,
+} from './rows.js';
+
+export interface SqliteStoreOptions {
+  readonly path: string;
+  readonly clock?: Clock;
+  /** How long a write waits for another process's write lock before answering store_unavailable. */
+  readonly busyTimeoutMs?: number;
+  /** How often to look for commits made by other processes while someone watches for work. */
+  readonly crossProcessPollMs?: number;
+  /** Open read-only (inspection tools). */
+  readonly readonly?: boolean;
+}
+
+/** SQLite result codes that mean "cannot reach or write the database now", not a bug. */
+const UNAVAILABLE_CODES = /^SQLITE_(BUSY|LOCKED|FULL|IOERR|READONLY|CANTOPEN|PROTOCOL|NOMEM|CORRUPT|NOTADB|PERM)/;
+
+function isUnavailable(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code === 'string' && UNAVAILABLE_CODES.test(code)) return true;
+  return error instanceof TypeError && /database connection is not open/.test(error.message);
+}
+
+function translate(error: unknown): unknown {
+  if (error instanceof StoreUnavailableError) return error;
+  if (isUnavailable(error) || (error instanceof Error && error.message === 'store is closed')) {
+    return new StoreUnavailableError('the job store is unavailable', error);
+  }
+  return error;
+}
+
+const LEASE_EXPIRED_MESSAGE = 'the lease expired before the worker completed or failed the job';
+const DEADLINE_MESSAGE = 'the job passed its overall deadline';
+
+type Statements = { readonly [K in QueryName]: Statement };
+
+export class SqliteStore implements Store {
+  readonly backend = 'sqlite' as const;
+  private readonly statements: Statements;
+  private readonly writer: GroupCommit;
+  private readonly listeners = new Set<() => void>();
+  private dataVersion = 0;
+  private pollTimer: NodeJS.Timeout | null = null;
+  private closed = false;
+
+  private constructor(
+    private readonly db: Db,
+    private readonly clock: Clock,
+    private readonly crossProcessPollMs: number,
+  ) {
+    this.statements = Object.fromEntries(
+      Object.entries(SQL).map(([name, text]) => [name, db.prepare(text)]),
+    ) as unknown as Statements;
+    this.writer = new GroupCommit({
+      db,
+      now: () => this.clock.now(),
+      translateError: translate,
+      isFatal: isUnavailable,
+    });
+  }
+
+  static open(options: SqliteStoreOptions): SqliteStore {
+    const clock = options.clock ?? systemClock;
+    let db: Db;
+    try {
+      if (!options.readonly) mkdirSync(dirname(options.path), { recursive: true });
+      db = new Database(options.path, { readonly: options.readonly ?? false });
+      db.pragma(`busy_timeout = ${Math.max(0, Math.floor(options.busyTimeoutMs ?? 5000))}`);
+      if (!options.readonly) {
+        db.pragma('journal_mode = WAL');
+        // FULL: the WAL is fsynced at every commit, so an acknowledged write survives power loss.
+        db.pragma('synchronous = FULL');
+      }
+      db.pragma('foreign_keys = ON');
+      db.function('lh_token', { deterministic: false }, () => randomBytes(18).toString('base64url'));
+      if (!options.readonly) migrate(db, clock);
+    } catch (error) {
+      throw translate(error);
+    }
+    return new SqliteStore(db, clock, options.crossProcessPollMs ?? 50);
+  }
+
+  async now(): Promise<number> {
+    return this.clock.now();
+  }
+
+  async ping(): Promise<void> {
+    this.read(() => this.db.prepare('SELECT 1').get());
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.stopPolling();
+    this.listeners.clear();
+    this.writer.close();
+    this.db.close();
+  }
+
+  // --- keys and kinds -------------------------------------------------------
+
+  apiKeyInsert(params: ApiKeyInsertParams): Promise<ApiKeyRecord> {
+    return this.write((now) => {
+      this.statements.apiKeyInsert.run({ ...params, now });
+      return { ...params, createdAt: now, revokedAt: null };
+    });
+  }
+
+  async apiKeyFindByHash(keyHash: string): Promise<ApiKeyRecord | null> {
+    const row = this.read(() => this.statements.apiKeyByHash.get(keyHash) as ApiKeyRow | undefined);
+    return row === undefined ? null : toApiKeyRecord(row);
+  }
+
+  apiKeyRevoke(params: { readonly id: string }): Promise<boolean> {
+    return this.write((now) => this.statements.apiKeyRevoke.run(now, params.id).changes === 1);
+  }
+
+  kindUpsert(params: KindUpsertParams): Promise<KindRecord> {
+    return this.write((now) => {
+      this.statements.kindUpsert.run({
+        tenant: params.tenant,
+        kind: params.kind,
+        payloadSchema: params.payloadSchema === undefined || params.payloadSchema === null ? null : canonicalJson(params.payloadSchema),
+        maxPayloadBytes: params.maxPayloadBytes,
+        maxAttempts: params.maxAttempts,
+        leaseMs: params.leaseMs,
+        backoffBaseMs: params.backoff.baseMs,
+        backoffMaxMs: params.backoff.maxMs,
+        deadlineMs: params.deadlineMs,
+        maxResultBytes: params.maxResultBytes,
+        now,
+      });
+      return { ...params, updatedAt: now };
+    });
+  }
+
+  async kindGet(params: { readonly tenant: string; readonly kind: string }): Promise<KindRecord | null> {
+    const row = this.read(() => this.statements.kindGet.get(params.tenant, params.kind) as KindRow | undefined);
+    return row === undefined ? null : toKindRecord(row);
+  }
+
+  async kindList(params: { readonly tenant: string }): Promise<readonly KindRecord[]> {
+    const rows = this.read(() => this.statements.kindList.all(params.tenant) as KindRow[]);
+    return rows.map(toKindRecord);
+  }
+
+  // --- enqueue and reads ----------------------------------------------------
+
+  jobEnqueue(params: EnqueueParams): Promise<EnqueueOutcome> {
+    return this.write((now) => this.enqueueInTransaction(params, now), true);
+  }
+
+  jobEnqueueMany(params: readonly EnqueueParams[]): Promise<readonly EnqueueOutcome[]> {
+    return this.write((now) => params.map((p) => this.enqueueInTransaction(p, now)), true);
+  }
+
+  async jobGet(params: JobRef): Promise<JobRecord | null> {
+    const row = this.read(
+      () =>
+        this.statements.jobGetById.get({ id: params.id, tenant: params.scope.tenant, owner: params.scope.owner ?? null }) as
+          | JobWithResultRow
+          | undefined,
+    );
+    return row === undefined ? null : toJobRecord(row);
+  }
+
+  async jobList(params: JobListParams): Promise<JobPage> {
+    const cursor = params.cursor === undefined ? null : decodeCursor(params.cursor);
+    if (params.cursor !== undefined && cursor === null) return { jobs: [], nextCursor: null };
+    const rows = this.read(
+      () =>
+        this.statements.jobList.all({
+          tenant: params.scope.tenant,
+          owner: params.scope.owner ?? null,
+          status: params.status ?? null,
+          kind: params.kind ?? null,
+          cursor,
+          limit: params.limit + 1,
+        }) as JobWithResultRow[],
+    );
+    const page = rows.slice(0, params.limit);
+    const last = page[page.length - 1];
+    return {
+      jobs: page.map(toJobRecord),
+      nextCursor: rows.length > params.limit && last !== undefined ? String(last.seq) : null,
+    };
+  }
+
+  async jobAttempts(params: JobRef): Promise<readonly AttemptRecord[] | null> {
+    return this.read(() => {
+      const job = this.statements.jobGetById.get({ id: params.id, tenant: params.scope.tenant, owner: params.scope.owner ?? null }) as
+        | JobRow
+        | undefined;
+      if (job === undefined) return null;
+      return (this.statements.attemptList.all(job.seq) as AttemptRow[]).map(toAttemptRecord);
+    });
+  }
+
+  // --- the lease protocol ---------------------------------------------------
+
+  jobLease(params: LeaseParams): Promise<readonly LeasedJob[]> {
+    return this.write((now) => {
+      this.reapInTransaction(now, params.tenant);
+      const kinds = params.kinds !== undefined && params.kinds.length > 0 ? params.kinds : null;
+      const bindings = { tenant: params.tenant, workerId: params.workerId, leaseMs: params.leaseMs, max: params.max, now };
+      const rows = (
+        kinds === null
+          ? this.statements.jobLeaseAnyKind.all(bindings)
+          : this.statements.jobLeaseKinds.all({ ...bindings, kinds: JSON.stringify(kinds) })
+      ) as LeasedRow[];
+      rows.sort((a, b) => b.priority - a.priority || a.run_after - b.run_after || a.seq - b.seq);
+      return rows.map((row) => {
+        this.statements.attemptInsert.run(row.seq, row.epoch, row.attempts, params.workerId, now);
+        return {
+          id: row.id,
+          kind: row.kind,
+          payload: JSON.parse(row.payload) as unknown,
+          attempt: row.attempts,
+          maxAttempts: row.max_attempts,
+          epoch: row.epoch,
+          token: row.lease_token,
+          leaseExpiresAt: row.lease_expires_at,
+          deadlineAt: row.deadline_at,
+          checkpoint:
+            row.checkpoint_step === null
+              ? null
+              : { step: row.checkpoint_step, state: row.checkpoint_state === null ? null : (JSON.parse(row.checkpoint_state) as unknown) },
+        };
+      });
+    });
+  }
+
+  jobRenew(params: RenewParams): Promise<RenewOutcome> {
+    return this.write((now): RenewOutcome => {
+      const row = this.snapshot(params.tenant, params.id);
+      if (row === undefined) return { kind: 'rejected', code: 'not_found' };
+      const decision = decideRenew(toSnapshot(row), params.token, params.leaseMs, now);
+      if (decision.kind === 'reject') return { kind: 'rejected', code: decision.code };
+      const progress = params.progress === undefined ? null : canonicalJson(params.progress);
+      this.expectOne(
+        this.statements.jobRenew.run({ seq: row.seq, token: params.token, leaseExpiresAt: decision.leaseExpiresAt, progress, now }).changes,
+      );
+      return { kind: 'renewed', leaseExpiresAt: decision.leaseExpiresAt };
+    });
+  }
+
+  jobComplete(params: CompleteParams): Promise<CompleteOutcome> {
+    return this.write((now) => this.completeInTransaction(params, now));
+  }
+
+  jobCompleteMany(params: readonly CompleteParams[]): Promise<readonly CompleteOutcome[]> {
+    return this.write((now) => params.map((p) => this.completeInTransaction(p, now)));
+  }
+
+  jobFail(params: FailParams): Promise<FailOutcome> {
+    return this.write((now): FailOutcome => {
+      const row = this.snapshot(params.tenant, params.id);
+      if (row === undefined) return { kind: 'rejected', code: 'not_found' };
+      const decision = decideFailure(toSnapshot(row), params.token, { retryable: params.retryable, backoff: params.backoff, random: Math.random }, now);
+      const base = { seq: row.seq, token: params.token, now, code: params.error.code, message: params.error.message };
+      switch (decision.kind) {
+        case 'reject':
+          return { kind: 'rejected', code: decision.code };
+        case 'replay':
+          return {
+            kind: 'failed',
+            status: row.status as 'queued' | 'dead' | 'cancelled',
+            runAfter: row.status === 'queued' ? row.run_after : null,
+            replayed: true,
+          };
+        case 'retry':
+          this.expectOne(this.statements.jobRetry.run({ ...base, runAfter: decision.runAfter }).changes);
+          this.endAttempt(row, now, 'failed', params.error.code);
+          return { kind: 'failed', status: 'queued', runAfter: decision.runAfter, replayed: false };
+        case 'cancelled':
+        case 'dead': {
+          const status = decision.kind === 'cancelled' ? 'cancelled' : 'dead';
+          this.expectOne(this.statements.jobDeadFromRunning.run({ ...base, status, outcome: 'failed' }).changes);
+          this.endAttempt(row, now, 'failed', params.error.code);
+          return { kind: 'failed', status, runAfter: null, replayed: false };
+        }
+      }
+    }, true);
+  }
+
+  jobCheckpoint(params: CheckpointParams): Promise<TokenOutcome> {
+    return this.write((now) =>
+      this.withLiveLease(params, now, (row) =>
+        this.statements.jobCheckpoint.run({
+          seq: row.seq,
+          token: params.token,
+          now,
+          step: params.checkpoint.step,
+          state: canonicalJson(params.checkpoint.state ?? null),
+        }).changes,
+      ),
+    );
+  }
+
+  jobMarkEffectStarted(params: TokenParams): Promise<TokenOutcome> {
+    return this.write((now) =>
+      this.withLiveLease(params, now, (row) => this.statements.jobEffectStarted.run({ seq: row.seq, token: params.token, now }).changes),
+    );
+  }
+
+  // --- operator actions -----------------------------------------------------
+
+  jobRequeue(params: RequeueParams): Promise<RequeueOutcome> {
+    return this.write((now): RequeueOutcome => {
+      const row = this.scopedRow(params);
+      if (row === undefined) return { kind: 'rejected', code: 'not_found' };
+      const decision = decideRequeue(toSnapshot(row));
+      if (decision.kind === 'reject') return { kind: 'rejected', code: decision.code };
+      this.expectOne(
+        this.statements.jobRequeue.run({ seq: row.seq, now, maxAttempts: params.maxAttempts ?? row.max_attempts, fromStatus: 'dead' }).changes,
+      );
+      return { kind: 'requeued', job: this.reload(row.seq) };
+    }, true);
+  }
+
+  jobCancel(params: JobRef): Promise<CancelOutcome> {
+    return this.write((now): CancelOutcome => {
+      const row = this.scopedRow(params);
+      if (row === undefined) return { kind: 'rejected', code: 'not_found' };
+      if (row.status === 'cancelled') return { kind: 'cancelled', job: this.reload(row.seq) };
+      const decision = decideCancel(toSnapshot(row));
+      switch (decision.kind) {
+        case 'already_terminal':
+          return { kind: 'rejected', code: 'invalid_state' };
+        case 'cancel_now':
+          this.expectOne(this.statements.jobCancelNow.run({ seq: row.seq, now }).changes);
+          return { kind: 'cancelled', job: this.reload(row.seq) };
+        case 'mark_running':
+          this.expectOne(this.statements.jobCancelRequest.run({ seq: row.seq }).changes);
+          return { kind: 'cancel_requested', job: this.reload(row.seq) };
+      }
+    });
+  }
+
+  jobReconcile(params: ReconcileParams): Promise<ReconcileOutcome> {
+    return this.write((now): ReconcileOutcome => {
+      const row = this.scopedRow(params);
+      if (row === undefined) return { kind: 'rejected', code: 'not_found' };
+      if (row.status !== 'unknown') return { kind: 'rejected', code: 'not_unknown' };
+      const bindings = { seq: row.seq, now };
+      if (params.outcome === 'succeeded') this.expectOne(this.statements.jobReconcileSucceeded.run(bindings).changes);
+      else if (params.outcome === 'dead') this.expectOne(this.statements.jobReconcileDead.run(bindings).changes);
+      else this.expectOne(this.statements.jobRequeue.run({ ...bindings, maxAttempts: row.max_attempts, fromStatus: 'unknown' }).changes);
+      return { kind: 'reconciled', job: this.reload(row.seq) };
+    }, params.outcome === 'requeue');
+  }
+
+  jobReapExpired(): Promise<ReapOutcome> {
+    return this.write((now) => this.reapInTransaction(now, null), true);
+  }
+
+  async stats(params: { readonly tenant: string }): Promise<TenantStats> {
+    return this.read(() => {
+      const counts = Object.fromEntries(JOB_STATUSES.map((s) => [s, 0])) as Record<JobStatus, number>;
+      for (const row of this.statements.statsCounts.all(params.tenant) as { status: JobStatus; n: number }[]) counts[row.status] = row.n;
+      const times = this.statements.statsTimes.get(params.tenant) as { mean_wait: number | null; mean_run: number | null };
+      const counters = this.statements.counterGet.get(params.tenant) as { lease_expirations: number; storage_bytes: number } | undefined;
+      const now = this.clock.now();
+      const oldest = (this.statements.statsOldestAvailable.get(params.tenant, now) as { oldest: number | null }).oldest;
+      return {
+        counts,
+        meanWaitMs: times.mean_wait,
+        meanRunMs: times.mean_run,
+        leaseExpirations: counters?.lease_expirations ?? 0,
+        oldestAvailableAgeMs: oldest === null ? null : Math.max(0, now - oldest),
+        storageBytes: counters?.storage_bytes ?? 0,
+      };
+    });
+  }
+
+  watchAvailable(listener: () => void): () => void {
+    this.listeners.add(listener);
+    this.startPolling();
+    return () => {
+      this.listeners.delete(listener);
+      if (this.listeners.size === 0) this.stopPolling();
+    };
+  }
+
+  // --- inside a transaction -------------------------------------------------
+
+  private enqueueInTransaction(params: EnqueueParams, now: number): EnqueueOutcome {
+    const existing = this.statements.jobByIdempotencyKey.get(params.tenant, params.owner, params.idempotencyKey) as
+      | { id: string; request_hash: string }
+      | undefined;
+    if (existing !== undefined) {
+      if (existing.request_hash !== params.requestHash) return { kind: 'conflict', existingJobId: existing.id };
+      return { kind: 'replayed', job: this.reloadById(existing.id) };
+    }
+    const id = newJobId(now);
+    const runAfter = params.runAfter ?? now;
+    this.statements.jobInsert.run({
+      id,
+      tenant: params.tenant,
+      owner: params.owner,
+      idempotencyKey: params.idempotencyKey,
+      requestHash: params.requestHash,
+      kind: params.kind,
+      payload: canonicalJson(params.payload ?? null),
+      payloadBytes: params.payloadBytes,
+      maxAttempts: params.maxAttempts,
+      priority: params.priority,
+      runAfter,
+      deadlineMs: params.deadlineMs,
+      deadlineAt: params.deadlineMs === null ? null : now + params.deadlineMs,
+      now,
+    });
+    this.statements.counterAddStorage.run(params.tenant, params.payloadBytes);
+    // Built from what was inserted rather than read back: enqueue is the hottest write.
+    const job: JobRecord = {
+      id,
+      tenant: params.tenant,
+      owner: params.owner,
+      kind: params.kind,
+      payload: params.payload ?? null,
+      status: 'queued',
+      attempts: 0,
+      maxAttempts: params.maxAttempts,
+      priority: params.priority,
+      runAfter,
+      deadlineAt: params.deadlineMs === null ? null : now + params.deadlineMs,
+      leaseOwner: null,
+      leaseExpiresAt: null,
+      epoch: 0,
+      createdAt: now,
+      startedAt: null,
+      finishedAt: null,
+      lastError: null,
+      progress: null,
+      cancelRequested: false,
+      effectStartedAt: null,
+      checkpoint: null,
+      result: null,
+    };
+    return { kind: 'created', job };
+  }
+
+  private completeInTransaction(params: CompleteParams, now: number): CompleteOutcome {
+    const row = this.snapshot(params.tenant, params.id);
+    if (row === undefined) return { kind: 'rejected', code: 'not_found' };
+    const decision = decideCompletion(toSnapshot(row), params.token, now);
+    if (decision.kind === 'replay') return { kind: 'completed', replayed: true };
+    if (decision.kind === 'reject') return { kind: 'rejected', code: decision.code };
+    const result = params.result;
+    if (result !== undefined && params.maxResultBytes !== undefined && result.body.length > params.maxResultBytes) {
+      this.expectOne(
+        this.statements.jobDeadFromRunning.run({
+          seq: row.seq,
+          token: params.token,
+          now,
+          status: 'dead',
+          outcome: 'failed',
+          code: 'result_too_large',
+          message: `the result is ${result.body.length} bytes; the kind allows ${params.maxResultBytes}`,
+        }).changes,
+      );
+      this.endAttempt(row, now, 'failed', 'result_too_large');
+      return { kind: 'result_too_large' };
+    }
+    this.expectOne(this.statements.jobSucceed.run({ seq: row.seq, token: params.token, now }).changes);
+    if (result !== undefined) {
+      this.statements.resultInsert.run(row.seq, result.contentType, result.body, sha256Hex(result.body), result.body.length);
+      this.statements.counterAddStorage.run(row.tenant, result.body.length);
+    }
+    this.endAttempt(row, now, 'succeeded', null);
+    return { kind: 'completed', replayed: false };
+  }
+
+  private reapInTransaction(now: number, tenant: string | null): ReapOutcome {
+    const counts = { requeued: 0, dead: 0, unknown: 0, cancelled: 0, deadlineExpired: 0 };
+    const expired = (
+      tenant === null ? this.statements.jobsExpiredLeases.all(now) : this.statements.jobsExpiredLeasesForTenant.all(now, tenant)
+    ) as JobRow[];
+    for (const row of expired) {
+      const decision = decideLeaseExpiry(toSnapshot(row), now);
+      const bindings = { seq: row.seq, token: row.lease_token, now };
+      this.statements.counterAddExpiration.run(row.tenant);
+      switch (decision.kind) {
+        case 'requeue':
+          this.expectOne(this.statements.jobExpireToQueued.run({ ...bindings, message: LEASE_EXPIRED_MESSAGE }).changes);
+          this.endAttempt(row, now, 'expired', 'lease_expired');
+          counts.requeued++;
+          break;
+        case 'unknown':
+          this.expectOne(
+            this.statements.jobExpireToEnd.run({
+              ...bindings,
+              status: 'unknown',
+              outcome: 'expired',
+              code: 'effect_unknown',
+              message: 'the lease expired after the handler started an external effect; reconcile it',
+            }).changes,
+          );
+          this.endAttempt(row, now, 'expired', 'lease_expired');
+          counts.unknown++;
+          break;
+        case 'cancelled':
+          this.expectOne(
+            this.statements.jobExpireToEnd.run({ ...bindings, status: 'cancelled', outcome: 'cancelled', code: 'cancelled', message: 'cancelled by request' })
+              .changes,
+          );
+          this.endAttempt(row, now, 'cancelled', 'cancelled');
+          counts.cancelled++;
+          break;
+        case 'dead': {
+          const message = decision.code === 'deadline_exceeded' ? DEADLINE_MESSAGE : LEASE_EXPIRED_MESSAGE;
+          const outcome = decision.code === 'deadline_exceeded' ? 'deadline' : 'expired';
+          this.expectOne(this.statements.jobExpireToEnd.run({ ...bindings, status: 'dead', outcome, code: decision.code, message }).changes);
+          this.endAttempt(row, now, outcome, decision.code);
+          counts.dead++;
+          break;
+        }
+      }
+    }
+    for (const row of this.statements.jobsQueuedPastDeadline.all(now) as { seq: number; tenant: string }[]) {
+      if (tenant !== null && row.tenant !== tenant) continue;
+      counts.deadlineExpired += this.statements.jobQueuedDeadline.run({ seq: row.seq, now, message: DEADLINE_MESSAGE }).changes;
+    }
+    return counts;
+  }
+
+  private withLiveLease(params: TokenParams, now: number, apply: (row: JobRow) => number): TokenOutcome {
+    const row = this.snapshot(params.tenant, params.id);
+    if (row === undefined) return { kind: 'rejected', code: 'not_found' };
+    const snapshot = toSnapshot(row);
+    if (!holdsLiveLease(snapshot, params.token, now)) return { kind: 'rejected', code: 'stale_lease' };
+    if (snapshot.deadlineAt !== null && snapshot.deadlineAt <= now) return { kind: 'rejected', code: 'deadline_exceeded' };
+    this.expectOne(apply(row));
+    return { kind: 'ok' };
+  }
+
+  private endAttempt(row: JobRow, now: number, outcome: string, errorCode: string | null): void {
+    this.statements.attemptEnd.run(now, outcome, errorCode, row.seq, row.epoch);
+  }
+
+  private snapshot(tenant: string, id: string): JobRow | undefined {
+    return this.statements.jobSnapshot.get(id, tenant) as JobRow | undefined;
+  }
+
+  private scopedRow(ref: JobRef): JobRow | undefined {
+    return this.statements.jobGetById.get({ id: ref.id, tenant: ref.scope.tenant, owner: ref.scope.owner ?? null }) as JobRow | undefined;
+  }
+
+  private reload(seq: number): JobRecord {
+    return toJobRecord(this.statements.jobGetBySeq.get(seq) as JobWithResultRow);
+  }
+
+  private reloadById(id: string): JobRecord {
+    return toJobRecord(this.statements.jobGetByIdUnscoped.get(id) as JobWithResultRow);
+  }
+
+  /** A guarded statement that matched nothing after its decision allowed it means a broken invariant. */
+  private expectOne(changes: number): void {
+    if (changes !== 1) throw new Error(`guarded update matched ${changes} rows; the snapshot and the guard disagree`);
+  }
+
+  // --- plumbing -------------------------------------------------------------
+
+  private write<T>(operation: (now: number) => T, wakesWaiters = false): Promise<T> {
+    const promise = this.writer.run(operation);
+    if (!wakesWaiters) return promise;
+    return promise.then((value) => {
+      this.notify();
+      return value;
+    });
+  }
+
+  private read<T>(operation: () => T): T {
+    if (this.closed) throw new StoreUnavailableError('the job store is closed');
+    try {
+      return operation();
+    } catch (error) {
+      throw translate(error);
+    }
+  }
+
+  private notify(): void {
+    for (const listener of this.listeners) listener();
+  }
+
+  private startPolling(): void {
+    if (this.pollTimer !== null || this.closed) return;
+    this.dataVersion = this.readDataVersion();
+    this.pollTimer = setInterval(() => {
+      const version = this.readDataVersion();
+      // data_version changes only when another connection committed.
+      if (version !== this.dataVersion) {
+        this.dataVersion = version;
+        this.notify();
+      }
+    }, this.crossProcessPollMs);
+    this.pollTimer.unref();
+  }
+
+  private stopPolling(): void {
+    if (this.pollTimer !== null) clearInterval(this.pollTimer);
+    this.pollTimer = null;
+  }
+
+  private readDataVersion(): number {
+    try {
+      return this.db.pragma('data_version', { simple: true }) as number;
+    } catch {
+      return this.dataVersion;
+    }
+  }
+}
+
+function migrate(db: Db, clock: Clock): void {
+  db.exec('BEGIN IMMEDIATE');
+  try {
+    db.exec(SQL.migrationsTable);
+    const applied = new Set((db.prepare(SQL.migrationsApplied).all() as { version: number }[]).map((r) => r.version));
+    for (const migration of MIGRATIONS) {
+      if (applied.has(migration.version)) continue;
+      db.exec(migration.sql);
+      db.prepare(SQL.migrationRecord).run(migration.version, migration.name, clock.now());
+    }
+    db.exec('COMMIT');
+  } catch (error) {
+    if (db.inTransaction) db.exec('ROLLBACK');
+    throw error;
+  }
+}
+
+function decodeCursor(cursor: string): number | null {
+  return /^\d{1,15}$/.test(cursor) ? Number(cursor) : null;
+}

@@ -1,0 +1,119 @@
+/**
+ * SQLite-specific behaviour that the conformance suite cannot see: group
+ * commit, durability settings, the schema's own invariants, and two processes
+ * sharing one file.
+ */
+import Database from 'better-sqlite3';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { DEFAULT_BACKOFF } from '../../src/core/backoff.js';
+import { ManualClock } from '../../src/core/clock.js';
+import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import type { EnqueueParams } from '../../src/store/store.js';
+
+let dir: string;
+let store: SqliteStore;
+let clock: ManualClock;
+
+function enqueueParams(key: string, overrides: Partial<EnqueueParams> = {}): EnqueueParams {
+  return {
+    tenant: 't1',
+    owner: 'u1',
+    idempotencyKey: key,
+    requestHash: `hash-${key}`,
+    kind: 'email',
+    payload: { to: key },
+    maxAttempts: 3,
+    priority: 0,
+    runAfter: null,
+    deadlineMs: null,
+    payloadBytes: 10,
+    ...overrides,
+  };
+}
+
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), 'leasehold-sqlite-'));
+  clock = new ManualClock();
+  store = SqliteStore.open({ path: join(dir, 'jobs.db'), clock });
+});
+
+afterEach(async () => {
+  await store.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe('SqliteStore', () => {
+  it('opens in WAL mode with synchronous=FULL', () => {
+    const db = new Database(join(dir, 'jobs.db'), { readonly: true });
+    expect(db.pragma('journal_mode', { simple: true })).toBe('wal');
+    db.close();
+  });
+
+  it('commits concurrent enqueues together and keeps each outcome separate', async () => {
+    const outcomes = await Promise.all(Array.from({ length: 200 }, (_, i) => store.jobEnqueue(enqueueParams(`k${i}`))));
+    expect(outcomes.every((o) => o.kind === 'created')).toBe(true);
+    expect(new Set(outcomes.map((o) => (o.kind === 'created' ? o.job.id : ''))).size).toBe(200);
+    const again = await store.jobEnqueue(enqueueParams('k7'));
+    expect(again.kind).toBe('replayed');
+    const conflict = await store.jobEnqueue(enqueueParams('k7', { requestHash: 'other' }));
+    expect(conflict.kind).toBe('conflict');
+  });
+
+  it('rejects a status the schema does not allow, whatever the code does', () => {
+    const db = new Database(join(dir, 'jobs.db'));
+    expect(() =>
+      db
+        .prepare(
+          `INSERT INTO jobs (id, tenant, owner, idempotency_key, request_hash, kind, payload, payload_bytes, status, max_attempts, run_after, created_at)
+           VALUES ('x', 't', 'o', 'k', 'h', 'k', '{}', 2, 'bogus', 1, 0, 0)`,
+        )
+        .run(),
+    ).toThrow(/CHECK constraint failed/);
+    db.close();
+  });
+
+  it('leases by priority then runAfter, fences with epoch and token, and expires by its own clock', async () => {
+    await store.jobEnqueue(enqueueParams('low'));
+    await store.jobEnqueue(enqueueParams('high', { priority: 5 }));
+    const [first, second] = await store.jobLease({ tenant: 't1', workerId: 'w1', leaseMs: 1000, max: 2 });
+    expect(first?.payload).toEqual({ to: 'high' });
+    expect(second?.payload).toEqual({ to: 'low' });
+    expect(first?.epoch).toBe(1);
+    expect(first?.token).not.toBe(second?.token);
+    clock.advance(1000);
+    const [again] = await store.jobLease({ tenant: 't1', workerId: 'w2', leaseMs: 1000, max: 1 });
+    expect(again?.id).toBe(first?.id);
+    expect(again?.epoch).toBe(2);
+    expect(again?.attempt).toBe(2);
+    const stale = await store.jobComplete({ tenant: 't1', id: first!.id, token: first!.token });
+    expect(stale).toEqual({ kind: 'rejected', code: 'stale_lease' });
+    const done = await store.jobComplete({ tenant: 't1', id: again!.id, token: again!.token, result: { contentType: 'application/json', body: Buffer.from('{"ok":true}') } });
+    expect(done).toEqual({ kind: 'completed', replayed: false });
+    const replay = await store.jobComplete({ tenant: 't1', id: again!.id, token: again!.token });
+    expect(replay).toEqual({ kind: 'completed', replayed: true });
+    const attempts = await store.jobAttempts({ scope: { tenant: 't1' }, id: again!.id });
+    expect(attempts?.map((a) => a.outcome)).toEqual(['expired', 'succeeded']);
+    const stats = await store.stats({ tenant: 't1' });
+    expect(stats.leaseExpirations).toBe(2); // both leases of the first call ran out
+    expect(stats.counts.succeeded).toBe(1);
+  });
+
+  it('fails into backoff, then dead, then requeues with a fresh budget', async () => {
+    await store.jobEnqueue(enqueueParams('f', { maxAttempts: 2 }));
+    const [a] = await store.jobLease({ tenant: 't1', workerId: 'w', leaseMs: 1000, max: 1 });
+    const f1 = await store.jobFail({ tenant: 't1', id: a!.id, token: a!.token, error: { code: 'boom', message: 'x' }, retryable: true, backoff: DEFAULT_BACKOFF });
+    expect(f1.kind === 'failed' && f1.status).toBe('queued');
+    const again = await store.jobFail({ tenant: 't1', id: a!.id, token: a!.token, error: { code: 'boom', message: 'x' }, retryable: true, backoff: DEFAULT_BACKOFF });
+    expect(again.kind === 'failed' && again.replayed).toBe(true);
+    clock.advance(DEFAULT_BACKOFF.baseMs);
+    const [b] = await store.jobLease({ tenant: 't1', workerId: 'w', leaseMs: 1000, max: 1 });
+    const f2 = await store.jobFail({ tenant: 't1', id: b!.id, token: b!.token, error: { code: 'boom', message: 'x' }, retryable: true, backoff: DEFAULT_BACKOFF });
+    expect(f2.kind === 'failed' && f2.status).toBe('dead');
+    const requeued = await store.jobRequeue({ scope: { tenant: 't1' }, id: b!.id, maxAttempts: 4 });
+    expect(requeued.kind === 'requeued' && requeued.job.status).toBe('queued');
+    expect(requeued.kind === 'requeued' && requeued.job.attempts).toBe(0);
+  });
+});
