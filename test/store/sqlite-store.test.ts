@@ -117,3 +117,39 @@ describe('SqliteStore', () => {
     expect(requeued.kind === 'requeued' && requeued.job.attempts).toBe(0);
   });
 });
+
+describe('SqliteStore shared by several processes', () => {
+  it('never leases one job to two processes and loses none', async () => {
+    const { spawn } = await import('node:child_process');
+    const total = 1500;
+    const path = join(dir, 'jobs.db');
+    const shared = SqliteStore.open({ path });
+    await shared.jobEnqueueMany(Array.from({ length: total }, (_, i) => enqueueParams(`m${i}`)));
+    await shared.close();
+    const fixture = join(process.cwd(), 'dist/test/fixtures/sqlite-leaser.js');
+    const children = ['p1', 'p2', 'p3'].map((workerId) => {
+      const child = spawn(process.execPath, [fixture, path, workerId], { stdio: ['pipe', 'pipe', 'inherit'] });
+      let out = '';
+      const ready = new Promise<void>((resolve) => {
+        child.stdout.on('data', (chunk: Buffer) => {
+          out += chunk.toString();
+          if (out.startsWith('ready\n')) resolve();
+        });
+      });
+      const done = new Promise<string>((resolve, reject) => {
+        child.on('error', reject);
+        child.on('exit', (code) => (code === 0 ? resolve(out.slice('ready\n'.length)) : reject(new Error(`${workerId} exited ${code}`))));
+      });
+      return { child, ready, done };
+    });
+    await Promise.all(children.map((c) => c.ready));
+    for (const c of children) c.child.stdin.end('go\n');
+    const runs = await Promise.all(children.map((c) => c.done));
+    const leases = runs.flatMap((out) => out.split('\n').filter(Boolean).map((l) => JSON.parse(l) as { id: string; outcome: string }));
+    expect(leases).toHaveLength(total);
+    expect(new Set(leases.map((l) => l.id)).size).toBe(total);
+    expect(leases.every((l) => l.outcome === 'completed')).toBe(true);
+    const perProcess = runs.map((out) => out.split('\n').filter(Boolean).length);
+    expect(perProcess.filter((n) => n > 0).length).toBeGreaterThan(1);
+  });
+});
