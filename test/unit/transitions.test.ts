@@ -1,0 +1,83 @@
+import { describe, expect, it } from 'vitest';
+import { backoffDelayMs } from '../../src/core/backoff.js';
+import { canonicalJson } from '../../src/core/canonical-json.js';
+import { parseRfc3339 } from '../../src/core/clock.js';
+import {
+  decideCompletion,
+  decideFailure,
+  decideLeaseExpiry,
+  decideRenew,
+  type JobSnapshot,
+} from '../../src/core/transitions.js';
+
+const NOW = 1_000_000;
+const running: JobSnapshot = {
+  status: 'running',
+  attempts: 1,
+  maxAttempts: 3,
+  leaseToken: 'tok',
+  leaseExpiresAt: NOW + 100,
+  deadlineAt: null,
+  effectStartedAt: null,
+  cancelRequested: false,
+  lastOutcome: null,
+};
+const policy = { retryable: true, backoff: { baseMs: 100, maxMs: 1000 }, random: () => 0.5 };
+
+describe('decideCompletion', () => {
+  it('commits only under the live token', () => {
+    expect(decideCompletion(running, 'tok', NOW)).toEqual({ kind: 'commit' });
+    expect(decideCompletion(running, 'other', NOW)).toEqual({ kind: 'reject', code: 'stale_lease' });
+    expect(decideCompletion(running, 'tok', NOW + 100)).toEqual({ kind: 'reject', code: 'stale_lease' });
+  });
+  it('replays a completion by the same token and refuses one past the deadline', () => {
+    expect(decideCompletion({ ...running, status: 'succeeded', lastOutcome: 'succeeded' }, 'tok', NOW)).toEqual({ kind: 'replay' });
+    expect(decideCompletion({ ...running, deadlineAt: NOW }, 'tok', NOW)).toEqual({ kind: 'reject', code: 'deadline_exceeded' });
+  });
+});
+
+describe('decideFailure', () => {
+  it('retries with backoff, then dies when attempts are exhausted', () => {
+    expect(decideFailure(running, 'tok', policy, NOW)).toEqual({ kind: 'retry', runAfter: NOW + 50 });
+    expect(decideFailure({ ...running, attempts: 3 }, 'tok', policy, NOW)).toEqual({ kind: 'dead', code: 'attempts_exhausted' });
+    expect(decideFailure(running, 'tok', { ...policy, retryable: false }, NOW)).toEqual({ kind: 'dead', code: 'permanent' });
+  });
+  it('dies instead of retrying past the deadline, and replays a repeated failure', () => {
+    expect(decideFailure({ ...running, deadlineAt: NOW + 10 }, 'tok', policy, NOW)).toEqual({ kind: 'dead', code: 'deadline_exceeded' });
+    expect(decideFailure({ ...running, status: 'queued', lastOutcome: 'failed' }, 'tok', policy, NOW)).toEqual({ kind: 'replay' });
+    expect(decideFailure(running, 'old', policy, NOW)).toEqual({ kind: 'reject', code: 'stale_lease' });
+  });
+});
+
+describe('decideLeaseExpiry', () => {
+  it('requeues, kills on the last attempt, and never retries a started effect', () => {
+    expect(decideLeaseExpiry(running, NOW)).toEqual({ kind: 'requeue' });
+    expect(decideLeaseExpiry({ ...running, attempts: 3 }, NOW)).toEqual({ kind: 'dead', code: 'lease_expired' });
+    expect(decideLeaseExpiry({ ...running, effectStartedAt: NOW - 1 }, NOW)).toEqual({ kind: 'unknown' });
+    expect(decideLeaseExpiry({ ...running, cancelRequested: true }, NOW)).toEqual({ kind: 'cancelled' });
+  });
+});
+
+describe('decideRenew', () => {
+  it('extends a live lease but never past the deadline', () => {
+    expect(decideRenew(running, 'tok', 500, NOW)).toEqual({ kind: 'renew', leaseExpiresAt: NOW + 500 });
+    expect(decideRenew({ ...running, deadlineAt: NOW + 50 }, 'tok', 500, NOW)).toEqual({ kind: 'renew', leaseExpiresAt: NOW + 50 });
+    expect(decideRenew({ ...running, cancelRequested: true }, 'tok', 500, NOW)).toEqual({ kind: 'reject', code: 'cancelled' });
+  });
+});
+
+describe('backoff and helpers', () => {
+  it('grows exponentially up to the cap with full jitter', () => {
+    const p = { baseMs: 100, maxMs: 1000 };
+    expect(backoffDelayMs(1, p, () => 0.999)).toBe(99);
+    expect(backoffDelayMs(3, p, () => 0.999)).toBe(399);
+    expect(backoffDelayMs(10, p, () => 0.999)).toBe(999);
+    expect(backoffDelayMs(3, p, () => 0)).toBe(0);
+  });
+  it('sorts keys for the canonical form and parses only RFC 3339', () => {
+    expect(canonicalJson({ b: 1, a: { d: 2, c: [3, { f: 1, e: 2 }] } })).toBe('{"a":{"c":[3,{"e":2,"f":1}],"d":2},"b":1}');
+    expect(parseRfc3339('2026-01-01T00:00:00Z')).toBe(Date.UTC(2026, 0, 1));
+    expect(parseRfc3339('2026-01-01')).toBeNull();
+    expect(parseRfc3339('yesterday')).toBeNull();
+  });
+});
