@@ -1,0 +1,13 @@
+/**
+ * Handlers for benchmarks, loaded by `leasehold worker --handlers`. `noop`
+ * does nothing; `stamp` returns the wall-clock moment the handler started, in
+ * fractional milliseconds, so enqueue-to-start latency can be measured across
+ * processes on one host.
+ */
+
+export const handlers = {
+  noop: async (): Promise<null> => null,
+  stamp: async (): Promise<{ handlerStartedAt: number }> => ({ handlerStartedAt: performance.timeOrigin + performance.now() }),
+};
+
+export default handlers;

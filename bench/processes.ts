@@ -1,0 +1,121 @@
+/**
+ * Process plumbing for benchmarks and end-to-end tests: start `leasehold
+ * serve` and `leasehold worker` as real child processes, wait for the line
+ * that says they are up, create keys through the CLI, and stop them.
+ */
+
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { createServer } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { dirname, join } from 'node:path';
+
+/** The repository root, from dist/bench/ or bench/. */
+export const ROOT = (() => {
+  const here = dirname(fileURLToPath(import.meta.url));
+  return here.includes(`${join('dist', 'bench')}`) ? join(here, '..', '..') : join(here, '..');
+})();
+
+export const CLI = join(ROOT, 'bin', 'leasehold.js');
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address !== null ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+export function createKey(db: string, tenant: string, user: string, role: 'producer' | 'worker' | 'admin'): string {
+  const run = spawnSync(process.execPath, [CLI, 'keys', 'create', '--db', db, '--tenant', tenant, '--user', user, '--role', role], {
+    encoding: 'utf8',
+  });
+  if (run.status !== 0) throw new Error(`keys create failed: ${run.stderr}`);
+  const lines = run.stdout.trim().split('\n');
+  const key = lines[lines.length - 1];
+  if (key === undefined || key === '') throw new Error('keys create printed no key');
+  return key;
+}
+
+export interface RunningProcess {
+  readonly child: ChildProcess;
+  readonly output: () => string;
+  /** Resolves with the exit code (or signal name). */
+  readonly exited: Promise<number | string>;
+  stop(signal?: NodeJS.Signals): Promise<number | string>;
+}
+
+export function startProcess(args: readonly string[], options: { env?: NodeJS.ProcessEnv; readyPattern?: RegExp } = {}): {
+  process: RunningProcess;
+  ready: Promise<string>;
+} {
+  const child = spawn(process.execPath, [CLI, ...args], {
+    env: { ...process.env, ...options.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  const exited = new Promise<number | string>((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal ?? -1)));
+  const ready = new Promise<string>((resolve, reject) => {
+    const pattern = options.readyPattern;
+    const onData = (chunk: Buffer): void => {
+      output += chunk.toString();
+      if (pattern !== undefined) {
+        const match = pattern.exec(output);
+        if (match !== null) resolve(match[1] ?? match[0]);
+      }
+    };
+    child.stdout?.on('data', onData);
+    child.stderr?.on('data', onData);
+    if (pattern === undefined) resolve('');
+    void exited.then((code) => reject(new Error(`process exited (${code}) before it was ready:\n${output.slice(-2000)}`)));
+  });
+  const running: RunningProcess = {
+    child,
+    output: () => output,
+    exited,
+    async stop(signal: NodeJS.Signals = 'SIGTERM') {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      return exited;
+    },
+  };
+  return { process: running, ready };
+}
+
+export async function startCoordinator(db: string, extraArgs: readonly string[] = [], env: NodeJS.ProcessEnv = {}): Promise<{ url: string; process: RunningProcess }> {
+  const port = await freePort();
+  const started = startProcess(['serve', '--db', db, '--port', String(port), '--host', '127.0.0.1', ...extraArgs], {
+    env,
+    readyPattern: /listening on (http:\/\/[^\s"]+)/,
+  });
+  const url = await started.ready;
+  return { url: url.replace(/\/$/, ''), process: started.process };
+}
+
+export function startWorker(options: {
+  url: string;
+  key: string;
+  handlers: string;
+  concurrency: number;
+  workerId?: string;
+  extraArgs?: readonly string[];
+  env?: NodeJS.ProcessEnv;
+}): RunningProcess {
+  const args = ['worker', '--url', options.url, '--key', options.key, '--handlers', options.handlers, '--concurrency', String(options.concurrency)];
+  if (options.workerId !== undefined) args.push('--worker-id', options.workerId);
+  return startProcess([...args, ...(options.extraArgs ?? [])], { env: options.env ?? {} }).process;
+}
+
+export function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? (sorted[mid] as number) : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2;
+}
+
+export function percentile(values: readonly number[], p: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const index = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
+  return sorted[index] as number;
+}

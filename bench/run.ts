@@ -1,0 +1,212 @@
+/**
+ * `npm run bench`: throughput and latency of a real coordinator process with
+ * durable writes, driven over HTTP, each scenario on a fresh database and
+ * reported as the median of several runs.
+ *
+ *   enqueue-single  N single POST /jobs with 64 in flight
+ *   enqueue-batch   N jobs through POST /jobs/batch (500 per request, 4 in flight)
+ *   end-to-end      N no-op jobs already enqueued; worker processes with 32 handlers
+ *                   in flight in total run them all (timed from the first success
+ *                   seen to the last)
+ *   latency         500 jobs enqueued 5 ms apart onto an idle queue; enqueue to
+ *                   handler start, p50 and p99
+ *
+ * Options: --db sqlite|postgres://… (default: a fresh SQLite file per run),
+ * --runs 3, --jobs 20000, --coordinators 1, --workers 2, --only a,b.
+ */
+
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { LeaseholdClient } from '../src/client/index.js';
+import { createKey, median, percentile, ROOT, startCoordinator, startWorker, type RunningProcess } from './processes.js';
+import { freshPostgresDb } from './postgres-db.js';
+
+const { values: args } = parseArgs({
+  options: {
+    db: { type: 'string', default: 'sqlite' },
+    runs: { type: 'string', default: '3' },
+    jobs: { type: 'string', default: '20000' },
+    coordinators: { type: 'string', default: '1' },
+    workers: { type: 'string', default: '2' },
+    only: { type: 'string' },
+  },
+});
+
+const RUNS = Number(args.runs);
+const JOBS = Number(args.jobs);
+const COORDINATORS = Number(args.coordinators);
+const WORKER_PROCESSES = Number(args.workers);
+const HANDLERS = join(ROOT, 'dist', 'bench', 'handlers.js');
+const selected = new Set((args.only ?? 'enqueue-single,enqueue-batch,end-to-end,latency').split(','));
+
+interface Deployment {
+  readonly urls: string[];
+  readonly adminKey: string;
+  readonly workerKey: string;
+  stop(): Promise<void>;
+}
+
+async function deploy(): Promise<Deployment> {
+  let db: string;
+  let cleanup: () => Promise<void>;
+  if (args.db === 'sqlite') {
+    const dir = mkdtempSync(join(tmpdir(), 'leasehold-bench-'));
+    db = join(dir, 'bench.db');
+    cleanup = async () => rmSync(dir, { recursive: true, force: true });
+  } else {
+    const fresh = await freshPostgresDb(args.db ?? '');
+    db = fresh.url;
+    cleanup = fresh.drop;
+  }
+  const adminKey = createKey(db, 'bench', 'bench', 'admin');
+  const workerKey = createKey(db, 'bench', 'bench-worker', 'worker');
+  const coordinators: RunningProcess[] = [];
+  const urls: string[] = [];
+  for (let i = 0; i < COORDINATORS; i++) {
+    const started = await startCoordinator(db);
+    coordinators.push(started.process);
+    urls.push(started.url);
+  }
+  return {
+    urls,
+    adminKey,
+    workerKey,
+    async stop() {
+      await Promise.all(coordinators.map((c) => c.stop()));
+      await cleanup();
+    },
+  };
+}
+
+async function enqueueSingle(d: Deployment): Promise<number> {
+  const clients = d.urls.map((url) => new LeaseholdClient({ baseUrl: url, apiKey: d.adminKey, connections: 64 }));
+  let next = 0;
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: 64 }, async (_, lane) => {
+      const client = clients[lane % clients.length] as LeaseholdClient;
+      while (next < JOBS) {
+        const i = next++;
+        await client.enqueue({ kind: 'noop', payload: { i } }, { idempotencyKey: `single-${i}` });
+      }
+    }),
+  );
+  const rate = JOBS / ((performance.now() - started) / 1000);
+  await Promise.all(clients.map((c) => c.close()));
+  return rate;
+}
+
+async function enqueueBatches(d: Deployment, kind: string, count: number, prefix: string): Promise<number> {
+  const clients = d.urls.map((url) => new LeaseholdClient({ baseUrl: url, apiKey: d.adminKey, connections: 8 }));
+  const batchSize = 500;
+  let next = 0;
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: 4 }, async (_, lane) => {
+      const client = clients[lane % clients.length] as LeaseholdClient;
+      while (next < count) {
+        const from = next;
+        next = Math.min(count, next + batchSize);
+        const jobs = Array.from({ length: next - from }, (_, k) => ({ idempotencyKey: `${prefix}-${from + k}`, kind, payload: { i: from + k } }));
+        const answer = await client.enqueueBatch(jobs);
+        if (answer.results.some((r) => r.status !== 202)) throw new Error('a batch item was refused');
+      }
+    }),
+  );
+  const rate = count / ((performance.now() - started) / 1000);
+  await Promise.all(clients.map((c) => c.close()));
+  return rate;
+}
+
+async function endToEnd(d: Deployment): Promise<number> {
+  await enqueueBatches(d, 'noop', JOBS, 'e2e');
+  const perWorker = Math.ceil(32 / WORKER_PROCESSES);
+  const workers = Array.from({ length: WORKER_PROCESSES }, (_, i) =>
+    startWorker({ url: d.urls[i % d.urls.length] as string, key: d.workerKey, handlers: HANDLERS, concurrency: perWorker, workerId: `bench-${i}` }),
+  );
+  const client = new LeaseholdClient({ baseUrl: d.urls[0] as string, apiKey: d.adminKey, connections: 2 });
+  let firstSeen: number | null = null;
+  let done = 0;
+  while (done < JOBS) {
+    const stats = await client.stats();
+    done = stats.counts['succeeded'] ?? 0;
+    if (firstSeen === null && done > 0) firstSeen = performance.now();
+    if (done < JOBS) await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  const elapsed = (performance.now() - (firstSeen ?? performance.now())) / 1000;
+  await Promise.all(workers.map((w) => w.stop()));
+  await client.close();
+  return JOBS / elapsed;
+}
+
+async function latency(d: Deployment): Promise<{ p50: number; p99: number }> {
+  const worker = startWorker({ url: d.urls[0] as string, key: d.workerKey, handlers: HANDLERS, concurrency: 8, workerId: 'latency' });
+  const client = new LeaseholdClient({ baseUrl: d.urls[0] as string, apiKey: d.adminKey, connections: 4 });
+  // The worker is ready when it has run one job.
+  const warm = await client.enqueue({ kind: 'stamp', payload: {} }, { idempotencyKey: 'warm-up' });
+  while ((await client.getJob(warm.job.id)).status !== 'succeeded') await new Promise((resolve) => setTimeout(resolve, 20));
+  const sent = new Map<string, number>();
+  const pending: Promise<void>[] = [];
+  for (let i = 0; i < 500; i++) {
+    const at = performance.timeOrigin + performance.now();
+    pending.push(
+      client.enqueue({ kind: 'stamp', payload: { i } }, { idempotencyKey: `lat-${i}` }).then((r) => {
+        sent.set(r.job.id, at);
+      }),
+    );
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  await Promise.all(pending);
+  const latencies: number[] = [];
+  for (const [id, at] of sent) {
+    let job = await client.getJob(id);
+    while (job.status !== 'succeeded') {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      job = await client.getJob(id);
+    }
+    const stamp = (job.result as { handlerStartedAt: number }).handlerStartedAt;
+    latencies.push(stamp - at);
+  }
+  await worker.stop();
+  await client.close();
+  return { p50: percentile(latencies, 50), p99: percentile(latencies, 99) };
+}
+
+async function main(): Promise<void> {
+  const figures: Record<string, number[]> = {};
+  const record = (name: string, value: number): void => {
+    (figures[name] ??= []).push(value);
+    process.stdout.write(`  ${name}: ${value.toFixed(name.includes('latency') ? 2 : 0)}\n`);
+  };
+  process.stdout.write(`leasehold bench: db=${args.db === 'sqlite' ? 'sqlite (fresh file per run)' : 'postgres'}, coordinators=${COORDINATORS}, jobs=${JOBS}, runs=${RUNS}\n`);
+  for (let run = 1; run <= RUNS; run++) {
+    process.stdout.write(`run ${run}\n`);
+    for (const scenario of ['enqueue-single', 'enqueue-batch', 'end-to-end', 'latency']) {
+      if (!selected.has(scenario)) continue;
+      const d = await deploy();
+      try {
+        if (scenario === 'enqueue-single') record('enqueue single jobs/s', await enqueueSingle(d));
+        if (scenario === 'enqueue-batch') record('enqueue batch jobs/s', await enqueueBatches(d, 'noop', JOBS, 'batch'));
+        if (scenario === 'end-to-end') record('end-to-end jobs/s', await endToEnd(d));
+        if (scenario === 'latency') {
+          const l = await latency(d);
+          record('latency p50 ms', l.p50);
+          record('latency p99 ms', l.p99);
+        }
+      } finally {
+        await d.stop();
+      }
+    }
+  }
+  process.stdout.write(`\nmedians of ${RUNS} runs (${args.db === 'sqlite' ? 'SQLite' : 'PostgreSQL'}, ${COORDINATORS} coordinator(s), durable commits):\n`);
+  for (const [name, values] of Object.entries(figures)) {
+    process.stdout.write(`  ${name.padEnd(24)} ${median(values).toFixed(name.includes('latency') ? 2 : 0)}   (runs: ${values.map((v) => v.toFixed(name.includes('latency') ? 2 : 0)).join(', ')})\n`);
+  }
+}
+
+main().catch((error: unknown) => {
+  process.stderr.write(`bench failed: ${error instanceof Error ? error.stack ?? error.message : String(error)}\n`);
+  process.exit(1);
+});
