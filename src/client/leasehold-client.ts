@@ -1,0 +1,308 @@
+/**
+ * The typed HTTP client: one method per coordinator endpoint, bodies typed
+ * from the wire schemas in src/protocol. It keeps a pool of keep-alive
+ * connections (undici) because workers and benchmarks call it tens of
+ * thousands of times a second; a fresh TCP connection per call would cost
+ * more than the call.
+ *
+ * The client does not retry. Retrying is a policy that depends on the call
+ * (a completion is worth retrying only while its lease lives), so it belongs
+ * to the caller; errors say whether a retry is safe (`isRetryableError`).
+ */
+
+import { createHash, randomUUID } from 'node:crypto';
+import { Pool } from 'undici';
+import { systemClock } from '../core/clock.js';
+import type {
+  AttemptList,
+  CompleteManyRequest,
+  CompleteManyResponse,
+  CompleteResponse,
+  EnqueueRequest,
+  FailRequest,
+  FailResponse,
+  Job,
+  JobList,
+  JobListQuery,
+  KindDefinition,
+  LeaseRequest,
+  LeaseResponse,
+  LeasedJob,
+  RenewRequest,
+  RenewResponse,
+  Stats,
+} from '../protocol/schemas.js';
+import { LeaseholdApiError, LeaseholdIntegrityError, LeaseholdNetworkError, parseRetryAfter } from './errors.js';
+import type {
+  EnqueueBatchItem,
+  EnqueueBatchResult,
+  EnqueueResult,
+  HealthStatus,
+  JobResultBody,
+  Kind,
+  ReconcileOutcome,
+} from './types.js';
+
+export interface LeaseholdClientOptions {
+  /** e.g. http://127.0.0.1:8080 (a path prefix is kept). */
+  readonly baseUrl: string;
+  readonly apiKey: string;
+  /** Per request, on top of any long-poll wait. Default 30 s. */
+  readonly timeoutMs?: number;
+  /** Keep-alive connections in the pool. Default 64. */
+  readonly connections?: number;
+}
+
+export interface CallOptions {
+  readonly signal?: AbortSignal;
+}
+
+interface RawResponse {
+  readonly status: number;
+  readonly headers: Record<string, string | string[] | undefined>;
+  readonly body: Buffer;
+}
+
+type Method = 'GET' | 'POST' | 'PUT' | 'DELETE';
+
+export class LeaseholdClient {
+  private readonly pool: Pool;
+  private readonly prefix: string;
+  private readonly authorization: string;
+  private readonly timeoutMs: number;
+  private closed = false;
+
+  constructor(options: LeaseholdClientOptions) {
+    const url = new URL(options.baseUrl);
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+      throw new TypeError(`baseUrl must be an http(s) URL, got ${url.protocol}`);
+    }
+    this.prefix = url.pathname.replace(/\/+$/, '');
+    this.authorization = `Bearer ${options.apiKey}`;
+    this.timeoutMs = options.timeoutMs ?? 30_000;
+    this.pool = new Pool(url.origin, {
+      connections: options.connections ?? 64,
+      keepAliveTimeout: 30_000,
+      keepAliveMaxTimeout: 120_000,
+    });
+  }
+
+  /** Closes the connection pool; in-flight requests finish first. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.pool.close();
+  }
+
+  // ---- producers ----
+
+  /**
+   * POST /jobs. The idempotency key defaults to a random one, which makes the
+   * call safe to retry only if the caller keeps the key: pass your own for that.
+   */
+  async enqueue(request: EnqueueRequest, options: CallOptions & { readonly idempotencyKey?: string } = {}): Promise<EnqueueResult> {
+    const key = options.idempotencyKey ?? randomUUID();
+    const response = await this.call('POST', '/jobs', request, { ...options, headers: { 'idempotency-key': key } });
+    const replayed = header(response, 'idempotent-replayed') === 'true';
+    return { job: parseJson<Job>(response), replayed, retryAfterSeconds: parseRetryAfter(response.headers['retry-after'], systemClock.now()) };
+  }
+
+  /** POST /jobs/batch: up to 1,000 jobs in one transaction, each with its own idempotency key. */
+  async enqueueBatch(jobs: readonly EnqueueBatchItem[], options: CallOptions = {}): Promise<EnqueueBatchResult> {
+    const response = await this.call('POST', '/jobs/batch', { jobs }, options);
+    return parseJson<EnqueueBatchResult>(response);
+  }
+
+  async getJob(id: string, options: CallOptions = {}): Promise<Job> {
+    return parseJson<Job>(await this.call('GET', `/jobs/${encodeURIComponent(id)}`, undefined, options));
+  }
+
+  async listJobs(query: JobListQuery = {}, options: CallOptions = {}): Promise<JobList> {
+    const search = new URLSearchParams();
+    for (const [name, value] of Object.entries(query)) {
+      if (value !== undefined) search.set(name, String(value));
+    }
+    const qs = search.toString();
+    return parseJson<JobList>(await this.call('GET', qs === '' ? '/jobs' : `/jobs?${qs}`, undefined, options));
+  }
+
+  /**
+   * GET /jobs/{id}/result. Verifies the body's SHA-256 against the ETag and
+   * the Repr-Digest header and throws LeaseholdIntegrityError on a mismatch.
+   */
+  async getResult(id: string, options: CallOptions = {}): Promise<JobResultBody> {
+    const response = await this.call('GET', `/jobs/${encodeURIComponent(id)}/result`, undefined, options);
+    const digest = createHash('sha256').update(response.body);
+    const hex = digest.copy().digest('hex');
+    const etag = header(response, 'etag');
+    const reprDigest = header(response, 'repr-digest');
+    if (etag === undefined && reprDigest === undefined) {
+      throw new LeaseholdIntegrityError('checksum_missing', `result of job ${id} came without an ETag or Repr-Digest`);
+    }
+    if (etag !== undefined) {
+      const tagged = etag.replace(/^W\//, '').replace(/^"|"$/g, '').replace(/^sha-?256[:=]/i, '').toLowerCase();
+      if (tagged !== hex) throw new LeaseholdIntegrityError('checksum_mismatch', `result of job ${id} does not match its ETag`);
+    }
+    if (reprDigest !== undefined) {
+      const match = /sha-256=:([A-Za-z0-9+/=]+):/.exec(reprDigest);
+      if (match === null || match[1] !== digest.digest('base64')) {
+        throw new LeaseholdIntegrityError('checksum_mismatch', `result of job ${id} does not match its Repr-Digest`);
+      }
+    }
+    const contentType = header(response, 'content-type') ?? 'application/octet-stream';
+    const isJson = /^application\/([\w.+-]+\+)?json\b/i.test(contentType);
+    return {
+      contentType,
+      body: response.body,
+      checksum: hex,
+      value: isJson && response.body.length > 0 ? (JSON.parse(response.body.toString('utf8')) as unknown) : undefined,
+    };
+  }
+
+  async attempts(id: string, options: CallOptions = {}): Promise<AttemptList['attempts']> {
+    const body = parseJson<AttemptList>(await this.call('GET', `/jobs/${encodeURIComponent(id)}/attempts`, undefined, options));
+    return body.attempts;
+  }
+
+  async cancel(id: string, options: CallOptions = {}): Promise<Job> {
+    return parseJson<Job>(await this.call('POST', `/jobs/${encodeURIComponent(id)}/cancel`, {}, options));
+  }
+
+  // ---- workers ----
+
+  /** POST /lease. An empty array when the coordinator answered 204 (nothing within waitMs). */
+  async lease(request: LeaseRequest, options: CallOptions = {}): Promise<LeasedJob[]> {
+    const response = await this.call('POST', '/lease', request, { ...options, extraTimeoutMs: request.waitMs ?? 0 });
+    if (response.status === 204) return [];
+    return parseJson<LeaseResponse>(response).jobs;
+  }
+
+  async renew(id: string, request: RenewRequest, options: CallOptions = {}): Promise<RenewResponse> {
+    return parseJson<RenewResponse>(await this.call('POST', `/jobs/${encodeURIComponent(id)}/renew`, request, options));
+  }
+
+  async complete(id: string, request: { readonly token: string; readonly result?: unknown }, options: CallOptions = {}): Promise<CompleteResponse> {
+    return parseJson<CompleteResponse>(await this.call('POST', `/jobs/${encodeURIComponent(id)}/complete`, request, options));
+  }
+
+  /** POST /complete: many completions in one request and one transaction; per-item results. */
+  async completeMany(completions: CompleteManyRequest['completions'], options: CallOptions = {}): Promise<CompleteManyResponse['results']> {
+    return parseJson<CompleteManyResponse>(await this.call('POST', '/complete', { completions }, options)).results;
+  }
+
+  async fail(id: string, request: FailRequest, options: CallOptions = {}): Promise<FailResponse> {
+    return parseJson<FailResponse>(await this.call('POST', `/jobs/${encodeURIComponent(id)}/fail`, request, options));
+  }
+
+  /** POST /jobs/{id}/effect: declares an external side effect under this lease. */
+  async effectStarted(id: string, token: string, options: CallOptions = {}): Promise<void> {
+    await this.call('POST', `/jobs/${encodeURIComponent(id)}/effect`, { token }, options);
+  }
+
+  async checkpoint(id: string, request: { readonly token: string; readonly step: number; readonly state: unknown }, options: CallOptions = {}): Promise<void> {
+    await this.call('POST', `/jobs/${encodeURIComponent(id)}/checkpoint`, request, options);
+  }
+
+  // ---- admin ----
+
+  async requeue(id: string, request: { readonly maxAttempts?: number } = {}, options: CallOptions = {}): Promise<Job> {
+    return parseJson<Job>(await this.call('POST', `/jobs/${encodeURIComponent(id)}/requeue`, request, options));
+  }
+
+  async reconcile(id: string, outcome: ReconcileOutcome, options: CallOptions = {}): Promise<Job> {
+    return parseJson<Job>(await this.call('POST', `/jobs/${encodeURIComponent(id)}/reconcile`, { outcome }, options));
+  }
+
+  async putKind(kind: string, definition: KindDefinition, options: CallOptions = {}): Promise<Kind> {
+    return parseJson<Kind>(await this.call('PUT', `/kinds/${encodeURIComponent(kind)}`, definition, options));
+  }
+
+  async listKinds(options: CallOptions = {}): Promise<Kind[]> {
+    return parseJson<{ kinds: Kind[] }>(await this.call('GET', '/kinds', undefined, options)).kinds;
+  }
+
+  async stats(options: CallOptions = {}): Promise<Stats> {
+    return parseJson<Stats>(await this.call('GET', '/stats', undefined, options));
+  }
+
+  async health(options: CallOptions = {}): Promise<HealthStatus> {
+    return parseJson<HealthStatus>(await this.call('GET', '/healthz', undefined, options));
+  }
+
+  // ---- transport ----
+
+  private async call(
+    method: Method,
+    path: string,
+    body: unknown,
+    options: CallOptions & { readonly headers?: Record<string, string>; readonly extraTimeoutMs?: number },
+  ): Promise<RawResponse> {
+    const headers: Record<string, string> = { authorization: this.authorization, accept: 'application/json', ...options.headers };
+    let payload: string | undefined;
+    if (body !== undefined) {
+      payload = JSON.stringify(body);
+      headers['content-type'] = 'application/json';
+    }
+    const timeout = this.timeoutMs + (options.extraTimeoutMs ?? 0);
+    let response: RawResponse;
+    try {
+      const answer = await this.pool.request({
+        method,
+        path: this.prefix + path,
+        headers,
+        body: payload ?? null,
+        signal: options.signal ?? null,
+        headersTimeout: timeout,
+        bodyTimeout: timeout,
+      });
+      const chunks = Buffer.from(await answer.body.arrayBuffer());
+      response = { status: answer.statusCode, headers: answer.headers, body: chunks };
+    } catch (error) {
+      if (options.signal?.aborted === true) throw options.signal.reason ?? error;
+      const code = networkCode(error);
+      throw new LeaseholdNetworkError(`${method} ${path.split('?')[0] ?? path} failed: ${code ?? 'connection error'}`, code, error);
+    }
+    if (response.status >= 400) throw apiError(method, path, response);
+    return response;
+  }
+}
+
+function header(response: RawResponse, name: string): string | undefined {
+  const value = response.headers[name];
+  return Array.isArray(value) ? value[0] : value;
+}
+
+function parseJson<T>(response: RawResponse): T {
+  // The coordinator serializes its answers with the same schemas the types come from.
+  return JSON.parse(response.body.toString('utf8')) as T;
+}
+
+function apiError(method: Method, path: string, response: RawResponse): LeaseholdApiError {
+  const retryAfter = parseRetryAfter(response.headers['retry-after'], systemClock.now());
+  let code = `http_${response.status}`;
+  let message = `${method} ${path.split('?')[0] ?? path} answered ${response.status}`;
+  try {
+    const parsed = JSON.parse(response.body.toString('utf8')) as unknown;
+    if (typeof parsed === 'object' && parsed !== null && 'error' in parsed) {
+      const error = (parsed as { error: unknown }).error;
+      if (typeof error === 'object' && error !== null) {
+        const fields = error as { code?: unknown; message?: unknown };
+        if (typeof fields.code === 'string') code = fields.code;
+        if (typeof fields.message === 'string') message = fields.message;
+      }
+    }
+  } catch {
+    // Not JSON (a proxy's error page, say): keep the generic code.
+  }
+  return new LeaseholdApiError(response.status, code, message, retryAfter);
+}
+
+function networkCode(error: unknown): string | undefined {
+  let current: unknown = error;
+  for (let depth = 0; depth < 4 && typeof current === 'object' && current !== null; depth++) {
+    const code = (current as { code?: unknown }).code;
+    if (typeof code === 'string') return code;
+    current = (current as { cause?: unknown }).cause;
+  }
+  return undefined;
+}
