@@ -1,0 +1,155 @@
+/**
+ * Coalesces completions. Handlers that finish close together (in the same
+ * turn of the event loop, or while 100 are waiting) are sent in one
+ * `POST /complete`, which the coordinator commits in one transaction: one
+ * request and one fsync for many jobs instead of one each. This is the main
+ * reason a worker can finish thousands of short jobs a second.
+ *
+ * Each item keeps its own lease horizon: a retried batch drops the items
+ * whose lease has surely run out, and items whose job was aborted before the
+ * request left are withdrawn (a worker does not complete a job it lost).
+ */
+
+import type { LeaseholdClient } from '../client/leasehold-client.js';
+import { LeaseholdApiError } from '../client/errors.js';
+import { LIMITS } from '../protocol/schemas.js';
+import { withRetry, type RetryOptions } from './retry.js';
+import { errorFields, type WorkerLogger } from './logger.js';
+
+export interface CompletionItem {
+  readonly id: string;
+  readonly token: string;
+  /** JSON result; undefined for none. */
+  readonly result: unknown;
+  /** True once the job's signal was aborted: the completion must not be sent. */
+  readonly isLost: () => boolean;
+  /** The local estimate of when the lease surely ends (clock ms). */
+  readonly giveUpAt: () => number;
+}
+
+export type CompletionOutcome =
+  | { readonly kind: 'completed' }
+  | { readonly kind: 'rejected'; readonly code: string }
+  | { readonly kind: 'withdrawn' }
+  | { readonly kind: 'error'; readonly error: unknown };
+
+interface Pending extends CompletionItem {
+  readonly settle: (outcome: CompletionOutcome) => void;
+}
+
+export interface CompletionBatcherOptions {
+  readonly retry: Omit<RetryOptions, 'giveUpAt' | 'signal'>;
+  readonly logger: WorkerLogger;
+  /** Send at once when this many are waiting. Default 100. */
+  readonly flushAt?: number;
+}
+
+class LeaseGoneError extends Error {
+  constructor() {
+    super('every lease in the batch ran out while the coordinator was unreachable');
+    this.name = 'LeaseGoneError';
+  }
+}
+
+export class CompletionBatcher {
+  private pending: Pending[] = [];
+  private scheduled = false;
+  private readonly inFlight = new Set<Promise<void>>();
+  private inFlightItems = 0;
+  private readonly flushAt: number;
+
+  constructor(
+    private readonly client: LeaseholdClient,
+    private readonly options: CompletionBatcherOptions,
+  ) {
+    this.flushAt = options.flushAt ?? 100;
+  }
+
+  /** Completions accepted but not yet answered. */
+  get size(): number {
+    return this.pending.length + this.inFlightItems;
+  }
+
+  submit(item: CompletionItem): Promise<CompletionOutcome> {
+    return new Promise((settle) => {
+      this.pending.push({ ...item, settle });
+      if (this.pending.length >= this.flushAt) this.flush();
+      else if (!this.scheduled) {
+        this.scheduled = true;
+        setImmediate(() => this.flush());
+      }
+    });
+  }
+
+  /** Sends everything waiting and resolves when every request was answered (or given up). */
+  async drain(): Promise<void> {
+    this.flush();
+    while (this.inFlight.size > 0) await Promise.all([...this.inFlight]);
+  }
+
+  private flush(): void {
+    this.scheduled = false;
+    while (this.pending.length > 0) {
+      const batch = this.pending.splice(0, LIMITS.maxCompleteBatch);
+      this.inFlightItems += batch.length;
+      const sending = this.send(batch).finally(() => {
+        this.inFlightItems -= batch.length;
+        this.inFlight.delete(sending);
+      });
+      this.inFlight.add(sending);
+    }
+  }
+
+  private async send(batch: Pending[]): Promise<void> {
+    let live = batch;
+    const prune = (): void => {
+      const now = this.options.retry.clock.now();
+      live = live.filter((item) => {
+        if (item.isLost()) item.settle({ kind: 'withdrawn' });
+        else if (now >= item.giveUpAt()) item.settle({ kind: 'error', error: new LeaseGoneError() });
+        else return true;
+        return false;
+      });
+    };
+    try {
+      const results = await withRetry(
+        () => {
+          prune();
+          if (live.length === 0) return Promise.reject(new LeaseGoneError());
+          return this.client.completeMany(live.map(wireCompletion));
+        },
+        { ...this.options.retry, giveUpAt: () => Math.max(...live.map((item) => item.giveUpAt())) },
+      );
+      const byId = new Map(results.map((result) => [result.id, result]));
+      for (const item of live) {
+        const result = byId.get(item.id);
+        if (result === undefined) item.settle({ kind: 'error', error: new Error('the coordinator answered without this job') });
+        else if (result.code === undefined && result.status === 'succeeded') item.settle({ kind: 'completed' });
+        else item.settle({ kind: 'rejected', code: result.code ?? result.status });
+      }
+    } catch (error) {
+      if (error instanceof LeaseGoneError) return;
+      if (error instanceof LeaseholdApiError && error.status < 500 && live.length > 1) {
+        // One bad item (an oversized result, say) must not sink the others: send each alone.
+        this.options.logger.warn({ ...errorFields(error), jobs: live.length }, 'batch completion refused; completing one by one');
+        await Promise.all(live.map((item) => this.sendOne(item)));
+        return;
+      }
+      for (const item of live) item.settle({ kind: 'error', error });
+    }
+  }
+
+  private async sendOne(item: Pending): Promise<void> {
+    try {
+      const answer = await withRetry(() => this.client.complete(item.id, wireCompletion(item)), { ...this.options.retry, giveUpAt: item.giveUpAt });
+      item.settle(answer.status === 'succeeded' ? { kind: 'completed' } : { kind: 'rejected', code: answer.status });
+    } catch (error) {
+      if (error instanceof LeaseholdApiError && error.status === 409) item.settle({ kind: 'rejected', code: error.code });
+      else item.settle({ kind: 'error', error });
+    }
+  }
+}
+
+function wireCompletion(item: CompletionItem): { id: string; token: string; result?: unknown } {
+  return item.result === undefined ? { id: item.id, token: item.token } : { id: item.id, token: item.token, result: item.result };
+}

@@ -1,0 +1,7 @@
+/** The worker's public surface. */
+
+export { Worker, type WorkerOptions } from './worker.js';
+export type { Handler, HandlerMap, JobContext } from './handler.js';
+export { PermanentJobError, JobAbortedError, type AbortCode } from './job-errors.js';
+export { silentLogger, type WorkerLogger } from './logger.js';
+export { DEFAULT_RETRY, type RetryPolicy } from './retry.js';

@@ -1,0 +1,66 @@
+/**
+ * Retrying coordinator calls. Only errors that changed nothing on the
+ * coordinator's side are retried: lost connections and 503s. Delays grow
+ * exponentially with full jitter (so many workers cut off together do not
+ * come back together) and respect the coordinator's Retry-After. A call tied to
+ * a lease stops once the lease has surely run out: after that the coordinator
+ * would refuse it anyway.
+ */
+
+import { isRetryableError, LeaseholdApiError } from '../client/errors.js';
+import type { Clock } from '../core/clock.js';
+
+export interface RetryPolicy {
+  readonly baseMs: number;
+  readonly maxMs: number;
+}
+
+export const DEFAULT_RETRY: RetryPolicy = Object.freeze({ baseMs: 100, maxMs: 5_000 });
+
+export interface RetryOptions {
+  readonly policy: RetryPolicy;
+  readonly clock: Clock;
+  readonly random: () => number;
+  /** No attempt starts at or after this time (clock ms); the last error is thrown instead. */
+  readonly giveUpAt?: () => number;
+  /** Aborts the wait between attempts (and is passed to the call). */
+  readonly signal?: AbortSignal;
+  readonly onRetry?: (error: unknown, delayMs: number, attempt: number) => void;
+}
+
+export async function withRetry<T>(call: (signal: AbortSignal | undefined) => Promise<T>, options: RetryOptions): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await call(options.signal);
+    } catch (error) {
+      if (!isRetryableError(error) || options.signal?.aborted === true) throw error;
+      const cap = Math.min(options.policy.maxMs, options.policy.baseMs * 2 ** Math.min(attempt - 1, 20));
+      let delay = Math.floor(options.random() * cap);
+      if (error instanceof LeaseholdApiError && error.retryAfterSeconds !== undefined) {
+        delay = Math.max(delay, error.retryAfterSeconds * 1000);
+      }
+      if (options.giveUpAt !== undefined && options.clock.now() + delay >= options.giveUpAt()) throw error;
+      options.onRetry?.(error, delay, attempt);
+      await sleep(delay, options.signal);
+    }
+  }
+}
+
+/** Resolves after `ms`, or rejects with the signal's reason when it aborts first. */
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted === true) {
+      reject(signal.reason);
+      return;
+    }
+    const onAbort = (): void => {
+      clearTimeout(timer);
+      reject(signal?.reason);
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}
