@@ -1,0 +1,67 @@
+/**
+ * `keys create` and `keys revoke` write straight to the database: they are
+ * how the first admin key comes to exist, before any coordinator could check
+ * one. A new key is printed once, as the last line of stdout; only its
+ * SHA-256 hash is stored.
+ */
+
+import { randomUUID } from 'node:crypto';
+import { hashApiKey, newApiKey } from '../../core/ids.js';
+import { isRole, ROLES, type Role } from '../../core/states.js';
+import type { Store } from '../../store/store.js';
+import { CliError, requireOption, UsageError, type Command } from '../command.js';
+import { openStore } from '../open-store.js';
+
+const DB_DETAIL = '--db FILE|URL          SQLite file or postgres:// URL (default: $LEASEHOLD_DB)';
+
+export const keysCreate: Command = {
+  name: 'keys create',
+  summary: 'Create an API key for a tenant and user with a role; prints the key as the last line.',
+  usage: 'keys create --db FILE|URL --tenant T --user U --role producer|worker|admin',
+  details: [DB_DETAIL, '--tenant T             the tenant the key belongs to', '--user U               the user (owner of jobs it enqueues)', `--role R               one of ${ROLES.join(', ')}`],
+  options: { db: { type: 'string' }, tenant: { type: 'string' }, user: { type: 'string' }, role: { type: 'string' } },
+  async run({ values, io }) {
+    const db = requireOption(values, 'db', keysCreate, io.env['LEASEHOLD_DB']);
+    const tenant = requireOption(values, 'tenant', keysCreate);
+    const user = requireOption(values, 'user', keysCreate);
+    const role = requireOption(values, 'role', keysCreate);
+    if (!isRole(role)) throw new UsageError(`--role must be one of ${ROLES.join(', ')}`, keysCreate);
+    const store = await openStore(db);
+    try {
+      const { id, key } = await createApiKey(store, { tenant, user, role });
+      io.out(`created ${role} key ${id} for tenant ${tenant}, user ${user}`);
+      io.out('the key is shown once; only its hash is stored:');
+      io.out(key);
+    } finally {
+      await store.close();
+    }
+    return 0;
+  },
+};
+
+export const keysRevoke: Command = {
+  name: 'keys revoke',
+  summary: 'Revoke an API key by its id (coordinators stop accepting it within their auth cache time).',
+  usage: 'keys revoke --db FILE|URL --id ID',
+  details: [DB_DETAIL, '--id ID                the key id printed by keys create'],
+  options: { db: { type: 'string' }, id: { type: 'string' } },
+  async run({ values, io }) {
+    const db = requireOption(values, 'db', keysRevoke, io.env['LEASEHOLD_DB']);
+    const id = requireOption(values, 'id', keysRevoke);
+    const store = await openStore(db);
+    try {
+      if (!(await store.apiKeyRevoke({ id }))) throw new CliError('not_found', `no active key with id ${id}`);
+      io.out(`revoked key ${id}`);
+    } finally {
+      await store.close();
+    }
+    return 0;
+  },
+};
+
+/** Creates and stores a key; returns it in clear, the one time it exists in clear. */
+export async function createApiKey(store: Store, who: { tenant: string; user: string; role: Role }): Promise<{ id: string; key: string }> {
+  const key = newApiKey();
+  const record = await store.apiKeyInsert({ id: randomUUID(), tenant: who.tenant, user: who.user, role: who.role, keyHash: hashApiKey(key) });
+  return { id: record.id, key };
+}

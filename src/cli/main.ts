@@ -1,0 +1,118 @@
+/**
+ * The `leasehold` command line: finds the command (one word, or two for
+ * `keys …` and `kinds …`), parses its flags, runs it, and turns failures into
+ * one line on stderr. Exit codes: 0 success, 1 the operation failed, 2 the
+ * command line was wrong (the usage is printed). No stack trace is printed.
+ */
+
+import { LeaseholdApiError, LeaseholdIntegrityError, LeaseholdNetworkError } from '../client/errors.js';
+import { LeaseholdError } from '../core/errors.js';
+import { CliError, commandHelp, parseCommandArgs, UsageError, type Command, type Io } from './command.js';
+import { devCommand } from './commands/dev.js';
+import { deadCommand, enqueueCommand, jobCommand, requeueCommand, statsCommand } from './commands/jobs.js';
+import { keysCreate, keysRevoke } from './commands/keys.js';
+import { kindsList, kindsSet } from './commands/kinds.js';
+import { serveCommand } from './commands/serve.js';
+import { workerCommand } from './commands/worker.js';
+
+export const COMMANDS: readonly Command[] = [
+  serveCommand,
+  workerCommand,
+  devCommand,
+  keysCreate,
+  keysRevoke,
+  enqueueCommand,
+  jobCommand,
+  deadCommand,
+  requeueCommand,
+  statsCommand,
+  kindsSet,
+  kindsList,
+];
+
+const GROUPS = new Set(COMMANDS.filter((c) => c.name.includes(' ')).map((c) => c.name.split(' ')[0] ?? ''));
+
+export function overview(): string {
+  const width = Math.max(...COMMANDS.map((c) => c.name.length)) + 2;
+  return [
+    'usage: leasehold <command> [options]',
+    '',
+    'commands:',
+    ...COMMANDS.map((c) => `  ${c.name.padEnd(width)}${c.summary.split('. ')[0]?.replace(/\.$/, '') ?? ''}`),
+    '',
+    'Remote commands read --url/--key or LEASEHOLD_URL/LEASEHOLD_KEY. `leasehold <command> --help` for details.',
+  ].join('\n');
+}
+
+function findCommand(args: readonly string[]): { command: Command; rest: readonly string[] } | undefined {
+  const [first, second] = args;
+  if (first === undefined) return undefined;
+  if (GROUPS.has(first)) {
+    const command = COMMANDS.find((c) => c.name === `${first} ${second ?? ''}`);
+    return command === undefined ? undefined : { command, rest: args.slice(2) };
+  }
+  const command = COMMANDS.find((c) => c.name === first);
+  return command === undefined ? undefined : { command, rest: args.slice(1) };
+}
+
+export async function main(args: readonly string[], io: Io): Promise<{ code: number; forceExit: boolean }> {
+  const [first, second] = args;
+  if (first === '--help' || first === '-h' || first === 'help') {
+    io.out(overview());
+    return { code: 0, forceExit: false };
+  }
+  const found = findCommand(args);
+  if (found === undefined) {
+    if (first !== undefined && GROUPS.has(first) && (second === '--help' || second === '-h')) {
+      io.out(COMMANDS.filter((c) => c.name.startsWith(`${first} `)).map(commandHelp).join('\n\n'));
+      return { code: 0, forceExit: false };
+    }
+    io.err(first === undefined ? overview() : `error: unknown command '${args.slice(0, GROUPS.has(first) ? 2 : 1).join(' ')}'\n\n${overview()}`);
+    return { code: 2, forceExit: false };
+  }
+  const { command, rest } = found;
+  try {
+    const parsed = parseCommandArgs(command, rest);
+    if (parsed.help) {
+      io.out(commandHelp(command));
+      return { code: 0, forceExit: false };
+    }
+    const code = await command.run({ values: parsed.values, positionals: parsed.positionals, io });
+    return { code, forceExit: command.forceExit === true };
+  } catch (error) {
+    if (error instanceof UsageError) {
+      io.err(`error: ${error.message}\n\n${commandHelp(error.command ?? command)}`);
+      return { code: 2, forceExit: false };
+    }
+    io.err(`error: ${describeError(error)}`);
+    return { code: 1, forceExit: command.forceExit === true };
+  }
+}
+
+/** One line: code and message, never a stack. */
+export function describeError(error: unknown): string {
+  if (error instanceof LeaseholdApiError) return `${error.code} (HTTP ${error.status}): ${error.message}`;
+  if (error instanceof LeaseholdNetworkError) return `network_error: ${error.message}`;
+  if (error instanceof LeaseholdIntegrityError || error instanceof CliError || error instanceof LeaseholdError) {
+    return `${error.code}: ${firstLine(error.message)}`;
+  }
+  if (error instanceof Error) {
+    const code = (error as { code?: unknown }).code;
+    return `${typeof code === 'string' ? code : error.name}: ${firstLine(error.message)}`;
+  }
+  return String(error);
+}
+
+function firstLine(text: string): string {
+  return text.split('\n', 1)[0] ?? '';
+}
+
+const io: Io = {
+  out: (line) => process.stdout.write(`${line}\n`),
+  err: (line) => process.stderr.write(`${line}\n`),
+  env: process.env,
+};
+
+const outcome = await main(process.argv.slice(2), io);
+process.exitCode = outcome.code;
+if (outcome.forceExit) process.exit(outcome.code);

@@ -1,0 +1,33 @@
+/**
+ * The composition root's one choice of backend: a `postgres://` or
+ * `postgresql://` connection string opens the PostgreSQL store, anything else
+ * is a SQLite file path. No other module names a concrete store.
+ */
+
+import { resolve } from 'node:path';
+import type { Store } from '../store/store.js';
+import { SqliteStore } from '../store/sqlite/sqlite-store.js';
+import { PostgresStore } from '../store/postgres/postgres-store.js';
+
+const POSTGRES_URL = /^postgres(ql)?:\/\//i;
+
+export function isPostgresUrl(db: string): boolean {
+  return POSTGRES_URL.test(db);
+}
+
+export async function openStore(db: string): Promise<Store> {
+  if (isPostgresUrl(db)) return PostgresStore.connect({ connectionString: db });
+  return SqliteStore.open({ path: resolve(db) });
+}
+
+/** The database as it may be shown in logs: a connection string loses its password. */
+export function describeDb(db: string): string {
+  if (!isPostgresUrl(db)) return resolve(db);
+  try {
+    const url = new URL(db);
+    if (url.password !== '') url.password = '***';
+    return url.toString();
+  } catch {
+    return 'postgres://(unparseable connection string)';
+  }
+}
