@@ -102,10 +102,13 @@ export function startWorker(options: {
   workerId?: string;
   extraArgs?: readonly string[];
   env?: NodeJS.ProcessEnv;
-}): RunningProcess {
+}): RunningProcess & { readonly ready: Promise<string> } {
   const args = ['worker', '--url', options.url, '--key', options.key, '--handlers', options.handlers, '--concurrency', String(options.concurrency)];
   if (options.workerId !== undefined) args.push('--worker-id', options.workerId);
-  return startProcess([...args, ...(options.extraArgs ?? [])], { env: options.env ?? {} }).process;
+  const started = startProcess([...args, ...(options.extraArgs ?? [])], { env: options.env ?? {}, readyPattern: /worker started/ });
+  // Callers that never await readiness must not see an unhandled rejection when the worker is killed.
+  started.ready.catch(() => undefined);
+  return Object.assign(started.process, { ready: started.ready });
 }
 
 export function median(values: readonly number[]): number {
