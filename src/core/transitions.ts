@@ -53,8 +53,11 @@ export function decideCompletion(job: JobSnapshot, token: string, now: number): 
   if (job.status === 'succeeded' && job.leaseToken === token && job.lastOutcome === 'succeeded') {
     return { kind: 'replay' };
   }
+  // Leases never outlive the deadline, so a current token past it is reported as the deadline, not as staleness.
+  if (job.status === 'running' && job.leaseToken === token && isPastDeadline(job, now)) {
+    return { kind: 'reject', code: 'deadline_exceeded' };
+  }
   if (!holdsLiveLease(job, token, now)) return { kind: 'reject', code: 'stale_lease' };
-  if (isPastDeadline(job, now)) return { kind: 'reject', code: 'deadline_exceeded' };
   return { kind: 'commit' };
 }
 
@@ -69,15 +72,18 @@ export type FailureDecision =
   | { readonly kind: 'dead'; readonly code: 'attempts_exhausted' | 'permanent' | 'deadline_exceeded' }
   /** A cancel was requested while the job ran: the failure ends it instead of a retry. */
   | { readonly kind: 'cancelled' }
+  /** The handler declared an external effect and then failed: the effect may have happened. */
+  | { readonly kind: 'unknown' }
   | { readonly kind: 'replay' }
   | { readonly kind: 'reject'; readonly code: 'stale_lease' };
 
 export function decideFailure(job: JobSnapshot, token: string, input: FailureInput, now: number): FailureDecision {
-  if (job.leaseToken === token && job.lastOutcome === 'failed' && (job.status === 'queued' || job.status === 'dead' || job.status === 'cancelled')) {
+  if (job.leaseToken === token && job.lastOutcome === 'failed' && job.status !== 'running' && job.status !== 'succeeded') {
     return { kind: 'replay' };
   }
   if (!holdsLiveLease(job, token, now)) return { kind: 'reject', code: 'stale_lease' };
   if (job.cancelRequested) return { kind: 'cancelled' };
+  if (job.effectStartedAt !== null) return { kind: 'unknown' };
   if (!input.retryable) return { kind: 'dead', code: 'permanent' };
   if (job.attempts >= job.maxAttempts) return { kind: 'dead', code: 'attempts_exhausted' };
   const runAfter = now + backoffDelayMs(job.attempts, input.backoff, input.random);
@@ -125,7 +131,8 @@ export type CancelDecision =
   | { readonly kind: 'already_terminal' };
 
 export function decideCancel(job: Pick<JobSnapshot, 'status'>): CancelDecision {
-  if (job.status === 'queued' || job.status === 'unknown') return { kind: 'cancel_now' };
+  // An unknown job is resolved by an operator's reconcile, not by a cancel.
+  if (job.status === 'queued') return { kind: 'cancel_now' };
   if (job.status === 'running') return { kind: 'mark_running' };
   return { kind: 'already_terminal' };
 }

@@ -186,7 +186,7 @@ export const FailRequest = Type.Object(
 export type FailRequest = Static<typeof FailRequest>;
 
 export const FailResponse = Type.Object({
-  status: Type.Union([Type.Literal('queued'), Type.Literal('dead'), Type.Literal('cancelled')]),
+  status: Type.Union([Type.Literal('queued'), Type.Literal('dead'), Type.Literal('cancelled'), Type.Literal('unknown')]),
   runAfter: Type.Optional(Timestamp),
 });
 export type FailResponse = Static<typeof FailResponse>;

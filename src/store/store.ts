@@ -169,7 +169,7 @@ export interface FailParams {
 }
 
 export type FailOutcome =
-  | { readonly kind: 'failed'; readonly status: 'queued' | 'dead' | 'cancelled'; readonly runAfter: number | null; readonly replayed: boolean }
+  | { readonly kind: 'failed'; readonly status: 'queued' | 'dead' | 'cancelled' | 'unknown'; readonly runAfter: number | null; readonly replayed: boolean }
   | { readonly kind: 'rejected'; readonly code: 'stale_lease' | 'not_found' };
 
 export interface TokenParams {

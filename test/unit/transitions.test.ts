@@ -33,6 +33,10 @@ describe('decideCompletion', () => {
   it('replays a completion by the same token and refuses one past the deadline', () => {
     expect(decideCompletion({ ...running, status: 'succeeded', lastOutcome: 'succeeded' }, 'tok', NOW)).toEqual({ kind: 'replay' });
     expect(decideCompletion({ ...running, deadlineAt: NOW }, 'tok', NOW)).toEqual({ kind: 'reject', code: 'deadline_exceeded' });
+    expect(decideCompletion({ ...running, deadlineAt: NOW - 1, leaseExpiresAt: NOW - 1 }, 'tok', NOW)).toEqual({
+      kind: 'reject',
+      code: 'deadline_exceeded',
+    });
   });
 });
 
@@ -46,6 +50,9 @@ describe('decideFailure', () => {
     expect(decideFailure({ ...running, deadlineAt: NOW + 10 }, 'tok', policy, NOW)).toEqual({ kind: 'dead', code: 'deadline_exceeded' });
     expect(decideFailure({ ...running, status: 'queued', lastOutcome: 'failed' }, 'tok', policy, NOW)).toEqual({ kind: 'replay' });
     expect(decideFailure(running, 'old', policy, NOW)).toEqual({ kind: 'reject', code: 'stale_lease' });
+  });
+  it('never retries a failure after the handler declared an external effect', () => {
+    expect(decideFailure({ ...running, effectStartedAt: NOW - 5 }, 'tok', policy, NOW)).toEqual({ kind: 'unknown' });
   });
 });
 

@@ -57,7 +57,7 @@ export const SQL = {
   jobLeaseAnyKind: `UPDATE jobs SET status = 'running', attempts = attempts + 1, epoch = epoch + 1, lease_token = lh_token(),
       lease_owner = @workerId, lease_expires_at = CASE WHEN deadline_at IS NOT NULL AND deadline_at < @now + @leaseMs
         THEN deadline_at ELSE @now + @leaseMs END,
-      started_at = COALESCE(started_at, @now), last_outcome = NULL
+      started_at = COALESCE(started_at, @now), last_outcome = NULL, effect_started_at = NULL
     WHERE seq IN (SELECT seq FROM jobs WHERE tenant = @tenant AND status = 'queued' AND run_after <= @now
         AND (deadline_at IS NULL OR deadline_at > @now)
       ORDER BY priority DESC, run_after, seq LIMIT @max)
@@ -66,7 +66,7 @@ export const SQL = {
   jobLeaseKinds: `UPDATE jobs SET status = 'running', attempts = attempts + 1, epoch = epoch + 1, lease_token = lh_token(),
       lease_owner = @workerId, lease_expires_at = CASE WHEN deadline_at IS NOT NULL AND deadline_at < @now + @leaseMs
         THEN deadline_at ELSE @now + @leaseMs END,
-      started_at = COALESCE(started_at, @now), last_outcome = NULL
+      started_at = COALESCE(started_at, @now), last_outcome = NULL, effect_started_at = NULL
     WHERE seq IN (SELECT seq FROM jobs WHERE tenant = @tenant AND status = 'queued' AND run_after <= @now
         AND (deadline_at IS NULL OR deadline_at > @now) AND kind IN (SELECT value FROM json_each(@kinds))
       ORDER BY priority DESC, run_after, seq LIMIT @max)
@@ -112,7 +112,7 @@ export const SQL = {
     WHERE seq = @seq AND status = @fromStatus`,
   jobCancelNow: `UPDATE jobs SET status = 'cancelled', finished_at = @now, lease_expires_at = NULL,
       last_error_code = 'cancelled', last_error_message = 'cancelled by request'
-    WHERE seq = @seq AND status IN ('queued', 'unknown')`,
+    WHERE seq = @seq AND status = 'queued'`,
   jobCancelRequest: `UPDATE jobs SET cancel_requested = 1 WHERE seq = @seq AND status = 'running'`,
   jobReconcileSucceeded: `UPDATE jobs SET status = 'succeeded', finished_at = @now, last_error_code = NULL, last_error_message = NULL
     WHERE seq = @seq AND status = 'unknown'`,

@@ -340,7 +340,7 @@ export class SqliteStore implements Store {
         case 'replay':
           return {
             kind: 'failed',
-            status: row.status as 'queued' | 'dead' | 'cancelled',
+            status: row.status as 'queued' | 'dead' | 'cancelled' | 'unknown',
             runAfter: row.status === 'queued' ? row.run_after : null,
             replayed: true,
           };
@@ -349,8 +349,9 @@ export class SqliteStore implements Store {
           this.endAttempt(row, now, 'failed', params.error.code);
           return { kind: 'failed', status: 'queued', runAfter: decision.runAfter, replayed: false };
         case 'cancelled':
+        case 'unknown':
         case 'dead': {
-          const status = decision.kind === 'cancelled' ? 'cancelled' : 'dead';
+          const status = decision.kind;
           this.expectOne(this.statements.jobDeadFromRunning.run({ ...base, status, outcome: 'failed' }).changes);
           this.endAttempt(row, now, 'failed', params.error.code);
           return { kind: 'failed', status, runAfter: null, replayed: false };
