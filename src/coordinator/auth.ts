@@ -1,0 +1,99 @@
+/**
+ * Authentication and roles. Every route except the ones marked public needs
+ * `Authorization: Bearer <key>`; the key is hashed and looked up in the store
+ * (a revoked key is as good as an unknown one). Each route declares the roles
+ * it admits in its config; a route that declares none admits only admins, so
+ * a forgotten declaration fails closed.
+ *
+ * Looked-up keys are remembered for `authCacheMs` so that a busy producer does
+ * not cost a store read per request; a revocation (possibly written by another
+ * process) therefore takes effect within that time. Unknown keys are never
+ * remembered. The key itself is never stored in memory beyond the request, and
+ * never logged.
+ */
+
+import { performance } from 'node:perf_hooks';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { LeaseholdError } from '../core/errors.js';
+import { hashApiKey } from '../core/ids.js';
+import type { Role } from '../core/states.js';
+import type { ApiKeyRecord, JobScope, Store } from '../store/store.js';
+
+export interface Principal {
+  readonly keyId: string;
+  readonly tenant: string;
+  readonly user: string;
+  readonly role: Role;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    principal: Principal | null;
+  }
+  interface FastifyContextConfig {
+    /** Roles admitted; admins only when absent. */
+    roles?: readonly Role[];
+    /** No key needed (health check, OpenAPI document). */
+    public?: boolean;
+  }
+}
+
+const BEARER = /^Bearer +([A-Za-z0-9_\-.~+/=]{1,256})\s*$/i;
+const MAX_CACHED_KEYS = 10_000;
+
+export interface AuthOptions {
+  readonly store: Store;
+  readonly cacheMs: number;
+}
+
+export function installAuth(app: FastifyInstance, options: AuthOptions): void {
+  const cache = new Map<string, { readonly principal: Principal; readonly expiresAt: number }>();
+
+  async function lookup(keyHash: string): Promise<Principal | null> {
+    if (options.cacheMs > 0) {
+      const hit = cache.get(keyHash);
+      if (hit !== undefined && hit.expiresAt > performance.now()) return hit.principal;
+    }
+    const record: ApiKeyRecord | null = await options.store.apiKeyFindByHash(keyHash);
+    if (record === null || record.revokedAt !== null) {
+      cache.delete(keyHash);
+      return null;
+    }
+    const principal: Principal = Object.freeze({ keyId: record.id, tenant: record.tenant, user: record.user, role: record.role });
+    if (options.cacheMs > 0) {
+      if (cache.size >= MAX_CACHED_KEYS) cache.clear();
+      cache.set(keyHash, { principal, expiresAt: performance.now() + options.cacheMs });
+    }
+    return principal;
+  }
+
+  app.decorateRequest('principal', null);
+  app.addHook('onRequest', async (request: FastifyRequest) => {
+    if (request.is404) return;
+    const config = request.routeOptions.config;
+    if (config.public === true) return;
+    const header = request.headers.authorization;
+    const match = typeof header === 'string' ? BEARER.exec(header) : null;
+    const key = match?.[1];
+    if (key === undefined) throw new LeaseholdError('unauthorized', 'missing or malformed Authorization header (expected "Bearer <key>")');
+    const principal = await lookup(hashApiKey(key));
+    if (principal === null) throw new LeaseholdError('unauthorized', 'invalid API key');
+    const roles = config.roles ?? ['admin'];
+    if (!roles.includes(principal.role)) {
+      throw new LeaseholdError('forbidden', `the ${principal.role} role may not call ${request.method} ${request.routeOptions.url ?? ''}`);
+    }
+    request.principal = principal;
+  });
+}
+
+/** The principal of an authenticated route (the hook guarantees it). */
+export function principalOf(request: FastifyRequest): Principal {
+  const principal = request.principal;
+  if (principal === null) throw new LeaseholdError('unauthorized', 'not authenticated');
+  return principal;
+}
+
+/** Which jobs a principal can see: its tenant, and only its own jobs for producers. */
+export function scopeOf(principal: Principal): JobScope {
+  return principal.role === 'producer' ? { tenant: principal.tenant, owner: principal.user } : { tenant: principal.tenant };
+}

@@ -1,0 +1,136 @@
+/**
+ * Coordinator configuration: every knob with its default, validated once when
+ * the app is built and then frozen. A bad configuration fails with one error
+ * that lists every problem, so an operator fixes them in one go instead of one
+ * restart per typo.
+ */
+
+import { DEFAULT_BACKOFF, type BackoffPolicy } from '../core/backoff.js';
+import { LIMITS } from '../protocol/schemas.js';
+
+export interface BackpressureConfig {
+  /** Queued plus running jobs per tenant; null = unlimited. */
+  readonly maxPendingJobs: number | null;
+  /** Age of the oldest available job per tenant; null = unlimited. */
+  readonly maxOldestAvailableAgeMs: number | null;
+  /** Payload plus result bytes per tenant; null = unlimited. */
+  readonly maxStorageBytes: number | null;
+  /** How long a tenant's stats snapshot is reused by enqueue before it is read again. */
+  readonly statsCacheMs: number;
+}
+
+export interface CoordinatorConfig {
+  readonly defaultLeaseMs: number;
+  readonly defaultMaxAttempts: number;
+  /** How often the reaper returns expired leases; 0 disables it. */
+  readonly reaperIntervalMs: number;
+  /** The Retry-After (seconds) suggested to producers polling a job. */
+  readonly pollIntervalSeconds: number;
+  readonly defaultBackoff: BackoffPolicy;
+  readonly bodyLimitBytes: number;
+  readonly batchBodyLimitBytes: number;
+  readonly backpressure: BackpressureConfig;
+  /** When true, only registered kinds may be enqueued, even by a tenant that registered none. */
+  readonly requireRegisteredKinds: boolean;
+  /** A long poll re-checks this often for delayed jobs that became due (new work wakes it at once). */
+  readonly leaseRecheckMs: number;
+  /** How long a looked-up API key is trusted before it is read again (a revocation takes effect within this); 0 disables. */
+  readonly authCacheMs: number;
+  /** How long a tenant's kind registry is reused before it is read again; 0 disables. */
+  readonly kindCacheMs: number;
+}
+
+type DeepPartial<T> = { [K in keyof T]?: T[K] extends object ? (T[K] extends null ? T[K] : DeepPartial<T[K]>) : T[K] };
+export type CoordinatorConfigInput = DeepPartial<{ -readonly [K in keyof CoordinatorConfig]: CoordinatorConfig[K] }>;
+
+export const DEFAULT_CONFIG: CoordinatorConfig = deepFreeze({
+  defaultLeaseMs: 30_000,
+  defaultMaxAttempts: 5,
+  reaperIntervalMs: 1_000,
+  pollIntervalSeconds: 1,
+  defaultBackoff: { baseMs: DEFAULT_BACKOFF.baseMs, maxMs: DEFAULT_BACKOFF.maxMs },
+  bodyLimitBytes: LIMITS.bodyLimitBytes,
+  batchBodyLimitBytes: LIMITS.batchBodyLimitBytes,
+  backpressure: { maxPendingJobs: null, maxOldestAvailableAgeMs: null, maxStorageBytes: null, statsCacheMs: 1_000 },
+  requireRegisteredKinds: false,
+  leaseRecheckMs: 250,
+  authCacheMs: 5_000,
+  kindCacheMs: 1_000,
+});
+
+export class CoordinatorConfigError extends Error {
+  readonly problems: readonly string[];
+  constructor(problems: readonly string[]) {
+    super(`invalid coordinator configuration:\n  - ${problems.join('\n  - ')}`);
+    this.name = 'CoordinatorConfigError';
+    this.problems = problems;
+  }
+}
+
+/** Merges `input` over the defaults, checks every field and returns a frozen config. */
+export function resolveConfig(input: unknown = {}): CoordinatorConfig {
+  const problems: string[] = [];
+  const source = isRecord(input) ? input : (problems.push('config must be an object'), {});
+  const known = new Set(Object.keys(DEFAULT_CONFIG));
+  for (const key of Object.keys(source)) if (!known.has(key)) problems.push(`unknown option "${key}"`);
+
+  const int = (value: unknown, fallback: number, name: string, min: number, max = Number.MAX_SAFE_INTEGER): number => {
+    if (value === undefined) return fallback;
+    if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+      problems.push(`${name} must be an integer between ${min} and ${max}`);
+      return fallback;
+    }
+    return value;
+  };
+  const nullableInt = (value: unknown, fallback: number | null, name: string): number | null =>
+    value === null ? null : value === undefined ? fallback : int(value, fallback ?? 0, name, 1);
+
+  const backoffIn = source['defaultBackoff'];
+  const backoffSource = backoffIn === undefined ? {} : isRecord(backoffIn) ? backoffIn : (problems.push('defaultBackoff must be an object'), {});
+  const defaultBackoff = {
+    baseMs: int(backoffSource['baseMs'], DEFAULT_CONFIG.defaultBackoff.baseMs, 'defaultBackoff.baseMs', 1),
+    maxMs: int(backoffSource['maxMs'], DEFAULT_CONFIG.defaultBackoff.maxMs, 'defaultBackoff.maxMs', 1),
+  };
+  if (defaultBackoff.maxMs < defaultBackoff.baseMs) problems.push('defaultBackoff.maxMs must be >= defaultBackoff.baseMs');
+
+  const bpIn = source['backpressure'];
+  const bpSource = bpIn === undefined ? {} : isRecord(bpIn) ? bpIn : (problems.push('backpressure must be an object'), {});
+  const bpKnown = new Set(Object.keys(DEFAULT_CONFIG.backpressure));
+  for (const key of Object.keys(bpSource)) if (!bpKnown.has(key)) problems.push(`unknown option "backpressure.${key}"`);
+  const bpDefaults = DEFAULT_CONFIG.backpressure;
+  const backpressure: BackpressureConfig = {
+    maxPendingJobs: nullableInt(bpSource['maxPendingJobs'], bpDefaults.maxPendingJobs, 'backpressure.maxPendingJobs'),
+    maxOldestAvailableAgeMs: nullableInt(bpSource['maxOldestAvailableAgeMs'], bpDefaults.maxOldestAvailableAgeMs, 'backpressure.maxOldestAvailableAgeMs'),
+    maxStorageBytes: nullableInt(bpSource['maxStorageBytes'], bpDefaults.maxStorageBytes, 'backpressure.maxStorageBytes'),
+    statsCacheMs: int(bpSource['statsCacheMs'], bpDefaults.statsCacheMs, 'backpressure.statsCacheMs', 0, 60_000),
+  };
+
+  const requireIn = source['requireRegisteredKinds'];
+  if (requireIn !== undefined && typeof requireIn !== 'boolean') problems.push('requireRegisteredKinds must be a boolean');
+
+  const config: CoordinatorConfig = {
+    defaultLeaseMs: int(source['defaultLeaseMs'], DEFAULT_CONFIG.defaultLeaseMs, 'defaultLeaseMs', LIMITS.minLeaseMs, LIMITS.maxLeaseMs),
+    defaultMaxAttempts: int(source['defaultMaxAttempts'], DEFAULT_CONFIG.defaultMaxAttempts, 'defaultMaxAttempts', 1, LIMITS.maxAttempts),
+    reaperIntervalMs: int(source['reaperIntervalMs'], DEFAULT_CONFIG.reaperIntervalMs, 'reaperIntervalMs', 0, 3_600_000),
+    pollIntervalSeconds: int(source['pollIntervalSeconds'], DEFAULT_CONFIG.pollIntervalSeconds, 'pollIntervalSeconds', 1, 3_600),
+    defaultBackoff,
+    bodyLimitBytes: int(source['bodyLimitBytes'], DEFAULT_CONFIG.bodyLimitBytes, 'bodyLimitBytes', 1024, 1024 ** 3),
+    batchBodyLimitBytes: int(source['batchBodyLimitBytes'], DEFAULT_CONFIG.batchBodyLimitBytes, 'batchBodyLimitBytes', 1024, 1024 ** 3),
+    backpressure,
+    requireRegisteredKinds: typeof requireIn === 'boolean' ? requireIn : DEFAULT_CONFIG.requireRegisteredKinds,
+    leaseRecheckMs: int(source['leaseRecheckMs'], DEFAULT_CONFIG.leaseRecheckMs, 'leaseRecheckMs', 10, 60_000),
+    authCacheMs: int(source['authCacheMs'], DEFAULT_CONFIG.authCacheMs, 'authCacheMs', 0, 3_600_000),
+    kindCacheMs: int(source['kindCacheMs'], DEFAULT_CONFIG.kindCacheMs, 'kindCacheMs', 0, 3_600_000),
+  };
+  if (problems.length > 0) throw new CoordinatorConfigError(problems);
+  return deepFreeze(config);
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return value !== null && typeof value === 'object' && !Array.isArray(value);
+}
+
+function deepFreeze<T extends object>(value: T): T {
+  for (const inner of Object.values(value)) if (inner !== null && typeof inner === 'object') deepFreeze(inner as object);
+  return Object.freeze(value);
+}

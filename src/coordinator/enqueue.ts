@@ -1,0 +1,85 @@
+/**
+ * Turns one validated enqueue request into the store's EnqueueParams: applies
+ * the tenant's kind rules (allowlist, payload schema, payload size), the
+ * defaults (attempts, deadline), and computes the idempotency hash over the
+ * canonical request body. Shared by POST /jobs and POST /jobs/batch, so a job
+ * enqueued either way under the same key compares equal.
+ */
+
+import { canonicalJson } from '../core/canonical-json.js';
+import { parseRfc3339 } from '../core/clock.js';
+import { LeaseholdError } from '../core/errors.js';
+import { sha256Hex } from '../core/ids.js';
+import type { EnqueueRequest } from '../protocol/schemas.js';
+import type { EnqueueParams } from '../store/store.js';
+import type { Principal } from './auth.js';
+import { describePayloadError } from './kind-registry.js';
+import type { RouteContext } from './route-context.js';
+
+export const IDEMPOTENCY_KEY_MAX = 255;
+
+export function requireIdempotencyKey(value: string | string[] | undefined): string {
+  const key = Array.isArray(value) ? value[0] : value;
+  if (key === undefined || key.trim().length === 0) {
+    throw new LeaseholdError('idempotency_key_required', 'the Idempotency-Key header is required');
+  }
+  if (key.length > IDEMPOTENCY_KEY_MAX) {
+    throw new LeaseholdError('invalid_request', `headers/idempotency-key must be at most ${IDEMPOTENCY_KEY_MAX} characters`);
+  }
+  return key;
+}
+
+/**
+ * canonicalJson(body), built around the payload's canonical text that was
+ * computed anyway for its size, so a large payload is serialized once.
+ */
+export function canonicalRequestText(body: Readonly<Record<string, unknown>>, payloadText: string): string {
+  const parts: string[] = [];
+  for (const key of Object.keys(body).sort()) {
+    const value = body[key];
+    if (value === undefined) continue;
+    parts.push(`${JSON.stringify(key)}:${key === 'payload' ? payloadText : canonicalJson(value)}`);
+  }
+  return `{${parts.join(',')}}`;
+}
+
+export async function prepareEnqueue(
+  ctx: RouteContext,
+  principal: Principal,
+  request: EnqueueRequest,
+  idempotencyKey: string,
+): Promise<EnqueueParams> {
+  const tenantKinds = await ctx.kinds.forTenant(principal.tenant);
+  const kind = tenantKinds.byName.get(request.kind);
+  if (kind === undefined && (ctx.config.requireRegisteredKinds || tenantKinds.byName.size > 0)) {
+    throw new LeaseholdError('unknown_kind', `kind "${request.kind}" is not registered for this tenant`);
+  }
+  const payloadText = canonicalJson(request.payload);
+  const payloadBytes = Buffer.byteLength(payloadText, 'utf8');
+  if (kind !== undefined) {
+    if (payloadBytes > kind.record.maxPayloadBytes) {
+      throw new LeaseholdError('payload_too_large', `the payload is ${payloadBytes} bytes; kind "${request.kind}" allows ${kind.record.maxPayloadBytes}`);
+    }
+    if (kind.validate !== null && !kind.validate(request.payload)) {
+      throw new LeaseholdError('invalid_payload', describePayloadError(kind.validate.errors));
+    }
+  }
+  let runAfter: number | null = null;
+  if (request.runAfter !== undefined) {
+    runAfter = parseRfc3339(request.runAfter);
+    if (runAfter === null) throw new LeaseholdError('invalid_request', 'body/runAfter must be an RFC 3339 timestamp');
+  }
+  return {
+    tenant: principal.tenant,
+    owner: principal.user,
+    idempotencyKey,
+    requestHash: sha256Hex(canonicalRequestText(request as Readonly<Record<string, unknown>>, payloadText)),
+    kind: request.kind,
+    payload: request.payload,
+    maxAttempts: request.maxAttempts ?? kind?.record.maxAttempts ?? ctx.config.defaultMaxAttempts,
+    priority: request.priority ?? 0,
+    runAfter,
+    deadlineMs: request.deadlineMs ?? kind?.record.deadlineMs ?? null,
+    payloadBytes,
+  };
+}

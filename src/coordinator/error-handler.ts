@@ -1,0 +1,158 @@
+/**
+ * The one place where anything thrown while serving a request becomes an HTTP
+ * answer. Every error body is `{error:{code, message}}` with a code from
+ * core/errors ERROR_CODES. Expected errors (bad input, stale leases, a store
+ * that is down) keep their message; anything else is a bug: it is logged here
+ * with its stack and the client gets a generic 500 without details.
+ */
+
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { ERROR_CODES, LeaseholdError, type ErrorCode } from '../core/errors.js';
+
+interface HttpError {
+  readonly status: number;
+  readonly code: ErrorCode;
+  readonly message: string;
+  readonly retryAfterSeconds?: number;
+}
+
+interface AjvLikeError {
+  readonly instancePath?: string;
+  readonly keyword?: string;
+  readonly message?: string;
+  readonly params?: Record<string, unknown>;
+}
+
+const FASTIFY_CODES: Readonly<Record<string, ErrorCode>> = {
+  FST_ERR_CTP_INVALID_JSON_BODY: 'invalid_json',
+  FST_ERR_CTP_EMPTY_JSON_BODY: 'invalid_json',
+  FST_ERR_CTP_BODY_TOO_LARGE: 'payload_too_large',
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: 'unsupported_media_type',
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: 'invalid_request',
+  FST_ERR_BAD_URL: 'invalid_request',
+};
+
+const STATUS_CODES: Readonly<Record<number, ErrorCode>> = {
+  400: 'invalid_request',
+  401: 'unauthorized',
+  403: 'forbidden',
+  404: 'not_found',
+  405: 'method_not_allowed',
+  413: 'payload_too_large',
+  415: 'unsupported_media_type',
+};
+
+/** Describes an Ajv error by the path that failed, e.g. `body/maxAttempts must be <= 1000`. */
+export function describeValidationError(error: AjvLikeError | undefined, root: string): string {
+  if (error === undefined) return `${root} is invalid`;
+  const path = `${root}${error.instancePath ?? ''}`;
+  const params = error.params ?? {};
+  if (error.keyword === 'additionalProperties' && typeof params['additionalProperty'] === 'string') {
+    return `${path}/${params['additionalProperty']} is not an allowed field`;
+  }
+  if (error.keyword === 'required' && typeof params['missingProperty'] === 'string') {
+    return `${path}/${params['missingProperty']} is required`;
+  }
+  return `${path} ${error.message ?? 'is invalid'}`;
+}
+
+function isStoreUnavailable(error: unknown): boolean {
+  return error instanceof LeaseholdError
+    ? error.code === 'store_unavailable'
+    : error !== null && typeof error === 'object' && (error as { code?: unknown }).code === 'store_unavailable';
+}
+
+export function toHttpError(error: unknown): HttpError {
+  if (error instanceof LeaseholdError) {
+    return {
+      status: error.status,
+      code: error.code,
+      message: error.message,
+      ...(error.retryAfterSeconds === undefined ? {} : { retryAfterSeconds: error.retryAfterSeconds }),
+    };
+  }
+  if (isStoreUnavailable(error)) {
+    return { status: 503, code: 'store_unavailable', message: 'the job store is unavailable', retryAfterSeconds: 1 };
+  }
+  const fastifyError = error as Partial<FastifyError> | null;
+  if (fastifyError !== null && typeof fastifyError === 'object') {
+    if (Array.isArray(fastifyError.validation)) {
+      const context = fastifyError.validationContext ?? 'body';
+      return { status: 400, code: 'invalid_request', message: describeValidationError(fastifyError.validation[0], context) };
+    }
+    const mapped = typeof fastifyError.code === 'string' ? FASTIFY_CODES[fastifyError.code] : undefined;
+    if (mapped !== undefined) {
+      return { status: ERROR_CODES[mapped], code: mapped, message: publicMessage(mapped, fastifyError.message) };
+    }
+    const status = fastifyError.statusCode;
+    if (typeof status === 'number' && status >= 400 && status < 500) {
+      const code = STATUS_CODES[status] ?? 'invalid_request';
+      return { status: ERROR_CODES[code], code, message: publicMessage(code, fastifyError.message) };
+    }
+  }
+  return { status: 500, code: 'internal_error', message: 'internal error' };
+}
+
+function publicMessage(code: ErrorCode, message: string | undefined): string {
+  if (code === 'invalid_json') return 'the request body is not valid JSON';
+  if (code === 'payload_too_large') return 'the request body is larger than the limit';
+  return typeof message === 'string' && message.length > 0 && message.length < 500 ? message : code.replace(/_/g, ' ');
+}
+
+export function sendError(reply: FastifyReply, httpError: HttpError): FastifyReply {
+  if (httpError.retryAfterSeconds !== undefined) reply.header('retry-after', String(httpError.retryAfterSeconds));
+  return reply.code(httpError.status).send({ error: { code: httpError.code, message: httpError.message } });
+}
+
+export interface RouteMethods {
+  /** Adds a route pattern so that a wrong method on a known path answers 405, not 404. */
+  add(method: string, url: string): void;
+  allowed(path: string): readonly string[];
+}
+
+export function routeMethods(): RouteMethods {
+  const routes: { pattern: RegExp; methods: Set<string> }[] = [];
+  const byUrl = new Map<string, Set<string>>();
+  return {
+    add(method, url) {
+      let methods = byUrl.get(url);
+      if (methods === undefined) {
+        methods = new Set();
+        byUrl.set(url, methods);
+        const source = url
+          .split('/')
+          .map((segment) => (segment.startsWith(':') ? '[^/]+' : segment.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')))
+          .join('/');
+        routes.push({ pattern: new RegExp(`^${source}/?$`), methods });
+      }
+      methods.add(method);
+    },
+    allowed(path) {
+      const found = new Set<string>();
+      for (const route of routes) if (route.pattern.test(path)) for (const method of route.methods) found.add(method);
+      return [...found].sort();
+    },
+  };
+}
+
+export function installErrorHandling(app: FastifyInstance, methods: RouteMethods): void {
+  app.setErrorHandler((error: unknown, request: FastifyRequest, reply: FastifyReply) => {
+    const httpError = toHttpError(error);
+    if (httpError.status >= 500) {
+      // Logged with its stack for the operator; the client sees only the code.
+      if (httpError.code === 'internal_error') request.log.error({ err: error, route: request.routeOptions.url }, 'request failed');
+      else request.log.warn({ code: httpError.code, route: request.routeOptions.url }, 'request refused');
+    }
+    return sendError(reply, httpError);
+  });
+
+  app.setNotFoundHandler((request, reply) => {
+    const path = request.url.split('?', 1)[0] ?? '';
+    const allowed = methods.allowed(path);
+    if (allowed.length > 0) {
+      reply.header('allow', allowed.join(', '));
+      return sendError(reply, { status: 405, code: 'method_not_allowed', message: `${request.method} is not allowed on ${path}` });
+    }
+    return sendError(reply, { status: 404, code: 'not_found', message: 'no such route' });
+  });
+}

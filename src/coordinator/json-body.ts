@@ -1,0 +1,91 @@
+/**
+ * The only body parser: application/json, read as text and parsed once.
+ * Everything else is refused with 415. Beyond JSON syntax it rejects two kinds
+ * of input that parse but must not be accepted: keys that could reach an
+ * object's prototype (`__proto__`, `constructor.prototype`), and integers
+ * beyond Number.MAX_SAFE_INTEGER, which JSON.parse silently rounds — storing
+ * them would hand back a different number than the one that was sent, and the
+ * idempotency hash would compare the rounded value.
+ */
+
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import secureJson from 'secure-json-parse';
+import { LeaseholdError } from '../core/errors.js';
+
+const SUSPECT_KEY = /"(?:_|\\u005[Ff])(?:_|\\u005[Ff])(?:p|\\u0070)|"(?:c|\\u0063)(?:o|\\u006[Ff])(?:n|\\u006[Ee])(?:s|\\u0073)/;
+/** A run of 16 digits is the shortest text that can hold an unsafe integer; most bodies skip the scan. */
+const LONG_DIGITS = /\d{16}/;
+
+export function parseJsonBody(text: string): unknown {
+  if (text.length === 0) return undefined;
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    throw new LeaseholdError('invalid_json', 'the request body is not valid JSON');
+  }
+  if (value !== null && typeof value === 'object' && SUSPECT_KEY.test(text)) {
+    try {
+      secureJson.scan(value, { protoAction: 'error', constructorAction: 'error' });
+    } catch {
+      throw new LeaseholdError('invalid_request', 'the request body contains a forbidden key (__proto__ or constructor.prototype)');
+    }
+  }
+  if (LONG_DIGITS.test(text) && hasUnsafeInteger(text)) {
+    throw new LeaseholdError(
+      'invalid_request',
+      'the request body contains an integer beyond ±9007199254740991, which cannot be represented exactly; send it as a string',
+    );
+  }
+  return value;
+}
+
+/** Scans JSON text (already known to be valid) for an integer literal outside the safe range. */
+export function hasUnsafeInteger(text: string): boolean {
+  const length = text.length;
+  let i = 0;
+  while (i < length) {
+    const c = text.charCodeAt(i);
+    if (c === 34) {
+      // Skip a string literal, including escaped quotes.
+      i++;
+      while (i < length) {
+        const d = text.charCodeAt(i);
+        if (d === 92) i += 2;
+        else if (d === 34) {
+          i++;
+          break;
+        } else i++;
+      }
+      continue;
+    }
+    if (c === 45 || (c >= 48 && c <= 57)) {
+      const start = c === 45 ? i + 1 : i;
+      let integer = true;
+      i++;
+      while (i < length) {
+        const d = text.charCodeAt(i);
+        if (d >= 48 && d <= 57) i++;
+        else if (d === 46 || d === 101 || d === 69 || d === 43 || d === 45) {
+          integer = false;
+          i++;
+        } else break;
+      }
+      if (integer && i - start > 15 && !Number.isSafeInteger(Number(text.slice(start, i)))) return true;
+      continue;
+    }
+    i++;
+  }
+  return false;
+}
+
+export function installJsonBodyParser(app: FastifyInstance): void {
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request: FastifyRequest, body: string | Buffer, done) => {
+    try {
+      done(null, parseJsonBody(typeof body === 'string' ? body : body.toString('utf8')));
+    } catch (error) {
+      done(error as Error, undefined);
+    }
+  });
+}

@@ -1,0 +1,39 @@
+/**
+ * What route modules share: the typed app, the services built once by the app
+ * factory, and the response schemas common to every route (the error body per
+ * status, so that /openapi.json documents each route's failures too).
+ */
+
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { Type, type TSchema } from '@sinclair/typebox';
+import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
+import type { Store } from '../store/store.js';
+import type { CoordinatorConfig } from './config.js';
+import type { KindRegistry } from './kind-registry.js';
+import type { LeaseWaiters } from './lease-waiters.js';
+
+export type CoordinatorApp = FastifyInstance<Server, IncomingMessage, ServerResponse, FastifyBaseLogger, TypeBoxTypeProvider>;
+
+export interface RouteContext {
+  readonly store: Store;
+  readonly config: CoordinatorConfig;
+  readonly kinds: KindRegistry;
+  readonly waiters: LeaseWaiters;
+}
+
+/** The error body, without the `$id` of the protocol schema so it can be inlined in every route. */
+export const ErrorResponse = Type.Object(
+  { error: Type.Object({ code: Type.String(), message: Type.String() }) },
+  { description: 'An error with a stable code (docs/ERRORS.md)' },
+);
+
+/** Response schemas for the given error statuses; every authenticated route can answer 401, 403 and 503. */
+export function errorResponses(...statuses: number[]): Record<number, TSchema> {
+  const all = new Set([...statuses, 400, 401, 403, 500, 503]);
+  const responses: Record<number, TSchema> = {};
+  for (const status of all) responses[status] = ErrorResponse;
+  return responses;
+}
+
+export const PUBLIC_ERRORS: Record<number, TSchema> = { 500: ErrorResponse, 503: ErrorResponse };

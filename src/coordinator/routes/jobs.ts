@@ -1,0 +1,131 @@
+/**
+ * Producer-facing job routes: enqueue, read, list, and the admin's requeue.
+ * Every lookup is scoped to the caller's tenant, and to the caller's own jobs
+ * for producers, so another tenant's or user's job answers 404 exactly like
+ * an id that never existed.
+ */
+
+import { Type } from '@sinclair/typebox';
+import { LeaseholdError } from '../../core/errors.js';
+import { isJobId } from '../../core/ids.js';
+import { EnqueueRequest, IdParams, JobListQuery, RequeueRequest } from '../../protocol/schemas.js';
+import type { JobRecord, JobScope } from '../../store/store.js';
+import { principalOf, scopeOf } from '../auth.js';
+import { prepareEnqueue, requireIdempotencyKey } from '../enqueue.js';
+import { errorResponses, type CoordinatorApp, type RouteContext } from '../route-context.js';
+import { toWireJob } from '../wire.js';
+import { JobBody, JobListBody } from './shared-schemas.js';
+
+export const DEFAULT_LIST_LIMIT = 100;
+
+/** Reads a job the caller may see, or answers 404. */
+export async function getScopedJob(ctx: RouteContext, scope: JobScope, id: string): Promise<JobRecord> {
+  const job = isJobId(id) ? await ctx.store.jobGet({ scope, id }) : null;
+  if (job === null) throw new LeaseholdError('not_found', 'job not found');
+  return job;
+}
+
+export function registerJobRoutes(app: CoordinatorApp, ctx: RouteContext): void {
+  const retryAfter = String(ctx.config.pollIntervalSeconds);
+
+  app.post(
+    '/jobs',
+    {
+      config: { roles: ['producer', 'admin'] },
+      schema: {
+        summary: 'Enqueue a job',
+        description:
+          'Idempotent by the Idempotency-Key header: the same key with the same canonical body answers the existing job with Idempotent-Replayed: true; a different body answers 409 idempotency_conflict.',
+        tags: ['jobs'],
+        headers: Type.Object({ 'idempotency-key': Type.Optional(Type.String({ description: 'Required; at most 255 characters' })) }),
+        body: EnqueueRequest,
+        response: { 202: JobBody, ...errorResponses(400, 409, 413, 415) },
+      },
+    },
+    async (request, reply) => {
+      const principal = principalOf(request);
+      const key = requireIdempotencyKey(request.headers['idempotency-key']);
+      const params = await prepareEnqueue(ctx, principal, request.body, key);
+      const outcome = await ctx.store.jobEnqueue(params);
+      if (outcome.kind === 'conflict') {
+        throw new LeaseholdError('idempotency_conflict', 'this Idempotency-Key was already used with a different request body');
+      }
+      reply.code(202).header('location', `/jobs/${outcome.job.id}`).header('retry-after', retryAfter);
+      if (outcome.kind === 'replayed') reply.header('idempotent-replayed', 'true');
+      return toWireJob(outcome.job);
+    },
+  );
+
+  app.get(
+    '/jobs/:id',
+    {
+      config: { roles: ['producer', 'admin'] },
+      schema: {
+        summary: 'Read a job',
+        tags: ['jobs'],
+        params: IdParams,
+        response: { 200: JobBody, ...errorResponses(404) },
+      },
+    },
+    async (request) => toWireJob(await getScopedJob(ctx, scopeOf(principalOf(request)), request.params.id)),
+  );
+
+  app.get(
+    '/jobs',
+    {
+      config: { roles: ['producer', 'admin'] },
+      schema: {
+        summary: 'List jobs, newest first',
+        tags: ['jobs'],
+        querystring: JobListQuery,
+        response: { 200: JobListBody, ...errorResponses() },
+      },
+    },
+    async (request) => {
+      const query = request.query;
+      const page = await ctx.store.jobList({
+        scope: scopeOf(principalOf(request)),
+        limit: query.limit ?? DEFAULT_LIST_LIMIT,
+        ...(query.status === undefined ? {} : { status: query.status }),
+        ...(query.kind === undefined ? {} : { kind: query.kind }),
+        ...(query.cursor === undefined ? {} : { cursor: query.cursor }),
+      });
+      return { jobs: page.jobs.map(toWireJob), nextCursor: page.nextCursor };
+    },
+  );
+
+  app.post(
+    '/jobs/:id/requeue',
+    {
+      config: { roles: ['admin'] },
+      preValidation: emptyBodyAsObject,
+      schema: {
+        summary: 'Requeue a dead job with a fresh attempt budget (admin)',
+        tags: ['jobs'],
+        params: IdParams,
+        body: RequeueRequest,
+        response: { 200: JobBody, ...errorResponses(404, 409) },
+      },
+    },
+    async (request) => {
+      const principal = principalOf(request);
+      if (!isJobId(request.params.id)) throw new LeaseholdError('not_found', 'job not found');
+      const outcome = await ctx.store.jobRequeue({
+        scope: scopeOf(principal),
+        id: request.params.id,
+        ...(request.body.maxAttempts === undefined ? {} : { maxAttempts: request.body.maxAttempts }),
+      });
+      if (outcome.kind === 'rejected') {
+        if (outcome.code === 'not_found') throw new LeaseholdError('not_found', 'job not found');
+        throw new LeaseholdError('not_dead', 'only a dead job can be requeued');
+      }
+      ctx.waiters.notify();
+      return toWireJob(outcome.job);
+    },
+  );
+}
+
+/** Lets a POST whose body is entirely optional be sent without one. */
+export async function emptyBodyAsObject(request: { body: unknown }): Promise<void> {
+  if (request.body === undefined) request.body = {};
+}

@@ -1,0 +1,132 @@
+/**
+ * Leasing: POST /lease (a long poll) and POST /jobs/{id}/renew.
+ *
+ * When nothing is available and the worker asked to wait, the request parks
+ * in LeaseWaiters: the store's availability notification wakes it at once,
+ * and a modest re-check interval catches delayed jobs becoming due (nothing
+ * announces those). It answers 204 without a body when the wait ends empty,
+ * and stops waiting when the client disconnects or the coordinator closes.
+ */
+
+import { performance } from 'node:perf_hooks';
+import { Type } from '@sinclair/typebox';
+import { canonicalJson } from '../../core/canonical-json.js';
+import { toRfc3339 } from '../../core/clock.js';
+import { LeaseholdError } from '../../core/errors.js';
+import { isJobId } from '../../core/ids.js';
+import { IdParams, LeaseRequest, LeaseResponse, RenewRequest, RenewResponse } from '../../protocol/schemas.js';
+import type { LeasedJob, LeaseParams } from '../../store/store.js';
+import { principalOf } from '../auth.js';
+import { waiterGroup } from '../lease-waiters.js';
+import { errorResponses, type CoordinatorApp, type RouteContext } from '../route-context.js';
+import { toWireLeasedJob } from '../wire.js';
+
+/** Progress is for display; a larger value belongs in a checkpoint or the result. */
+export const MAX_PROGRESS_BYTES = 4096;
+
+export function registerLeaseRoutes(app: CoordinatorApp, ctx: RouteContext): void {
+  app.post(
+    '/lease',
+    {
+      config: { roles: ['worker', 'admin'] },
+      schema: {
+        summary: 'Lease available jobs (long poll)',
+        description: 'Answers 200 with up to `max` jobs, or 204 without a body when none became available within `waitMs`.',
+        tags: ['lease'],
+        body: LeaseRequest,
+        response: { 200: LeaseResponse, 204: Type.Null({ description: 'Nothing available' }), ...errorResponses() },
+      },
+    },
+    async (request, reply) => {
+      const principal = principalOf(request);
+      const body = request.body;
+      const max = body.max ?? 1;
+      const params: LeaseParams = {
+        tenant: principal.tenant,
+        workerId: body.workerId,
+        leaseMs: body.leaseMs ?? (await defaultLeaseMs(ctx, principal.tenant, body.kinds)),
+        max,
+        ...(body.kinds === undefined || body.kinds.length === 0 ? {} : { kinds: body.kinds }),
+      };
+      let generation = ctx.waiters.generation;
+      let jobs: readonly LeasedJob[] = await ctx.store.jobLease(params);
+      const waitMs = body.waitMs ?? 0;
+      if (jobs.length === 0 && waitMs > 0) {
+        const group = waiterGroup(body.kinds);
+        const deadline = performance.now() + waitMs;
+        const gone = new AbortController();
+        const onClose = (): void => gone.abort();
+        reply.raw.once('close', onClose);
+        try {
+          while (jobs.length === 0) {
+            const remaining = deadline - performance.now();
+            if (remaining <= 0) break;
+            const result = await ctx.waiters.wait(group, Math.min(remaining, ctx.config.leaseRecheckMs), generation, gone.signal);
+            if (result === 'aborted') break;
+            generation = ctx.waiters.generation;
+            jobs = await ctx.store.jobLease(params);
+            // A full batch may mean more work is waiting: pass the wake-up on.
+            if (result === 'woken' && jobs.length === max) ctx.waiters.wakeNext(group);
+          }
+        } finally {
+          reply.raw.off('close', onClose);
+        }
+      }
+      if (jobs.length === 0) return reply.code(204).send(null);
+      return { jobs: jobs.map(toWireLeasedJob) };
+    },
+  );
+
+  app.post(
+    '/jobs/:id/renew',
+    {
+      config: { roles: ['worker', 'admin'] },
+      schema: {
+        summary: 'Extend a lease (optionally reporting progress)',
+        description: 'Only while the token is the current lease and unexpired; otherwise 409 stale_lease (or cancelled, deadline_exceeded).',
+        tags: ['lease'],
+        params: IdParams,
+        body: RenewRequest,
+        response: { 200: RenewResponse, ...errorResponses(404, 409, 413) },
+      },
+    },
+    async (request) => {
+      const principal = principalOf(request);
+      const body = request.body;
+      if (body.progress !== undefined && Buffer.byteLength(canonicalJson(body.progress), 'utf8') > MAX_PROGRESS_BYTES) {
+        throw new LeaseholdError('payload_too_large', `progress must be at most ${MAX_PROGRESS_BYTES} bytes of JSON`);
+      }
+      if (!isJobId(request.params.id)) throw new LeaseholdError('not_found', 'job not found');
+      const outcome = await ctx.store.jobRenew({
+        tenant: principal.tenant,
+        id: request.params.id,
+        token: body.token,
+        leaseMs: body.leaseMs ?? ctx.config.defaultLeaseMs,
+        ...(body.progress === undefined ? {} : { progress: body.progress }),
+      });
+      if (outcome.kind === 'rejected') throw rejection(outcome.code);
+      return { leaseExpiresAt: toRfc3339(outcome.leaseExpiresAt) };
+    },
+  );
+}
+
+/** A registered kind's lease duration when the worker leases exactly that kind; the default otherwise. */
+async function defaultLeaseMs(ctx: RouteContext, tenant: string, kinds: readonly string[] | undefined): Promise<number> {
+  if (kinds?.length === 1 && kinds[0] !== undefined) {
+    const registered = (await ctx.kinds.forTenant(tenant)).byName.get(kinds[0]);
+    if (registered !== undefined) return registered.record.leaseMs;
+  }
+  return ctx.config.defaultLeaseMs;
+}
+
+const REJECTION_MESSAGES = {
+  stale_lease: 'the lease token is not the current lease of this job (it expired or the job was leased again)',
+  cancelled: 'the job was cancelled',
+  deadline_exceeded: 'the job passed its deadline',
+  not_found: 'job not found',
+} as const;
+
+/** The HTTP error for a store's rejection of a token-bearing call. */
+export function rejection(code: keyof typeof REJECTION_MESSAGES): LeaseholdError {
+  return new LeaseholdError(code, REJECTION_MESSAGES[code]);
+}

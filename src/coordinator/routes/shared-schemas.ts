@@ -1,0 +1,19 @@
+/**
+ * Response schemas used by several route modules. The protocol's Job schema
+ * carries an `$id`; the copies here drop it so that each route can inline the
+ * schema (the serializer and the OpenAPI generator compile routes separately).
+ */
+
+import { Type, type TObject, type TProperties } from '@sinclair/typebox';
+import { Job } from '../../protocol/schemas.js';
+
+function withoutId<T extends TProperties>(schema: TObject<T>): TObject<T> {
+  const { $id: _unused, ...rest } = schema;
+  return rest as TObject<T>;
+}
+
+export const JobBody = withoutId(Job);
+
+export const JobListBody = Type.Object({ jobs: Type.Array(JobBody), nextCursor: Type.Union([Type.String(), Type.Null()]) });
+
+export const OkBody = Type.Object({ ok: Type.Literal(true) });

@@ -1,0 +1,63 @@
+/**
+ * Operational routes: tenant stats (admin), the health check and the OpenAPI
+ * document (both public: load balancers and code generators carry no key).
+ */
+
+import { Type } from '@sinclair/typebox';
+import { LeaseholdError } from '../../core/errors.js';
+import { Stats } from '../../protocol/schemas.js';
+import { principalOf } from '../auth.js';
+import { errorResponses, PUBLIC_ERRORS, type CoordinatorApp, type RouteContext } from '../route-context.js';
+import { toWireStats } from '../wire.js';
+
+export const HealthBody = Type.Object({ status: Type.Literal('ok'), backend: Type.String() });
+
+export function registerSystemRoutes(app: CoordinatorApp, ctx: RouteContext): void {
+  app.get(
+    '/stats',
+    {
+      config: { roles: ['admin'] },
+      schema: {
+        summary: "The tenant's queue statistics (admin)",
+        tags: ['system'],
+        response: { 200: Stats, ...errorResponses() },
+      },
+    },
+    async (request) => toWireStats(await ctx.store.stats({ tenant: principalOf(request).tenant })),
+  );
+
+  app.get(
+    '/healthz',
+    {
+      config: { public: true },
+      schema: {
+        summary: 'Health check: answers 200 when the store answers',
+        tags: ['system'],
+        security: [],
+        response: { 200: HealthBody, ...PUBLIC_ERRORS },
+      },
+    },
+    async () => {
+      try {
+        await ctx.store.ping();
+      } catch (error) {
+        throw new LeaseholdError('store_unavailable', 'the job store is unavailable', { retryAfterSeconds: 1, cause: error });
+      }
+      return { status: 'ok' as const, backend: ctx.store.backend };
+    },
+  );
+
+  app.get(
+    '/openapi.json',
+    {
+      config: { public: true },
+      schema: {
+        summary: 'This API as an OpenAPI 3.1 document',
+        tags: ['system'],
+        security: [],
+        response: { 200: Type.Object({}, { additionalProperties: true }), ...PUBLIC_ERRORS },
+      },
+    },
+    async () => app.swagger(),
+  );
+}

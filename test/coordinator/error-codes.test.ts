@@ -1,0 +1,43 @@
+/**
+ * docs/ERRORS.md documents every error code with its HTTP status, and every
+ * job failure code. Adding a code to src/core/errors.ts without documenting
+ * it fails here.
+ */
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { ERROR_CODES, JOB_FAILURE_CODES } from '../../src/core/errors.js';
+
+const doc = readFileSync(fileURLToPath(new URL('../../docs/ERRORS.md', import.meta.url)), 'utf8');
+
+/** Table rows whose first cell is a code: `| \`code\` | status | …`. */
+function rows(): Map<string, string[][]> {
+  const found = new Map<string, string[][]>();
+  for (const line of doc.split('\n')) {
+    const match = /^\|\s*`([a-z_]+)`\s*\|(.*)\|\s*$/.exec(line);
+    if (match?.[1] !== undefined && match[2] !== undefined) {
+      found.set(match[1], [...(found.get(match[1]) ?? []), match[2].split('|').map((cell) => cell.trim())]);
+    }
+  }
+  return found;
+}
+
+describe('docs/ERRORS.md', () => {
+  const table = rows();
+
+  it.each(Object.entries(ERROR_CODES))('documents %s with HTTP %i', (code, status) => {
+    const withStatus = (table.get(code) ?? []).find((cells) => /^\d{3}$/.test(cells[0] ?? ''));
+    expect(withStatus, `${code} has no row with an HTTP status in docs/ERRORS.md`).toBeDefined();
+    expect(withStatus?.[0]).toBe(String(status));
+    expect(withStatus?.[1]?.length ?? 0).toBeGreaterThan(10);
+  });
+
+  it.each(Object.keys(JOB_FAILURE_CODES))('documents the job failure code %s', (code) => {
+    expect(table.has(code), `${code} has no row in docs/ERRORS.md`).toBe(true);
+  });
+
+  it('documents no code that does not exist', () => {
+    const known = new Set<string>([...Object.keys(ERROR_CODES), ...Object.keys(JOB_FAILURE_CODES)]);
+    for (const code of table.keys()) expect(known.has(code), `${code} is documented but not defined`).toBe(true);
+  });
+});
