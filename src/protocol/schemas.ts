@@ -154,8 +154,18 @@ export type RenewRequest = Static<typeof RenewRequest>;
 export const RenewResponse = Type.Object({ leaseExpiresAt: Timestamp });
 export type RenewResponse = Static<typeof RenewResponse>;
 
+/** A result that is not JSON: bytes (base64 on the wire) with their content type. Exclusive with `result`. */
+export const ResultBytes = Type.Object(
+  {
+    contentType: Type.String({ minLength: 1, maxLength: 255, pattern: '^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*(\\s*;.*)?$' }),
+    base64: Type.String({ pattern: '^[A-Za-z0-9+/]*={0,2}$' }),
+  },
+  { additionalProperties: false },
+);
+export type ResultBytes = Static<typeof ResultBytes>;
+
 export const CompleteRequest = Type.Object(
-  { token: Token, result: Type.Optional(Type.Unknown()) },
+  { token: Token, result: Type.Optional(Type.Unknown()), resultBytes: Type.Optional(ResultBytes) },
   { additionalProperties: false },
 );
 export type CompleteRequest = Static<typeof CompleteRequest>;
@@ -166,7 +176,10 @@ export type CompleteResponse = Static<typeof CompleteResponse>;
 export const CompleteManyRequest = Type.Object(
   {
     completions: Type.Array(
-      Type.Object({ id: Type.String({ minLength: 1, maxLength: 64 }), token: Token, result: Type.Optional(Type.Unknown()) }, { additionalProperties: false }),
+      Type.Object(
+        { id: Type.String({ minLength: 1, maxLength: 64 }), token: Token, result: Type.Optional(Type.Unknown()), resultBytes: Type.Optional(ResultBytes) },
+        { additionalProperties: false },
+      ),
       { minItems: 1, maxItems: LIMITS.maxCompleteBatch },
     ),
   },
@@ -255,6 +268,62 @@ export const KindDefinition = Type.Object(
   { additionalProperties: false },
 );
 export type KindDefinition = Static<typeof KindDefinition>;
+
+export const KindParams = Type.Object({ kind: KindName });
+export type KindParams = Static<typeof KindParams>;
+
+/** A registered kind as GET /kinds and PUT /kinds/{kind} answer it, every default filled in. */
+export const Kind = Type.Object({
+  kind: Type.String(),
+  payloadSchema: Type.Unknown({ description: 'JSON Schema the payload must match; null for any payload' }),
+  maxPayloadBytes: Type.Integer(),
+  maxAttempts: Type.Integer(),
+  leaseMs: Type.Integer(),
+  backoff: Type.Object({ baseMs: Type.Integer(), maxMs: Type.Integer() }),
+  deadlineMs: Type.Union([Type.Integer(), Type.Null()]),
+  maxResultBytes: Type.Integer(),
+  updatedAt: Timestamp,
+});
+export type Kind = Static<typeof Kind>;
+
+export const KindList = Type.Object({ kinds: Type.Array(Kind) });
+export type KindList = Static<typeof KindList>;
+
+export const EnqueueBatchItem = Type.Object(
+  { idempotencyKey: Type.String({ minLength: 1, maxLength: LIMITS.idempotencyKeyLength }), ...EnqueueRequest.properties },
+  { additionalProperties: false },
+);
+export type EnqueueBatchItem = Static<typeof EnqueueBatchItem>;
+
+export const EnqueueBatchRequest = Type.Object(
+  { jobs: Type.Array(EnqueueBatchItem, { minItems: 1, maxItems: LIMITS.maxEnqueueBatch }) },
+  { additionalProperties: false },
+);
+export type EnqueueBatchRequest = Static<typeof EnqueueBatchRequest>;
+
+/**
+ * One entry per submitted job, in order. `status` is what a single POST /jobs
+ * would have answered: 202 with the job (`replayed` for an idempotent replay),
+ * or 400/409/413 with the error.
+ */
+export const EnqueueBatchResult = Type.Object({
+  idempotencyKey: Type.String(),
+  status: Type.Integer(),
+  replayed: Type.Optional(Type.Boolean()),
+  job: Type.Optional(Job),
+  error: Type.Optional(Type.Object({ code: Type.String(), message: Type.String() })),
+});
+export type EnqueueBatchResult = Static<typeof EnqueueBatchResult>;
+
+export const EnqueueBatchResponse = Type.Object({ results: Type.Array(EnqueueBatchResult) });
+export type EnqueueBatchResponse = Static<typeof EnqueueBatchResponse>;
+
+/** The answer of calls that only acknowledge (effect, checkpoint). */
+export const OkResponse = Type.Object({ ok: Type.Literal(true) });
+export type OkResponse = Static<typeof OkResponse>;
+
+export const HealthResponse = Type.Object({ status: Type.Literal('ok'), backend: Type.String() });
+export type HealthResponse = Static<typeof HealthResponse>;
 
 export function describe<T extends TSchema>(schema: T, description: string): T {
   return { ...schema, description };
