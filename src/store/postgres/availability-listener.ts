@@ -1,0 +1,90 @@
+/**
+ * Wakes long polls when another coordinator (or this one) commits work. One
+ * dedicated connection LISTENs on the schema's channel; enqueue, requeue and
+ * retry statements NOTIFY it in their own transaction, so the wake-up arrives
+ * only after the change is committed. If the connection drops (a restart, a
+ * failover) it reconnects with backoff and then wakes everyone once, because
+ * notifications sent meanwhile are lost.
+ */
+
+import pg from 'pg';
+
+export interface AvailabilityListenerOptions {
+  readonly clientConfig: pg.ClientConfig;
+  readonly channel: string;
+  readonly onAvailable: () => void;
+  readonly minRetryMs?: number;
+  readonly maxRetryMs?: number;
+}
+
+export class AvailabilityListener {
+  private client: pg.Client | null = null;
+  private retryTimer: NodeJS.Timeout | null = null;
+  private retryMs: number;
+  private stopped = false;
+  private connecting = false;
+
+  constructor(private readonly options: AvailabilityListenerOptions) {
+    this.retryMs = options.minRetryMs ?? 100;
+  }
+
+  /** Starts listening; resolves after the first attempt, whether or not it connected. */
+  async start(): Promise<void> {
+    await this.connect(false);
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.retryTimer !== null) clearTimeout(this.retryTimer);
+    this.retryTimer = null;
+    const client = this.client;
+    this.client = null;
+    if (client !== null) await client.end().catch(() => undefined);
+  }
+
+  private async connect(isReconnect: boolean): Promise<void> {
+    if (this.stopped || this.connecting) return;
+    this.connecting = true;
+    const client = new pg.Client(this.options.clientConfig);
+    let dropped = false;
+    const onDrop = (): void => {
+      if (dropped) return;
+      dropped = true;
+      if (this.client === client) this.client = null;
+      client.end().catch(() => undefined);
+      this.scheduleReconnect();
+    };
+    client.on('error', onDrop);
+    client.on('end', onDrop);
+    client.on('notification', (message) => {
+      if (message.channel === this.options.channel) this.options.onAvailable();
+    });
+    try {
+      await client.connect();
+      await client.query(`LISTEN "${this.options.channel}"`);
+      if (this.stopped) {
+        dropped = true;
+        await client.end().catch(() => undefined);
+        return;
+      }
+      this.client = client;
+      this.retryMs = this.options.minRetryMs ?? 100;
+      if (isReconnect) this.options.onAvailable();
+    } catch {
+      onDrop();
+    } finally {
+      this.connecting = false;
+    }
+  }
+
+  private scheduleReconnect(): void {
+    if (this.stopped || this.retryTimer !== null) return;
+    const delay = this.retryMs;
+    this.retryMs = Math.min(this.retryMs * 2, this.options.maxRetryMs ?? 5_000);
+    this.retryTimer = setTimeout(() => {
+      this.retryTimer = null;
+      void this.connect(true);
+    }, delay);
+    this.retryTimer.unref();
+  }
+}

@@ -1,0 +1,53 @@
+/**
+ * Applies MIGRATIONS at connect. Several coordinators may start at the same
+ * moment against one database, so the whole step runs in one transaction that
+ * first takes a transaction-scoped advisory lock keyed by the schema name: the
+ * first coordinator creates the schema and applies what is missing, the others
+ * wait, then find everything applied. A failed migration rolls back entirely.
+ */
+
+import type { ClientBase } from 'pg';
+import { MIGRATIONS, type Migration } from './migrations.js';
+
+/** Identifiers we splice into SQL and connection options: lowercase, no quoting needed. */
+const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
+
+export function assertSchemaName(schema: string): void {
+  if (!SCHEMA_NAME.test(schema)) {
+    throw new Error(`schema name must match ${SCHEMA_NAME.source}`);
+  }
+}
+
+export interface MigrationReport {
+  readonly applied: readonly number[];
+}
+
+export async function migrate(client: ClientBase, schema: string, migrations: readonly Migration[] = MIGRATIONS): Promise<MigrationReport> {
+  assertSchemaName(schema);
+  const applied: number[] = [];
+  await client.query('BEGIN');
+  try {
+    await client.query({ text: "SELECT pg_advisory_xact_lock(hashtextextended('leasehold.migrate.' || $1, 0))", values: [schema] });
+    await client.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
+    await client.query(`SET LOCAL search_path TO ${schema}`);
+    await client.query(`
+      CREATE TABLE IF NOT EXISTS schema_migrations (
+        version    integer     PRIMARY KEY,
+        name       text        NOT NULL,
+        applied_at timestamptz NOT NULL DEFAULT now()
+      )`);
+    const done = await client.query<{ version: number }>('SELECT version FROM schema_migrations');
+    const have = new Set(done.rows.map((row) => row.version));
+    for (const migration of [...migrations].sort((a, b) => a.version - b.version)) {
+      if (have.has(migration.version)) continue;
+      await client.query(migration.sql);
+      await client.query({ text: 'INSERT INTO schema_migrations (version, name) VALUES ($1, $2)', values: [migration.version, migration.name] });
+      applied.push(migration.version);
+    }
+    await client.query('COMMIT');
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw error;
+  }
+  return { applied };
+}

@@ -1,0 +1,100 @@
+/**
+ * The connection pool of the PostgreSQL store and the two ways to use it: one
+ * statement (its own transaction), or a function run between BEGIN and COMMIT
+ * on one pooled connection. Both translate driver errors at this boundary
+ * (pg-errors.ts) and retry a deadlock or serialization failure a few times,
+ * which is safe because the failed attempt was rolled back entirely.
+ *
+ * Every pooled connection starts with the store's schema as its search_path
+ * and server-side timeouts, passed as startup options so they cost no extra
+ * round trip.
+ */
+
+import pg from 'pg';
+import { StoreUnavailableError } from '../../core/errors.js';
+import { isRetryableConflict, translatePgError } from './pg-errors.js';
+
+const CONFLICT_RETRIES = 3;
+
+export interface PgDatabaseOptions {
+  readonly connectionString: string;
+  readonly schema: string;
+  readonly poolSize: number;
+}
+
+/** A connection inside a transaction: queries only, no BEGIN/COMMIT of its own. */
+export interface TxClient {
+  query<R extends pg.QueryResultRow>(config: pg.QueryConfig): Promise<pg.QueryResult<R>>;
+}
+
+export function clientConfig(options: Omit<PgDatabaseOptions, 'poolSize'>): pg.ClientConfig {
+  return {
+    connectionString: options.connectionString,
+    application_name: 'leasehold',
+    // The schema name is validated (migrate.ts), so it needs no quoting here.
+    options: `-c search_path=${options.schema} -c statement_timeout=30000 -c idle_in_transaction_session_timeout=60000`,
+    connectionTimeoutMillis: 5_000,
+    query_timeout: 35_000,
+    keepAlive: true,
+  };
+}
+
+export class PgDatabase {
+  readonly pool: pg.Pool;
+  private closed = false;
+
+  constructor(options: PgDatabaseOptions) {
+    this.pool = new pg.Pool({ ...clientConfig(options), max: options.poolSize, idleTimeoutMillis: 30_000 });
+    // Without these, a connection that dies while idle, or between two queries
+    // of a transaction, would emit an unhandled 'error' and end the process.
+    // The failure reaches the caller through the next query instead.
+    this.pool.on('error', () => undefined);
+    this.pool.on('connect', (client) => client.on('error', () => undefined));
+  }
+
+  async query<R extends pg.QueryResultRow>(config: pg.QueryConfig): Promise<pg.QueryResult<R>> {
+    for (let attempt = 1; ; attempt++) {
+      if (this.closed) throw new StoreUnavailableError('the job store is closed');
+      try {
+        return await this.pool.query<R>(config);
+      } catch (error) {
+        if (isRetryableConflict(error) && attempt < CONFLICT_RETRIES) continue;
+        throw translatePgError(error);
+      }
+    }
+  }
+
+  async transaction<T>(work: (client: TxClient) => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      if (this.closed) throw new StoreUnavailableError('the job store is closed');
+      let client: pg.PoolClient;
+      try {
+        client = await this.pool.connect();
+      } catch (error) {
+        throw translatePgError(error);
+      }
+      let broken = false;
+      try {
+        await client.query('BEGIN');
+        const value = await work(client);
+        await client.query('COMMIT');
+        return value;
+      } catch (error) {
+        await client.query('ROLLBACK').catch(() => {
+          broken = true;
+        });
+        if (isRetryableConflict(error) && attempt < CONFLICT_RETRIES) continue;
+        throw translatePgError(error);
+      } finally {
+        // A connection whose ROLLBACK failed is in an unknown state: drop it.
+        client.release(broken ? true : undefined);
+      }
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.pool.end();
+  }
+}

@@ -1,0 +1,266 @@
+/**
+ * The named statements of the PostgreSQL backend that move jobs. pg prepares
+ * each name once per pooled connection. Every statement that changes a leased
+ * job repeats, in its WHERE clause, the fencing condition of the decide*
+ * function it applies (status = 'running' AND lease_token = $token and the
+ * expiry), so a stale snapshot can never apply a transition. Times all come
+ * from now(): the start of the statement's transaction on the server.
+ *
+ * Key, kind, listing and stats statements live in catalog-queries.ts.
+ */
+
+import { interval, JOB_COLUMNS, JOB_WITH_RESULT_FROM, ms, namedQuery, NOW_MS, RESULT_COLUMNS, ts } from './sql-fragments.js';
+
+export const NOW = namedQuery('lh_now', `SELECT ${NOW_MS}`);
+
+/**
+ * Inserts a batch in one statement (so it is one transaction). Rows whose
+ * (tenant, owner, idempotency_key) exists, or repeats an earlier row of the
+ * same batch, are skipped and looked up afterwards. The NOTIFY rides in the
+ * same statement, so it is sent exactly when the insert commits.
+ */
+export const JOB_INSERT_MANY = namedQuery(
+  'lh_job_insert_many',
+  `WITH input AS (
+     SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
+                          $8::int[], $9::int[], $10::int[], $11::float8[], $12::float8[])
+       WITH ORDINALITY AS i(id, tenant, owner, idempotency_key, request_hash, kind, payload,
+                            payload_bytes, max_attempts, priority, run_after, deadline_ms, ord)
+   ), inserted AS (
+     INSERT INTO jobs AS j (id, tenant, owner, idempotency_key, request_hash, kind, payload, payload_bytes, status,
+                            max_attempts, priority, run_after, deadline_ms, deadline_at, created_at)
+     SELECT id, tenant, owner, idempotency_key, request_hash, kind, payload::json, payload_bytes, 'queued',
+            max_attempts, priority, coalesce(${ts('run_after')}, now()), deadline_ms::bigint,
+            now() + ${interval('deadline_ms')}, now()
+       FROM input ORDER BY ord
+     ON CONFLICT (tenant, owner, idempotency_key) DO NOTHING
+     RETURNING ${JOB_COLUMNS}
+   )
+   SELECT inserted.*, (SELECT pg_notify($13, '') FROM (SELECT 1 FROM inserted LIMIT 1) AS any_row) AS notified
+     FROM inserted`,
+);
+
+/** The existing rows for idempotency keys that did not insert. */
+export const JOB_BY_KEYS = namedQuery(
+  'lh_job_by_keys',
+  `SELECT ${JOB_COLUMNS}, ${RESULT_COLUMNS}
+     FROM unnest($1::text[], $2::text[], $3::text[]) AS k(tenant, owner, idempotency_key)
+     JOIN ${JOB_WITH_RESULT_FROM}
+       ON j.tenant = k.tenant AND j.owner = k.owner AND j.idempotency_key = k.idempotency_key`,
+);
+
+export const JOB_GET = namedQuery(
+  'lh_job_get',
+  `SELECT ${JOB_COLUMNS}, ${RESULT_COLUMNS} FROM ${JOB_WITH_RESULT_FROM}
+    WHERE j.id = $1 AND j.tenant = $2 AND ($3::text IS NULL OR j.owner = $3)`,
+);
+
+/** The snapshot a decide* function reads, locked for the rest of the transaction. */
+export const JOB_LOCK = namedQuery(
+  'lh_job_lock',
+  `SELECT ${JOB_COLUMNS}, ${NOW_MS} FROM jobs j
+    WHERE j.id = $1 AND j.tenant = $2 AND ($3::text IS NULL OR j.owner = $3)
+    FOR UPDATE`,
+);
+
+/** Locks in id order, so two batches over the same jobs cannot deadlock. */
+export const JOB_LOCK_MANY = namedQuery(
+  'lh_job_lock_many',
+  `SELECT ${JOB_COLUMNS}, ${NOW_MS} FROM jobs j WHERE j.id = ANY($1::uuid[]) ORDER BY j.id FOR UPDATE`,
+);
+
+/** A read without a lock, to say why a guarded statement matched nothing. */
+export const JOB_PEEK = namedQuery(
+  'lh_job_peek',
+  `SELECT ${JOB_COLUMNS}, ${NOW_MS} FROM jobs j WHERE j.id = $1 AND j.tenant = $2`,
+);
+
+/** Does this tenant have leases or deadlines due? A cheap probe before each lease. */
+export const DUE_PROBE = namedQuery(
+  'lh_due_probe',
+  `SELECT EXISTS (SELECT 1 FROM jobs WHERE status = 'running' AND lease_expires_at <= now() AND tenant = $1)
+       OR EXISTS (SELECT 1 FROM jobs WHERE status = 'queued' AND deadline_at <= now() AND tenant = $1) AS due`,
+);
+
+function leaseStatement(name: string, kindFilter: string): ReturnType<typeof namedQuery> {
+  // $1 tenant, $2 max, $3 tokens (one per slot, drawn in Node), $4 worker, $5 lease ms[, $6 kinds].
+  // FOR UPDATE SKIP LOCKED lets concurrent leases pass each other instead of
+  // queueing on the same rows; the attempt row is written by the same statement.
+  return namedQuery(
+    name,
+    `WITH picked AS (
+       SELECT id FROM jobs
+        WHERE tenant = $1 AND status = 'queued' AND run_after <= now()
+          AND (deadline_at IS NULL OR deadline_at > now())${kindFilter}
+        ORDER BY priority DESC, run_after, seq
+        LIMIT $2
+        FOR UPDATE SKIP LOCKED
+     ), numbered AS (
+       SELECT id, row_number() OVER () AS n FROM picked
+     ), leased AS (
+       UPDATE jobs j SET status = 'running', attempts = j.attempts + 1, epoch = j.epoch + 1,
+              lease_token = t.token, lease_owner = $4,
+              lease_expires_at = LEAST(now() + ${interval('$5')}, j.deadline_at),
+              started_at = coalesce(j.started_at, now()), last_outcome = NULL, effect_started_at = NULL
+         FROM numbered JOIN unnest($3::text[]) WITH ORDINALITY AS t(token, n) USING (n)
+        WHERE j.id = numbered.id AND j.status = 'queued'
+       RETURNING ${JOB_COLUMNS}
+     ), attempt_rows AS (
+       INSERT INTO job_attempts (job_id, epoch, attempt, worker_id, started_at)
+       SELECT id::uuid, epoch, attempts, $4, now() FROM leased
+     )
+     SELECT * FROM leased ORDER BY priority DESC, run_after, seq`,
+  );
+}
+
+export const JOB_LEASE_ANY_KIND = leaseStatement('lh_job_lease_any', '');
+export const JOB_LEASE_KINDS = leaseStatement('lh_job_lease_kinds', ' AND kind = ANY($6::text[])');
+
+/**
+ * Renew in one statement: the WHERE is decideRenew's 'renew' branch (live
+ * lease, no cancel requested, deadline not passed), the new expiry is capped at
+ * the deadline as there. When it matches nothing the store reads the row and
+ * lets decideRenew name the reason.
+ */
+export const JOB_RENEW = namedQuery(
+  'lh_job_renew',
+  `UPDATE jobs j SET lease_expires_at = LEAST(now() + ${interval('$4')}, j.deadline_at),
+          progress = CASE WHEN $5::boolean THEN $6::json ELSE j.progress END
+    WHERE j.id = $1 AND j.tenant = $2 AND j.status = 'running' AND j.lease_token = $3 AND j.lease_expires_at > now()
+      AND NOT j.cancel_requested AND (j.deadline_at IS NULL OR j.deadline_at > now())
+   RETURNING ${ms('j.lease_expires_at')} AS lease_expires_at`,
+);
+
+/**
+ * Complete in one statement, mirroring decideCompletion's 'commit' branch
+ * (live lease and deadline not passed): the job, its result and its attempt
+ * row change together.
+ */
+export const JOB_COMPLETE_ONE = namedQuery(
+  'lh_job_complete_one',
+  `WITH done AS (
+     UPDATE jobs j SET status = 'succeeded', finished_at = now(), lease_expires_at = NULL, last_outcome = 'succeeded',
+            last_error_code = NULL, last_error_message = NULL
+      WHERE j.id = $1 AND j.tenant = $2 AND j.status = 'running' AND j.lease_token = $3 AND j.lease_expires_at > now()
+        AND (j.deadline_at IS NULL OR j.deadline_at > now())
+     RETURNING j.id, j.epoch
+   ), result_row AS (
+     INSERT INTO job_results (job_id, content_type, body, checksum, size_bytes)
+     SELECT id, $4::text, $5::bytea, $6::text, octet_length($5::bytea) FROM done WHERE $4::text IS NOT NULL
+   ), attempt_row AS (
+     UPDATE job_attempts a SET ended_at = now(), outcome = 'succeeded', error_code = NULL
+       FROM done WHERE a.job_id = done.id AND a.epoch = done.epoch AND a.ended_at IS NULL
+   )
+   SELECT id::text AS id FROM done`,
+);
+
+/**
+ * Applies decisions that end a lease, for many jobs at once: success (with
+ * results), retry, dead, cancelled, unknown. $9 says whether the lease must
+ * still be live (complete, fail) or already expired (the reaper); with the
+ * token in the WHERE clause that is the fence.
+ */
+export const JOB_END_LEASES = namedQuery(
+  'lh_job_end_leases',
+  `WITH d AS (
+     SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::float8[], $8::text[])
+       AS d(id, token, status, outcome, code, message, run_after, attempt_code)
+   ), moved AS (
+     UPDATE jobs j SET status = d.status, last_outcome = d.outcome, lease_expires_at = NULL,
+            run_after = CASE WHEN d.status = 'queued' THEN coalesce(${ts('d.run_after')}, now()) ELSE j.run_after END,
+            finished_at = CASE WHEN d.status = 'queued' THEN j.finished_at ELSE now() END,
+            last_error_code = d.code, last_error_message = d.message
+       FROM d
+      WHERE j.id = d.id AND j.status = 'running' AND j.lease_token = d.token AND (j.lease_expires_at > now()) = $9
+     RETURNING j.id, j.epoch, j.tenant, d.status, d.outcome, d.attempt_code
+   ), result_rows AS (
+     INSERT INTO job_results (job_id, content_type, body, checksum, size_bytes)
+     SELECT r.id, r.content_type, r.body, r.checksum, octet_length(r.body)
+       FROM unnest($10::uuid[], $11::text[], $12::bytea[], $13::text[]) AS r(id, content_type, body, checksum)
+       JOIN moved ON moved.id = r.id AND moved.status = 'succeeded'
+   ), attempt_rows AS (
+     UPDATE job_attempts a SET ended_at = now(), outcome = moved.outcome, error_code = moved.attempt_code
+       FROM moved WHERE a.job_id = moved.id AND a.epoch = moved.epoch AND a.ended_at IS NULL
+   )
+   SELECT id::text AS id, tenant, status FROM moved`,
+);
+
+/** Checkpoint and effect marks need a live lease before the deadline (the store's withLiveLease rule). */
+const LIVE_LEASE_GUARD = `j.id = $1 AND j.tenant = $2 AND j.status = 'running' AND j.lease_token = $3
+      AND j.lease_expires_at > now() AND (j.deadline_at IS NULL OR j.deadline_at > now())`;
+
+export const JOB_CHECKPOINT = namedQuery(
+  'lh_job_checkpoint',
+  `UPDATE jobs j SET checkpoint_step = $4, checkpoint_state = $5::json WHERE ${LIVE_LEASE_GUARD} RETURNING j.id`,
+);
+
+export const JOB_EFFECT_STARTED = namedQuery(
+  'lh_job_effect_started',
+  `UPDATE jobs j SET effect_started_at = coalesce(j.effect_started_at, now()) WHERE ${LIVE_LEASE_GUARD} RETURNING j.id`,
+);
+
+/** Leases that ran out, oldest first; SKIP LOCKED so concurrent reapers split the work. */
+export const EXPIRED_LEASES_LOCK = namedQuery(
+  'lh_expired_leases_lock',
+  `SELECT ${JOB_COLUMNS}, ${NOW_MS} FROM jobs j
+    WHERE j.status = 'running' AND j.lease_expires_at <= now() AND ($1::text IS NULL OR j.tenant = $1)
+    ORDER BY j.lease_expires_at LIMIT $2
+    FOR UPDATE OF j SKIP LOCKED`,
+);
+
+export const COUNTER_ADD_EXPIRATIONS = namedQuery(
+  'lh_counter_add_expirations',
+  `INSERT INTO tenant_counters AS c (tenant, lease_expirations)
+   SELECT tenant, count(*) FROM unnest($1::text[]) AS e(tenant) GROUP BY tenant
+   ON CONFLICT (tenant) DO UPDATE SET lease_expirations = c.lease_expirations + EXCLUDED.lease_expirations`,
+);
+
+/** Queued jobs past their deadline are never leased (the lease WHERE); this ends them. */
+export const QUEUED_PAST_DEADLINE = namedQuery(
+  'lh_queued_past_deadline',
+  `UPDATE jobs j SET status = 'dead', finished_at = now(), last_error_code = 'deadline_exceeded', last_error_message = $2
+    WHERE j.id IN (SELECT id FROM jobs WHERE status = 'queued' AND deadline_at <= now() AND ($1::text IS NULL OR tenant = $1)
+                   LIMIT $3 FOR UPDATE SKIP LOCKED)
+      AND j.status = 'queued' AND j.deadline_at <= now()
+   RETURNING j.id`,
+);
+
+/** dead (requeue) or unknown (reconcile → requeue) → queued with a fresh budget and deadline. */
+export const JOB_REQUEUE = namedQuery(
+  'lh_job_requeue',
+  `UPDATE jobs j SET status = 'queued', attempts = 0, max_attempts = $2, run_after = now(),
+          deadline_at = now() + ${interval('j.deadline_ms')},
+          finished_at = NULL, lease_expires_at = NULL, cancel_requested = false, effect_started_at = NULL
+    WHERE j.id = $1 AND j.status = $3
+   RETURNING j.id`,
+);
+
+export const JOB_CANCEL_NOW = namedQuery(
+  'lh_job_cancel_now',
+  `UPDATE jobs j SET status = 'cancelled', finished_at = now(), lease_expires_at = NULL,
+          last_error_code = 'cancelled', last_error_message = 'cancelled by request'
+    WHERE j.id = $1 AND j.status = 'queued'
+   RETURNING j.id`,
+);
+
+export const JOB_CANCEL_REQUEST = namedQuery(
+  'lh_job_cancel_request',
+  `UPDATE jobs j SET cancel_requested = true WHERE j.id = $1 AND j.status = 'running' RETURNING j.id`,
+);
+
+export const JOB_RECONCILE_SUCCEEDED = namedQuery(
+  'lh_job_reconcile_succeeded',
+  `UPDATE jobs j SET status = 'succeeded', finished_at = now(), last_error_code = NULL, last_error_message = NULL
+    WHERE j.id = $1 AND j.status = 'unknown'
+   RETURNING j.id`,
+);
+
+export const JOB_RECONCILE_DEAD = namedQuery(
+  'lh_job_reconcile_dead',
+  `UPDATE jobs j SET status = 'dead', finished_at = now(), last_error_code = 'reconciled_dead',
+          last_error_message = 'marked dead by an operator after reconciliation'
+    WHERE j.id = $1 AND j.status = 'unknown'
+   RETURNING j.id`,
+);
+
+export const NOTIFY = namedQuery('lh_notify', `SELECT pg_notify($1, '')`);

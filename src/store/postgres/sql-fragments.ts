@@ -1,0 +1,60 @@
+/**
+ * The pieces every PostgreSQL query is built from: the conversion between
+ * `timestamptz` and the store's epoch milliseconds, the column lists rows are
+ * read with, and the `{ name, text }` shape that makes pg prepare a statement
+ * once per connection and reuse its plan.
+ */
+
+import type { QueryConfig } from 'pg';
+
+export interface NamedQuery {
+  readonly name: string;
+  readonly text: string;
+}
+
+export function namedQuery(name: string, text: string): NamedQuery {
+  return Object.freeze({ name, text });
+}
+
+export function bind(query: NamedQuery, values: readonly unknown[]): QueryConfig {
+  return { name: query.name, text: query.text, values: [...values] };
+}
+
+/**
+ * Milliseconds since the epoch as float8 (exact for every date we store), so
+ * pg returns a number rather than a bigint string. `extract` returns numeric
+ * in PostgreSQL 14+, so the floor is exact; it truncates microseconds the same
+ * way every time, which keeps comparisons made in JavaScript and in SQL equal.
+ */
+export function ms(expression: string): string {
+  return `floor(extract(epoch FROM ${expression}) * 1000)::float8`;
+}
+
+/** A float8 millisecond parameter as timestamptz (NULL stays NULL). */
+export function ts(parameter: string): string {
+  return `to_timestamp(${parameter}::float8 / 1000)`;
+}
+
+/** Milliseconds as an interval. */
+export function interval(parameter: string): string {
+  return `(${parameter}::float8 * interval '1 millisecond')`;
+}
+
+/** Every column of a job, as the row mappers expect them, from alias `j`. */
+export const JOB_COLUMNS = `
+  j.id::text AS id, j.seq::float8 AS seq, j.tenant, j.owner, j.kind, j.payload, j.idempotency_key, j.request_hash,
+  j.status, j.attempts, j.max_attempts, j.priority,
+  ${ms('j.run_after')} AS run_after, ${ms('j.deadline_at')} AS deadline_at,
+  j.lease_owner, ${ms('j.lease_expires_at')} AS lease_expires_at, j.epoch, j.lease_token, j.last_outcome,
+  ${ms('j.created_at')} AS created_at, ${ms('j.started_at')} AS started_at, ${ms('j.finished_at')} AS finished_at,
+  j.last_error_code, j.last_error_message, j.progress, j.cancel_requested,
+  ${ms('j.effect_started_at')} AS effect_started_at, j.checkpoint_step, j.checkpoint_state`;
+
+/** The result columns, from alias `r` (a LEFT JOIN, so all may be NULL). */
+export const RESULT_COLUMNS = 'r.content_type AS result_content_type, r.body AS result_body, r.checksum AS result_checksum';
+
+/** A job with its result, from `jobs j`. */
+export const JOB_WITH_RESULT_FROM = `jobs j LEFT JOIN job_results r ON r.job_id = j.id`;
+
+/** Reads the transaction's clock; every time a transaction writes comes from the same now(). */
+export const NOW_MS = `${ms('now()')} AS now_ms`;
