@@ -1,0 +1,168 @@
+/**
+ * Conformance, part 4: API keys, kinds, stats, wake-ups for long polls, the
+ * clock, and the migration lists of the two backends. Runs against every
+ * backend in test/support/backends.ts.
+ */
+
+import { describe, expect, it } from 'vitest';
+import { hashApiKey, newApiKey } from '../../src/core/ids.js';
+import { JOB_STATUSES } from '../../src/core/states.js';
+import { MIGRATIONS as POSTGRES_MIGRATIONS } from '../../src/store/postgres/migrations.js';
+import { MIGRATIONS as SQLITE_MIGRATIONS } from '../../src/store/sqlite/migrations.js';
+import type { KindUpsertParams, Store } from '../../src/store/store.js';
+import { backends, enqueue, ERROR, getJob, IMMEDIATE_BACKOFF, leaseOne, TENANT, useBackend, waitFor } from './harness.js';
+
+function kind(name: string, overrides: Partial<KindUpsertParams> = {}): KindUpsertParams {
+  return {
+    tenant: TENANT,
+    kind: name,
+    payloadSchema: { type: 'object', required: ['to'], properties: { to: { type: 'string' } } },
+    maxPayloadBytes: 4096,
+    maxAttempts: 5,
+    leaseMs: 30_000,
+    backoff: { baseMs: 1_000, maxMs: 60_000 },
+    deadlineMs: null,
+    maxResultBytes: 65_536,
+    ...overrides,
+  };
+}
+
+/** Resolves on the listener's first call; rejects if none comes in time. */
+function nextWake(store: Store, timeoutMs = 5_000): { readonly woke: Promise<void>; readonly stop: () => void } {
+  let stop = (): void => undefined;
+  const woke = new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error('no wake-up within the timeout')), timeoutMs);
+    stop = store.watchAvailable(() => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
+  return { woke, stop };
+}
+
+describe.each(backends)('store conformance ($name): catalog, stats and wake-ups', (factory) => {
+  const backend = useBackend(factory);
+
+  it('stores API keys by hash, finds them, and revokes them once', async () => {
+    const store = backend.store;
+    const key = newApiKey();
+    const inserted = await store.apiKeyInsert({ id: 'key-1', tenant: TENANT, user: 'alice', role: 'producer', keyHash: hashApiKey(key) });
+    const now = await store.now();
+    expect(inserted).toMatchObject({ id: 'key-1', tenant: TENANT, user: 'alice', role: 'producer', keyHash: hashApiKey(key), revokedAt: null });
+    expect(inserted.createdAt).toBeLessThanOrEqual(now);
+    expect(await store.apiKeyFindByHash(hashApiKey(key))).toEqual(inserted);
+    expect(await store.apiKeyFindByHash(hashApiKey(newApiKey()))).toBeNull();
+    expect(await store.apiKeyRevoke({ id: 'key-1' })).toBe(true);
+    expect(await store.apiKeyRevoke({ id: 'key-1' })).toBe(false);
+    expect(await store.apiKeyRevoke({ id: 'no-such-key' })).toBe(false);
+    expect((await store.apiKeyFindByHash(hashApiKey(key)))?.revokedAt).not.toBeNull();
+  });
+
+  it('upserts, reads and lists kinds per tenant', async () => {
+    const store = backend.store;
+    const created = await store.kindUpsert(kind('sms'));
+    expect(created).toMatchObject({ ...kind('sms') });
+    await store.kindUpsert(kind('email', { payloadSchema: null, deadlineMs: 86_400_000 }));
+    await store.kindUpsert(kind('other-tenant', { tenant: 'tenant-b' }));
+    const updated = await store.kindUpsert(kind('sms', { maxAttempts: 9, backoff: { baseMs: 5, maxMs: 50 } }));
+    expect(updated).toMatchObject({ maxAttempts: 9, backoff: { baseMs: 5, maxMs: 50 } });
+    expect(updated.updatedAt).toBeGreaterThanOrEqual(created.updatedAt);
+    expect(await store.kindGet({ tenant: TENANT, kind: 'sms' })).toEqual(updated);
+    expect(await store.kindGet({ tenant: TENANT, kind: 'email' })).toMatchObject({ payloadSchema: null, deadlineMs: 86_400_000 });
+    expect(await store.kindGet({ tenant: 'tenant-b', kind: 'sms' })).toBeNull();
+    expect((await store.kindList({ tenant: TENANT })).map((k) => k.kind)).toEqual(['email', 'sms']);
+    expect(await store.kindList({ tenant: 'tenant-c' })).toEqual([]);
+  });
+
+  it('counts jobs by status and measures waits, runs, age and storage', async () => {
+    const store = backend.store;
+    const empty = await store.stats({ tenant: TENANT });
+    expect(empty).toEqual({
+      counts: Object.fromEntries(JOB_STATUSES.map((s) => [s, 0])),
+      meanWaitMs: null,
+      meanRunMs: null,
+      leaseExpirations: 0,
+      oldestAvailableAgeMs: null,
+      storageBytes: 0,
+    });
+    const a = await enqueue(store, 'a', { payloadBytes: 100 });
+    await enqueue(store, 'b', { payloadBytes: 50 });
+    await enqueue(store, 'c', { payloadBytes: 25 });
+    await enqueue(store, 'later', { payloadBytes: 5, runAfter: (await store.now()) + 60_000 });
+    await enqueue(store, 'elsewhere', { tenant: 'tenant-b', payloadBytes: 1_000 });
+    const first = await leaseOne(store);
+    expect(first.id).toBe(a.id);
+    await store.jobComplete({ tenant: TENANT, id: first.id, token: first.token, result: { contentType: 'text/plain', body: Buffer.alloc(10) } });
+    const second = await leaseOne(store);
+    await store.jobFail({ tenant: TENANT, id: second.id, token: second.token, error: ERROR, retryable: false, backoff: IMMEDIATE_BACKOFF });
+    await leaseOne(store);
+    const stats = await store.stats({ tenant: TENANT });
+    expect(stats.counts).toEqual({ queued: 1, running: 1, succeeded: 1, dead: 1, unknown: 0, cancelled: 0 });
+    expect(stats.meanWaitMs).not.toBeNull();
+    expect(stats.meanWaitMs ?? -1).toBeGreaterThanOrEqual(0);
+    const done = await getJob(store, a.id);
+    expect(stats.meanRunMs).toBe((done.finishedAt ?? 0) - (done.startedAt ?? 0));
+    expect(stats.oldestAvailableAgeMs).toBeNull();
+    expect(stats.storageBytes).toBe(100 + 50 + 25 + 5 + 10);
+    expect(stats.leaseExpirations).toBe(0);
+  });
+
+  it('reports the age of the oldest available job', async () => {
+    const store = backend.store;
+    const now = await store.now();
+    await enqueue(store, 'old', { runAfter: now - 10_000 });
+    await enqueue(store, 'new');
+    const stats = await store.stats({ tenant: TENANT });
+    expect(stats.oldestAvailableAgeMs ?? 0).toBeGreaterThanOrEqual(10_000);
+    expect(stats.oldestAvailableAgeMs ?? Infinity).toBeLessThan(70_000);
+  });
+
+  it('wakes a watcher after an enqueue commits', async () => {
+    const store = backend.store;
+    const { woke, stop } = nextWake(store);
+    await enqueue(store, 'k');
+    await woke;
+    stop();
+  });
+
+  it('wakes a watcher on another store over the same database (another coordinator)', async () => {
+    const peer = await backend.instance.openPeer();
+    const { woke, stop } = nextWake(peer);
+    // The listener on the peer may need a moment to subscribe; enqueue until it hears one.
+    await waitFor('the peer to be woken', async () => {
+      await enqueue(backend.store, `k-${Math.random()}`);
+      return Promise.race([woke.then(() => true), new Promise<false>((resolve) => setTimeout(() => resolve(false), 200))]);
+    }, { timeoutMs: 10_000, intervalMs: 0 });
+    stop();
+    expect((await peer.jobLease({ tenant: TENANT, workerId: 'peer', leaseMs: 30_000, max: 100 })).length).toBeGreaterThan(0);
+  });
+
+  it('wakes a watcher when a failed job is requeued', async () => {
+    const store = backend.store;
+    const job = await enqueue(store, 'k', { maxAttempts: 1 });
+    const lease = await leaseOne(store);
+    await store.jobFail({ tenant: TENANT, id: job.id, token: lease.token, error: ERROR, retryable: true, backoff: IMMEDIATE_BACKOFF });
+    const { woke, stop } = nextWake(store);
+    await store.jobRequeue({ scope: { tenant: TENANT }, id: job.id });
+    await woke;
+    stop();
+  });
+
+  it('answers ping and reads its clock near the wall clock', async () => {
+    await backend.store.ping();
+    const now = await backend.store.now();
+    expect(Number.isInteger(now)).toBe(true);
+    expect(Math.abs(now - Date.now())).toBeLessThan(60_000);
+  });
+});
+
+describe('migrations', () => {
+  it('lists the same versions and names for SQLite and PostgreSQL', () => {
+    const shape = (list: readonly { version: number; name: string }[]): [number, string][] => list.map((m) => [m.version, m.name]);
+    expect(shape(POSTGRES_MIGRATIONS)).toEqual(shape(SQLITE_MIGRATIONS));
+    expect(SQLITE_MIGRATIONS[0]).toMatchObject({ version: 1, name: 'initial' });
+    const versions = SQLITE_MIGRATIONS.map((m) => m.version);
+    expect(versions).toEqual([...versions].sort((a, b) => a - b));
+    expect(new Set(versions).size).toBe(versions.length);
+  });
+});

@@ -1,0 +1,82 @@
+/**
+ * Every Store backend the conformance suite runs against. SQLite always runs,
+ * on a fresh file in a fresh temporary directory. PostgreSQL runs when
+ * DATABASE_URL is set, each store in its own new schema that cleanup drops; if
+ * DATABASE_URL is set and the server cannot be reached, create() throws and
+ * the tests fail rather than skip.
+ *
+ * `openPeer` opens a second store over the same database, standing in for a
+ * second coordinator process.
+ */
+
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
+import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import type { Store, StoreBackend } from '../../src/store/store.js';
+
+export interface BackendInstance {
+  readonly store: Store;
+  /** Another store over the same database (closed by cleanup). */
+  openPeer(): Promise<Store>;
+  cleanup(): Promise<void>;
+}
+
+export interface BackendFactory {
+  readonly name: StoreBackend;
+  create(): Promise<BackendInstance>;
+}
+
+const sqlite: BackendFactory = {
+  name: 'sqlite',
+  async create() {
+    const dir = mkdtempSync(join(tmpdir(), 'leasehold-conformance-'));
+    const path = join(dir, 'jobs.db');
+    const store = SqliteStore.open({ path });
+    const peers: Store[] = [];
+    return {
+      store,
+      async openPeer() {
+        const peer = SqliteStore.open({ path });
+        peers.push(peer);
+        return peer;
+      },
+      async cleanup() {
+        for (const peer of peers) await peer.close();
+        await store.close();
+        rmSync(dir, { recursive: true, force: true });
+      },
+    };
+  },
+};
+
+function postgres(connectionString: string): BackendFactory {
+  return {
+    name: 'postgres',
+    async create() {
+      const schema = `lh_test_${process.pid}_${randomBytes(6).toString('hex')}`;
+      const store = await PostgresStore.connect({ connectionString, schema, poolSize: 4 });
+      const peers: Store[] = [];
+      return {
+        store,
+        async openPeer() {
+          const peer = await PostgresStore.connect({ connectionString, schema, poolSize: 2 });
+          peers.push(peer);
+          return peer;
+        },
+        async cleanup() {
+          for (const peer of peers) await peer.close();
+          await store.close();
+          await PostgresStore.dropSchema({ connectionString, schema });
+        },
+      };
+    },
+  };
+}
+
+const databaseUrl = process.env['DATABASE_URL'];
+
+export const backends: readonly BackendFactory[] =
+  databaseUrl !== undefined && databaseUrl !== '' ? [sqlite, postgres(databaseUrl)] : [sqlite];
