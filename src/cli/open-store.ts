@@ -6,8 +6,6 @@
 
 import { resolve } from 'node:path';
 import type { Store } from '../store/store.js';
-import { SqliteStore } from '../store/sqlite/sqlite-store.js';
-import { PostgresStore } from '../store/postgres/postgres-store.js';
 
 const POSTGRES_URL = /^postgres(ql)?:\/\//i;
 
@@ -15,8 +13,13 @@ export function isPostgresUrl(db: string): boolean {
   return POSTGRES_URL.test(db);
 }
 
+/** Loads only the backend it opens: the CLI starts faster, and a SQLite user never loads pg. */
 export async function openStore(db: string): Promise<Store> {
-  if (isPostgresUrl(db)) return PostgresStore.connect({ connectionString: db });
+  if (isPostgresUrl(db)) {
+    const { PostgresStore } = await import('../store/postgres/postgres-store.js');
+    return PostgresStore.connect({ connectionString: db });
+  }
+  const { SqliteStore } = await import('../store/sqlite/sqlite-store.js');
   return SqliteStore.open({ path: resolve(db) });
 }
 

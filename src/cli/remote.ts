@@ -4,7 +4,7 @@
  * for machine-readable output.
  */
 
-import { LeaseholdClient } from '../client/leasehold-client.js';
+import type { LeaseholdClient } from '../client/leasehold-client.js';
 import { requireOption, type Command, type Io, type OptionSpec, type Values } from './command.js';
 
 export const REMOTE_OPTIONS: OptionSpec = {
@@ -22,6 +22,7 @@ export const REMOTE_DETAILS: readonly string[] = [
 export async function withClient<T>(command: Command, values: Values, io: Io, use: (client: LeaseholdClient) => Promise<T>): Promise<T> {
   const baseUrl = requireOption(values, 'url', command, io.env['LEASEHOLD_URL']);
   const apiKey = requireOption(values, 'key', command, io.env['LEASEHOLD_KEY']);
+  const { LeaseholdClient } = await import('../client/leasehold-client.js');
   const client = new LeaseholdClient({ baseUrl, apiKey, connections: 2 });
   try {
     return await use(client);

@@ -9,13 +9,8 @@ import { randomUUID } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { resolve } from 'node:path';
-import { pino } from 'pino';
-import { LeaseholdClient } from '../../client/leasehold-client.js';
-import { buildCoordinator } from '../../coordinator/app.js';
-import { SqliteStore } from '../../store/sqlite/sqlite-store.js';
 import type { HandlerMap, JobContext } from '../../worker/handler.js';
 import { sleep } from '../../worker/retry.js';
-import { Worker } from '../../worker/worker.js';
 import { integerOption, stringOption, type Command } from '../command.js';
 import { createApiKey } from './keys.js';
 import { closeAll, listeningUrl, untilSignal } from './serve.js';
@@ -37,6 +32,13 @@ export const devCommand: Command = {
     const preferredPort = integerOption(values, 'port', devCommand, { min: 0, max: 65_535 }) ?? 8080;
     const dbPath = resolve(stringOption(values, 'db') ?? '.leasehold/dev.db');
     mkdirSync(resolve(dbPath, '..'), { recursive: true });
+    const [{ pino }, { buildCoordinator }, { SqliteStore }, { LeaseholdClient }, { Worker }] = await Promise.all([
+      import('pino'),
+      import('../../coordinator/app.js'),
+      import('../../store/sqlite/sqlite-store.js'),
+      import('../../client/leasehold-client.js'),
+      import('../../worker/worker.js'),
+    ]);
     const logger = pino({ name: 'leasehold-dev', level: stringOption(values, 'log-level') ?? 'warn' });
     const host = '127.0.0.1';
 

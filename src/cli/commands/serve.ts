@@ -5,9 +5,8 @@
  * acknowledged write is cut off.
  */
 
-import { pino, type Logger } from 'pino';
+import type { Logger } from 'pino';
 import type { FastifyInstance } from 'fastify';
-import { buildCoordinator } from '../../coordinator/app.js';
 import type { Store } from '../../store/store.js';
 import { integerOption, requireOption, stringOption, type Command } from '../command.js';
 import { describeDb, openStore } from '../open-store.js';
@@ -28,6 +27,8 @@ export const serveCommand: Command = {
     const db = requireOption(values, 'db', serveCommand, io.env['LEASEHOLD_DB']);
     const port = integerOption(values, 'port', serveCommand, { min: 0, max: 65_535 }) ?? defaultPort(io.env['PORT']);
     const host = stringOption(values, 'host') ?? '127.0.0.1';
+    // Loaded here, not at the top: `leasehold --help` should not pay for Fastify.
+    const [{ pino }, { buildCoordinator }] = await Promise.all([import('pino'), import('../../coordinator/app.js')]);
     const logger = pino({ name: 'leasehold', level: stringOption(values, 'log-level') ?? 'info' });
     const store = await openStore(db);
     let app: FastifyInstance;

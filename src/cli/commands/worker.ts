@@ -5,10 +5,6 @@
  * exits at once (the leases still decide).
  */
 
-import { pino } from 'pino';
-import { LeaseholdClient } from '../../client/leasehold-client.js';
-import { LIMITS } from '../../protocol/schemas.js';
-import { Worker } from '../../worker/worker.js';
 import { integerOption, requireOption, stringOption, type Command } from '../command.js';
 import { loadHandlers } from '../load-handlers.js';
 
@@ -39,6 +35,7 @@ export const workerCommand: Command = {
     'log-level': { type: 'string' },
   },
   async run({ values, io }) {
+    const { LIMITS } = await import('../../protocol/schemas.js'); // lazy: the wire schemas are slow to load
     const baseUrl = requireOption(values, 'url', workerCommand, io.env['LEASEHOLD_URL']);
     const apiKey = requireOption(values, 'key', workerCommand, io.env['LEASEHOLD_KEY']);
     const handlersFile = requireOption(values, 'handlers', workerCommand);
@@ -48,6 +45,11 @@ export const workerCommand: Command = {
     const graceMs = integerOption(values, 'grace-ms', workerCommand, { min: 0, max: 24 * 3_600_000 });
     const workerId = stringOption(values, 'worker-id');
     const handlers = await loadHandlers(handlersFile, process.cwd());
+    const [{ pino }, { LeaseholdClient }, { Worker }] = await Promise.all([
+      import('pino'),
+      import('../../client/leasehold-client.js'),
+      import('../../worker/worker.js'),
+    ]);
     const logger = pino({ name: 'leasehold-worker', level: stringOption(values, 'log-level') ?? 'info' });
     const client = new LeaseholdClient({ baseUrl, apiKey, connections: Math.min(concurrency + 4, 64) });
     const worker = new Worker({

@@ -1,0 +1,192 @@
+/**
+ * The CLI as users run it: `node bin/leasehold.js …` in a child process (the
+ * compiled dist/, built by `npm test`'s pretest). Covers --help for every
+ * command, usage errors (exit 2), `keys create` printing a key that works,
+ * remote commands, and `serve` and `worker` stopping cleanly on SIGTERM.
+ */
+
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LeaseholdClient } from '../../src/client/leasehold-client.js';
+import { waitFor } from '../support/wait-for.js';
+import { startLiveCoordinator, type LiveCoordinator } from '../client/live-coordinator.js';
+
+const BIN = resolve(import.meta.dirname, '../../bin/leasehold.js');
+
+interface Outcome {
+  readonly code: number | null;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+function cli(args: readonly string[], env: Record<string, string> = {}): Promise<Outcome> {
+  return new Promise((resolvePromise, reject) => {
+    const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    child.on('error', reject);
+    child.on('close', (code) => resolvePromise({ code, stdout, stderr }));
+  });
+}
+
+/** Starts a long-running command; `output()` is everything it printed so far. */
+function start(args: readonly string[], env: Record<string, string> = {}): { child: ChildProcess; output: () => string; exited: Promise<number | null> } {
+  const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  child.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  const exited = new Promise<number | null>((resolveExit) => child.on('exit', (code) => resolveExit(code)));
+  return { child, output: () => output, exited };
+}
+
+function lastLine(text: string): string {
+  const lines = text.trimEnd().split('\n');
+  return lines[lines.length - 1] ?? '';
+}
+
+const dirs: string[] = [];
+function tempDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'leasehold-cli-'));
+  dirs.push(dir);
+  return dir;
+}
+
+afterAll(() => {
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+});
+
+describe('cli usage', () => {
+  const commands = [
+    ['serve'],
+    ['worker'],
+    ['dev'],
+    ['keys', 'create'],
+    ['keys', 'revoke'],
+    ['enqueue'],
+    ['job'],
+    ['dead'],
+    ['requeue'],
+    ['stats'],
+    ['kinds', 'set'],
+    ['kinds', 'list'],
+  ];
+
+  it('prints help for every command and exits 0', async () => {
+    const outcomes = await Promise.all([cli(['--help']), ...commands.map((command) => cli([...command, '--help']))]);
+    const [overview, ...each] = outcomes;
+    expect(overview?.code).toBe(0);
+    for (const command of commands) expect(overview?.stdout).toContain(command.join(' '));
+    each.forEach((outcome, i) => {
+      expect(outcome.code, commands[i]?.join(' ')).toBe(0);
+      expect(outcome.stdout).toContain(`usage: leasehold ${commands[i]?.join(' ')}`);
+    });
+  }, 60_000);
+
+  it('exits 2 with the usage on an unknown flag, an unknown command, a missing option or no command', async () => {
+    const [flag, command, missing, none, role] = await Promise.all([
+      cli(['stats', '--no-such-flag']),
+      cli(['frobnicate']),
+      cli(['keys', 'create', '--tenant', 't'], { LEASEHOLD_DB: '' }),
+      cli([]),
+      cli(['keys', 'create', '--db', join(tempDir(), 'x.db'), '--tenant', 't', '--user', 'u', '--role', 'king']),
+    ]);
+    expect(flag.code).toBe(2);
+    expect(flag.stderr).toContain("Unknown option '--no-such-flag'");
+    expect(flag.stderr).toContain('usage: leasehold stats');
+    expect(command.code).toBe(2);
+    expect(command.stderr).toContain("unknown command 'frobnicate'");
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toContain('--db is required');
+    expect(none.code).toBe(2);
+    expect(role.code).toBe(2);
+  }, 30_000);
+});
+
+describe('keys create', () => {
+  it('prints a usable key as its last line and stores only its hash', async () => {
+    const dir = tempDir();
+    const db = join(dir, 'keys.db');
+    const outcome = await cli(['keys', 'create', '--db', db, '--tenant', 'acme', '--user', 'ops', '--role', 'admin']);
+    expect(outcome.code).toBe(0);
+    const key = lastLine(outcome.stdout);
+    expect(key).toMatch(/^lh_[A-Za-z0-9_-]{20,}$/);
+    for (const file of readdirSync(dir)) expect(readFileSync(join(dir, file)).includes(key)).toBe(false);
+
+    const serve = start(['serve', '--db', db, '--port', '0']);
+    try {
+      const url = await waitFor('serve to listen', () => /listening on (http:\/\/[^"\s]+)/.exec(serve.output())?.[1]);
+      const client = new LeaseholdClient({ baseUrl: url, apiKey: key });
+      const stats = await client.stats();
+      expect(stats.counts['queued']).toBe(0);
+      await client.close();
+      serve.child.kill('SIGTERM');
+      expect(await serve.exited).toBe(0);
+    } finally {
+      serve.child.kill('SIGKILL');
+    }
+  }, 30_000);
+});
+
+describe('remote commands and the worker process', () => {
+  let live: LiveCoordinator;
+
+  beforeAll(async () => {
+    live = await startLiveCoordinator({ defaultBackoff: { baseMs: 5, maxMs: 20 } });
+  });
+
+  afterAll(async () => {
+    await live.close();
+  });
+
+  it('enqueues, shows a job with its attempts, lists dead jobs and stats; errors are one line, exit 1', async () => {
+    const env = { LEASEHOLD_URL: live.url, LEASEHOLD_KEY: live.keys.admin };
+    const enqueued = await cli(['enqueue', '--kind', 'cli-kind', '--payload', '{"n":1}', '--max-attempts', '2', '--json'], env);
+    expect(enqueued.code, enqueued.stderr).toBe(0);
+    const job = JSON.parse(enqueued.stdout) as { id: string; status: string };
+    expect(job.status).toBe('queued');
+
+    const shown = await cli(['job', job.id], env);
+    expect(shown.code, shown.stderr).toBe(0);
+    expect(shown.stdout).toContain(job.id);
+    expect(shown.stdout).toContain('no attempts yet');
+
+    const dead = await cli(['dead'], env);
+    expect(dead.code, dead.stderr).toBe(0);
+    expect(dead.stdout).toContain('no dead jobs');
+
+    const stats = await cli(['stats', '--json'], env);
+    expect((JSON.parse(stats.stdout) as { counts: Record<string, number> }).counts['queued']).toBe(1);
+
+    const denied = await cli(['stats', '--url', live.url, '--key', 'lh_wrong-key-000000000000000000']);
+    expect(denied.code).toBe(1);
+    expect(denied.stderr.trim().split('\n')).toHaveLength(1);
+    expect(denied.stderr).toContain('unauthorized (HTTP 401)');
+    expect(denied.stderr).not.toContain('lh_wrong-key');
+  }, 30_000);
+
+  it('runs handlers from a module and exits 0 on SIGTERM', async () => {
+    const dir = tempDir();
+    const handlers = join(dir, 'handlers.mjs');
+    writeFileSync(handlers, 'export default { double: async (ctx) => ({ doubled: ctx.payload.n * 2, fence: ctx.fence }) };\n');
+    const producer = live.client('producer');
+    const { job } = await producer.enqueue({ kind: 'double', payload: { n: 21 } });
+    const worker = start(['worker', '--url', live.url, '--key', live.keys.worker, '--handlers', handlers, '--concurrency', '2']);
+    try {
+      const done = await waitFor('the job to succeed', async () => {
+        const current = await producer.getJob(job.id);
+        return current.status === 'succeeded' ? current : undefined;
+      });
+      expect(done.result).toEqual({ doubled: 42, fence: 1 });
+      worker.child.kill('SIGTERM');
+      expect(await worker.exited).toBe(0);
+      expect(worker.output()).not.toContain(live.keys.worker);
+    } finally {
+      worker.child.kill('SIGKILL');
+    }
+  }, 30_000);
+});
