@@ -82,6 +82,16 @@ describe.each(backends)('store conformance ($name): leases', (factory) => {
     expect(new Set(tokens).size).toBe(50);
   });
 
+  it('never leases one job twice across two stores over the same database', async () => {
+    const store = backend.store;
+    const peer = await backend.instance.openPeer();
+    await store.jobEnqueueMany(Array.from({ length: 40 }, (_, i) => enqueueParams(`p${i}`)));
+    const calls = Array.from({ length: 60 }, (_, i) => (i % 2 === 0 ? store : peer).jobLease(leaseParams({ workerId: `w${i}`, max: 2 })));
+    const ids = (await Promise.all(calls)).flat().map((j) => j.id);
+    expect(ids).toHaveLength(40);
+    expect(new Set(ids).size).toBe(40);
+  });
+
   it('renews only with the live token, and stores progress', async () => {
     const store = backend.store;
     const job = await enqueue(store, 'k');

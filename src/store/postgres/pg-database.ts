@@ -30,7 +30,8 @@ export interface TxClient {
 export function clientConfig(options: Omit<PgDatabaseOptions, 'poolSize'>): pg.ClientConfig {
   return {
     connectionString: options.connectionString,
-    application_name: 'leasehold',
+    // Names the schema too, so an operator (or a test) can tell the coordinators' connections apart.
+    application_name: `leasehold:${options.schema}`.slice(0, 63),
     // The schema name is validated (migrate.ts), so it needs no quoting here.
     options: `-c search_path=${options.schema} -c statement_timeout=30000 -c idle_in_transaction_session_timeout=60000`,
     connectionTimeoutMillis: 5_000,

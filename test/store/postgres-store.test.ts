@@ -1,0 +1,169 @@
+/**
+ * PostgreSQL-specific behaviour the conformance suite cannot see: concurrent
+ * migration, the table settings, errors when the server is unreachable or a
+ * connection is killed mid-request, and the LISTEN connection coming back
+ * after it was killed. Runs when DATABASE_URL is set (and then fails, rather
+ * than skips, if the server cannot be reached).
+ */
+
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { afterEach, describe, expect, it } from 'vitest';
+import { StoreUnavailableError } from '../../src/core/errors.js';
+import { MIGRATIONS } from '../../src/store/postgres/migrations.js';
+import { translatePgError } from '../../src/store/postgres/pg-errors.js';
+import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
+import type { EnqueueParams } from '../../src/store/store.js';
+import { waitFor } from '../support/wait-for.js';
+
+const url = process.env['DATABASE_URL'] ?? '';
+
+function enqueueParams(key: string): EnqueueParams {
+  return {
+    tenant: 't', owner: 'u', idempotencyKey: key, requestHash: key, kind: 'k', payload: { key },
+    maxAttempts: 3, priority: 0, runAfter: null, deadlineMs: null, payloadBytes: 10,
+  };
+}
+
+describe('translatePgError', () => {
+  it('turns connection, shutdown and timeout errors into store_unavailable', () => {
+    const cases = [
+      Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01' }),
+      Object.assign(new Error('canceling statement due to statement timeout'), { code: '57014' }),
+      Object.assign(new Error('the database system is starting up'), { code: '57P03' }),
+      Object.assign(new Error('cannot execute INSERT in a read-only transaction'), { code: '25006' }),
+      Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' }),
+      new Error('Connection terminated unexpectedly'),
+      new Error('timeout exceeded when trying to connect'),
+    ];
+    for (const error of cases) expect(translatePgError(error)).toBeInstanceOf(StoreUnavailableError);
+  });
+
+  it('names only the SQLSTATE of any other error, never its text', () => {
+    const error = Object.assign(new Error('syntax error at or near "SELECT secret FROM api_keys"'), { code: '42601' });
+    const translated = translatePgError(error);
+    expect(translated).not.toBeInstanceOf(StoreUnavailableError);
+    expect(translated.message).toBe('unexpected PostgreSQL error (SQLSTATE 42601)');
+  });
+});
+
+describe.skipIf(url === '')('PostgresStore (DATABASE_URL)', () => {
+  const cleanups: (() => Promise<void>)[] = [];
+  afterEach(async () => {
+    while (cleanups.length > 0) await cleanups.pop()?.();
+  });
+
+  async function admin(): Promise<pg.Client> {
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    cleanups.push(() => client.end());
+    return client;
+  }
+
+  function freshSchema(): string {
+    const schema = `lh_pgtest_${randomBytes(6).toString('hex')}`;
+    cleanups.push(() => PostgresStore.dropSchema({ connectionString: url, schema }));
+    return schema;
+  }
+
+  async function connect(schema: string, poolSize = 2): Promise<PostgresStore> {
+    const store = await PostgresStore.connect({ connectionString: url, schema, poolSize });
+    cleanups.push(() => store.close());
+    return store;
+  }
+
+  it('answers store_unavailable when the server cannot be reached', async () => {
+    await expect(PostgresStore.connect({ connectionString: 'postgres://postgres@127.0.0.1:1/test', schema: 'lh_nowhere' })).rejects.toBeInstanceOf(
+      StoreUnavailableError,
+    );
+  });
+
+  it('refuses a schema name it would have to quote', async () => {
+    await expect(PostgresStore.connect({ connectionString: url, schema: 'Robert"); DROP TABLE jobs;--' })).rejects.toThrow(/schema name/);
+  });
+
+  it('migrates once when several coordinators start together', async () => {
+    const schema = freshSchema();
+    await Promise.all([connect(schema), connect(schema), connect(schema), connect(schema)]);
+    const client = await admin();
+    const rows = await client.query(`SELECT version, name FROM ${schema}.schema_migrations ORDER BY version`);
+    expect(rows.rows).toEqual(MIGRATIONS.map((m) => ({ version: m.version, name: m.name })));
+  });
+
+  it('creates the jobs table with a fill factor below 100', async () => {
+    const schema = freshSchema();
+    await connect(schema);
+    const client = await admin();
+    const result = await client.query<{ reloptions: string[] | null }>(
+      `SELECT c.reloptions FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = 'jobs'`,
+      [schema],
+    );
+    const option = (result.rows[0]?.reloptions ?? []).find((o) => o.startsWith('fillfactor='));
+    expect(Number(option?.split('=')[1])).toBeLessThan(100);
+  });
+
+  it('answers store_unavailable when its connection is killed mid-request, then recovers', async () => {
+    const schema = freshSchema();
+    const store = await connect(schema);
+    const outcome = await store.jobEnqueue(enqueueParams('k'));
+    if (outcome.kind !== 'created') throw new Error('expected created');
+    const blocker = await admin();
+    await blocker.query('BEGIN');
+    await blocker.query(`SELECT 1 FROM ${schema}.jobs WHERE id = $1 FOR UPDATE`, [outcome.job.id]);
+    const cancel = store.jobCancel({ scope: { tenant: 't' }, id: outcome.job.id });
+    const settled = cancel.then(() => 'resolved', (error: unknown) => error);
+    await waitFor('the cancel to wait on the row lock', async () => {
+      const waiting = await blocker.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'`, [
+        `leasehold:${schema}`,
+      ]);
+      return waiting.rows[0]?.n === 1;
+    });
+    await blocker.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`, [`leasehold:${schema}`]);
+    const error = await settled;
+    expect(error).toBeInstanceOf(StoreUnavailableError);
+    expect((error as Error).message).not.toMatch(/SELECT|UPDATE|jobs/);
+    await blocker.query('ROLLBACK');
+    expect((await store.jobGet({ scope: { tenant: 't' }, id: outcome.job.id }))?.status).toBe('queued');
+    expect(await store.jobCancel({ scope: { tenant: 't' }, id: outcome.job.id })).toMatchObject({ kind: 'cancelled' });
+  });
+
+  it('listens again after its LISTEN connection is killed', async () => {
+    const schema = freshSchema();
+    const store = await connect(schema);
+    const peer = await connect(schema);
+    let wakes = 0;
+    const stop = store.watchAvailable(() => {
+      wakes++;
+    });
+    cleanups.push(async () => stop());
+    const client = await admin();
+    const listenerPids = async (): Promise<number[]> =>
+      (
+        await client.query<{ pid: number }>(`SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND query LIKE 'LISTEN%'`, [
+          `leasehold:${schema}`,
+        ])
+      ).rows.map((r) => r.pid);
+    const [first] = await waitFor('the listener to connect', async () => {
+      const pids = await listenerPids();
+      return pids.length === 1 ? pids : null;
+    });
+    await client.query('SELECT pg_terminate_backend($1)', [first]);
+    await waitFor('a new listener connection', async () => {
+      const pids = await listenerPids();
+      return pids.length === 1 && pids[0] !== first;
+    }, { timeoutMs: 10_000 });
+    wakes = 0;
+    await peer.jobEnqueue(enqueueParams('after-reconnect'));
+    await waitFor('the wake-up from the other store', () => wakes > 0, { timeoutMs: 5_000 });
+  });
+
+  it('drops a schema with everything in it', async () => {
+    const schema = `lh_pgtest_${randomBytes(6).toString('hex')}`;
+    const store = await PostgresStore.connect({ connectionString: url, schema, poolSize: 1 });
+    await store.close();
+    await PostgresStore.dropSchema({ connectionString: url, schema });
+    const client = await admin();
+    const found = await client.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [schema]);
+    expect(found.rowCount).toBe(0);
+  });
+});
