@@ -17,14 +17,20 @@ import type {
   AttemptList,
   CompleteManyRequest,
   CompleteManyResponse,
+  CompleteRequest,
   CompleteResponse,
+  EnqueueBatchItem,
+  EnqueueBatchResponse,
   EnqueueRequest,
   FailRequest,
   FailResponse,
   Job,
   JobList,
   JobListQuery,
+  HealthResponse,
+  Kind,
   KindDefinition,
+  KindList,
   LeaseRequest,
   LeaseResponse,
   LeasedJob,
@@ -33,15 +39,7 @@ import type {
   Stats,
 } from '../protocol/schemas.js';
 import { LeaseholdApiError, LeaseholdIntegrityError, LeaseholdNetworkError, parseRetryAfter } from './errors.js';
-import type {
-  EnqueueBatchItem,
-  EnqueueBatchResult,
-  EnqueueResult,
-  HealthStatus,
-  JobResultBody,
-  Kind,
-  ReconcileOutcome,
-} from './types.js';
+import type { EnqueueResult, JobResultBody, ReconcileOutcome } from './types.js';
 
 export interface LeaseholdClientOptions {
   /** e.g. http://127.0.0.1:8080 (a path prefix is kept). */
@@ -108,9 +106,9 @@ export class LeaseholdClient {
   }
 
   /** POST /jobs/batch: up to 1,000 jobs in one transaction, each with its own idempotency key. */
-  async enqueueBatch(jobs: readonly EnqueueBatchItem[], options: CallOptions = {}): Promise<EnqueueBatchResult> {
-    const response = await this.call('POST', '/jobs/batch', { jobs }, options);
-    return parseJson<EnqueueBatchResult>(response);
+  async enqueueBatch(jobs: readonly EnqueueBatchItem[], options: CallOptions = {}): Promise<EnqueueBatchResponse> {
+    const response = await this.call('POST', '/jobs/batch', { jobs }, { ...options, extraTimeoutMs: this.timeoutMs });
+    return parseJson<EnqueueBatchResponse>(response);
   }
 
   async getJob(id: string, options: CallOptions = {}): Promise<Job> {
@@ -181,7 +179,8 @@ export class LeaseholdClient {
     return parseJson<RenewResponse>(await this.call('POST', `/jobs/${encodeURIComponent(id)}/renew`, request, options));
   }
 
-  async complete(id: string, request: { readonly token: string; readonly result?: unknown }, options: CallOptions = {}): Promise<CompleteResponse> {
+  /** `result` is JSON; `resultBytes` ({contentType, base64}) carries any other content. */
+  async complete(id: string, request: CompleteRequest, options: CallOptions = {}): Promise<CompleteResponse> {
     return parseJson<CompleteResponse>(await this.call('POST', `/jobs/${encodeURIComponent(id)}/complete`, request, options));
   }
 
@@ -218,15 +217,15 @@ export class LeaseholdClient {
   }
 
   async listKinds(options: CallOptions = {}): Promise<Kind[]> {
-    return parseJson<{ kinds: Kind[] }>(await this.call('GET', '/kinds', undefined, options)).kinds;
+    return parseJson<KindList>(await this.call('GET', '/kinds', undefined, options)).kinds;
   }
 
   async stats(options: CallOptions = {}): Promise<Stats> {
     return parseJson<Stats>(await this.call('GET', '/stats', undefined, options));
   }
 
-  async health(options: CallOptions = {}): Promise<HealthStatus> {
-    return parseJson<HealthStatus>(await this.call('GET', '/healthz', undefined, options));
+  async health(options: CallOptions = {}): Promise<HealthResponse> {
+    return parseJson<HealthResponse>(await this.call('GET', '/healthz', undefined, options));
   }
 
   // ---- transport ----

@@ -1,10 +1,10 @@
 /**
  * Client-side result types for answers that are more than a wire body
- * (headers folded in), and for the few bodies src/protocol does not name yet.
- * Wire bodies themselves are imported from src/protocol/schemas.ts.
+ * (headers folded in); wire bodies are re-exported from src/protocol/schemas.ts
+ * so that users of the client need one import.
  */
 
-import type { EnqueueRequest, Job, KindDefinition } from '../protocol/schemas.js';
+import type { Job } from '../protocol/schemas.js';
 
 export interface EnqueueResult {
   readonly job: Job;
@@ -14,31 +14,7 @@ export interface EnqueueResult {
   readonly retryAfterSeconds: number | undefined;
 }
 
-export type EnqueueBatchItem = EnqueueRequest & { readonly idempotencyKey: string };
-
-export interface EnqueueBatchItemResult {
-  readonly idempotencyKey?: string;
-  readonly status: number;
-  readonly replayed?: boolean;
-  readonly job?: Job;
-  readonly error?: { readonly code: string; readonly message: string };
-}
-
-export interface EnqueueBatchResult {
-  readonly results: EnqueueBatchItemResult[];
-}
-
-export type Kind = Required<Omit<KindDefinition, 'deadlineMs' | 'payloadSchema'>> & {
-  readonly kind: string;
-  readonly payloadSchema: unknown;
-  readonly deadlineMs: number | null;
-  readonly updatedAt: string;
-};
-
-export interface HealthStatus {
-  readonly status: string;
-  readonly [field: string]: unknown;
-}
+export type { EnqueueBatchItem, EnqueueBatchResponse, EnqueueBatchResult, HealthResponse, Kind, ResultBytes } from '../protocol/schemas.js';
 
 export interface JobResultBody {
   readonly contentType: string;

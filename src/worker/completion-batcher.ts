@@ -12,7 +12,7 @@
 
 import type { LeaseholdClient } from '../client/leasehold-client.js';
 import { LeaseholdApiError } from '../client/errors.js';
-import { LIMITS } from '../protocol/schemas.js';
+import { LIMITS, type ResultBytes } from '../protocol/schemas.js';
 import { withRetry, type RetryOptions } from './retry.js';
 import { errorFields, type WorkerLogger } from './logger.js';
 
@@ -21,6 +21,8 @@ export interface CompletionItem {
   readonly token: string;
   /** JSON result; undefined for none. */
   readonly result: unknown;
+  /** A non-JSON result instead of `result`. */
+  readonly resultBytes?: ResultBytes;
   /** True once the job's signal was aborted: the completion must not be sent. */
   readonly isLost: () => boolean;
   /** The local estimate of when the lease surely ends (clock ms). */
@@ -150,6 +152,7 @@ export class CompletionBatcher {
   }
 }
 
-function wireCompletion(item: CompletionItem): { id: string; token: string; result?: unknown } {
+function wireCompletion(item: CompletionItem): { id: string; token: string; result?: unknown; resultBytes?: ResultBytes } {
+  if (item.resultBytes !== undefined) return { id: item.id, token: item.token, resultBytes: item.resultBytes };
   return item.result === undefined ? { id: item.id, token: item.token } : { id: item.id, token: item.token, result: item.result };
 }

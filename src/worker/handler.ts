@@ -1,7 +1,7 @@
 /**
  * What a job handler sees. A handler is an async function of one context; it
- * returns the job's result (any JSON value, or undefined for none) or throws to
- * fail the attempt. The context carries the fencing epoch so that an external
+ * returns the job's result (any JSON value; a BinaryResult or Buffer for bytes;
+ * undefined for none) or throws to fail the attempt. The context carries the fencing epoch so that an external
  * system can refuse a writer whose lease was taken over, and an AbortSignal
  * that fires when this worker may no longer finish the job.
  */

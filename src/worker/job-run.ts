@@ -18,6 +18,7 @@ import type { LeaseholdClient } from '../client/leasehold-client.js';
 import type { Clock } from '../core/clock.js';
 import type { LeasedJob } from '../protocol/schemas.js';
 import type { Checkpoint } from '../store/store.js';
+import { resultBytesOf } from './binary-result.js';
 import type { CompletionBatcher } from './completion-batcher.js';
 import type { Handler, JobContext } from './handler.js';
 import { describeFailure, JobAbortedError, type AbortCode } from './job-errors.js';
@@ -142,6 +143,8 @@ export class JobRun {
     const { job, deps } = this;
     if (outcome.ok) {
       let result = outcome.value;
+      const resultBytes = resultBytesOf(result);
+      if (resultBytes !== undefined) result = undefined;
       try {
         // Checked here so that one unserializable result cannot break a whole batch.
         if (result !== undefined && JSON.stringify(result) === undefined) result = undefined;
@@ -153,6 +156,7 @@ export class JobRun {
         id: job.id,
         token: job.token,
         result,
+        ...(resultBytes === undefined ? {} : { resultBytes }),
         isLost: () => this.aborted,
         giveUpAt: () => this.leaseEndsAt,
       });

@@ -138,6 +138,8 @@ export class Worker {
       // Finished handlers whose completions are still queued also bound new work, so a slow coordinator slows leasing.
       if (free <= 0 || this.batcher.size >= this.concurrency * 4) {
         await this.nextWake();
+        // Handlers that finish together free their slots in the same turn: let them all, then lease for all of them at once.
+        await new Promise((resolve) => setImmediate(resolve));
         continue;
       }
       const sentAt = this.deps.clock.now();

@@ -9,7 +9,7 @@ import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LeaseholdClient } from '../../src/client/leasehold-client.js';
 import { LeaseholdApiError, LeaseholdIntegrityError, LeaseholdNetworkError, isRetryableError } from '../../src/client/errors.js';
-import { startLiveCoordinator, type LiveCoordinator } from './live-coordinator.js';
+import { insertKey, startLiveCoordinator, type LiveCoordinator } from './live-coordinator.js';
 
 let live: LiveCoordinator;
 let admin: LeaseholdClient;
@@ -153,10 +153,14 @@ describe('client: the worker calls', () => {
 
 describe('client: admin and system calls', () => {
   it('registers and lists kinds, reads stats and health', async () => {
-    const kind = await admin.putKind('c-kind', { maxAttempts: 4, leaseMs: 5_000 });
+    // Another tenant: registering a kind turns a tenant's kinds into an allowlist.
+    const otherAdmin = live.client(await insertKey(live.store, 't-kinds', 'root', 'admin'));
+    const kind = await otherAdmin.putKind('c-kind', { maxAttempts: 4, leaseMs: 5_000 });
     expect(kind.kind).toBe('c-kind');
     expect(kind.maxAttempts).toBe(4);
-    expect((await admin.listKinds()).map((k) => k.kind)).toContain('c-kind');
+    expect((await otherAdmin.listKinds()).map((k) => k.kind)).toEqual(['c-kind']);
+    const refused = await otherAdmin.enqueue({ kind: 'c-unregistered', payload: null }).catch((e: unknown) => e);
+    expect((refused as LeaseholdApiError).code).toBe('unknown_kind');
     const stats = await admin.stats();
     expect(stats.counts['queued']).toBeGreaterThanOrEqual(0);
     expect((await admin.health()).status).toBe('ok');
