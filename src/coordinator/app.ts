@@ -15,6 +15,7 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } 
 import type { Logger } from 'pino';
 import type { Store } from '../store/store.js';
 import { installAuth } from './auth.js';
+import { Backpressure } from './backpressure.js';
 import { resolveConfig, type CoordinatorConfig, type CoordinatorConfigInput } from './config.js';
 import { installErrorHandling, routeMethods } from './error-handler.js';
 import { installJsonBodyParser } from './json-body.js';
@@ -22,8 +23,11 @@ import { KindRegistry } from './kind-registry.js';
 import { LeaseWaiters } from './lease-waiters.js';
 import { startReaper } from './reaper.js';
 import type { CoordinatorApp, RouteContext } from './route-context.js';
+import { registerBatchRoutes } from './routes/batch.js';
 import { registerCompletionRoutes } from './routes/completion.js';
+import { registerJobActionRoutes } from './routes/job-actions.js';
 import { registerJobRoutes } from './routes/jobs.js';
+import { registerKindRoutes } from './routes/kinds.js';
 import { registerLeaseRoutes } from './routes/lease.js';
 import { registerSystemRoutes } from './routes/system.js';
 import { validatorCompiler } from './validation.js';
@@ -52,8 +56,11 @@ export const LOG_REDACT_PATHS: readonly string[] = [
 /** Every route of the API; exported so a test can enumerate them. */
 export function registerRoutes(app: CoordinatorApp, ctx: RouteContext): void {
   registerJobRoutes(app, ctx);
+  registerBatchRoutes(app, ctx);
+  registerJobActionRoutes(app, ctx);
   registerLeaseRoutes(app, ctx);
   registerCompletionRoutes(app, ctx);
+  registerKindRoutes(app, ctx);
   registerSystemRoutes(app, ctx);
 }
 
@@ -105,6 +112,7 @@ export async function buildCoordinator(options: CoordinatorOptions): Promise<Fas
     config,
     kinds: new KindRegistry(options.store, config.kindCacheMs),
     waiters,
+    backpressure: new Backpressure(options.store, config.backpressure),
   };
   registerRoutes(app, ctx);
 

@@ -9,6 +9,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type, type TSchema } from '@sinclair/typebox';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import type { Store } from '../store/store.js';
+import type { Backpressure } from './backpressure.js';
 import type { CoordinatorConfig } from './config.js';
 import type { KindRegistry } from './kind-registry.js';
 import type { LeaseWaiters } from './lease-waiters.js';
@@ -20,6 +21,7 @@ export interface RouteContext {
   readonly config: CoordinatorConfig;
   readonly kinds: KindRegistry;
   readonly waiters: LeaseWaiters;
+  readonly backpressure: Backpressure;
 }
 
 /** The error body, without the `$id` of the protocol schema so it can be inlined in every route. */

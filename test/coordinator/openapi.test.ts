@@ -5,6 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import Fastify from 'fastify';
 import { registerRoutes } from '../../src/coordinator/app.js';
+import { Backpressure } from '../../src/coordinator/backpressure.js';
 import { resolveConfig } from '../../src/coordinator/config.js';
 import { KindRegistry } from '../../src/coordinator/kind-registry.js';
 import { LeaseWaiters } from '../../src/coordinator/lease-waiters.js';
@@ -22,7 +23,14 @@ beforeAll(async () => {
   bare.addHook('onRoute', (route) => {
     for (const method of [route.method].flat()) routes.push({ method, url: route.url.replace(/:(\w+)/g, '{$1}') });
   });
-  const ctx = { store: h.store, config: resolveConfig({}), kinds: new KindRegistry(h.store, 0), waiters: new LeaseWaiters() };
+  const config = resolveConfig({});
+  const ctx = {
+    store: h.store,
+    config,
+    kinds: new KindRegistry(h.store, 0),
+    waiters: new LeaseWaiters(),
+    backpressure: new Backpressure(h.store, config.backpressure),
+  };
   registerRoutes(bare as unknown as CoordinatorApp, ctx);
   await bare.ready();
   await bare.close();
@@ -51,6 +59,15 @@ const EXPECTED: [string, string][] = [
   ['get', '/stats'],
   ['get', '/healthz'],
   ['get', '/openapi.json'],
+  ['post', '/jobs/batch'],
+  ['get', '/jobs/{id}/result'],
+  ['get', '/jobs/{id}/attempts'],
+  ['post', '/jobs/{id}/cancel'],
+  ['post', '/jobs/{id}/reconcile'],
+  ['post', '/jobs/{id}/effect'],
+  ['post', '/jobs/{id}/checkpoint'],
+  ['put', '/kinds/{kind}'],
+  ['get', '/kinds'],
 ];
 
 describe('GET /openapi.json', () => {

@@ -4,7 +4,8 @@
  * them only under the job's current, unexpired lease. Repeating a complete or
  * a fail with the same token answers as the first did and changes nothing.
  *
- * A JSON result is stored as application/json in its canonical form. When a
+ * A JSON `result` is stored as application/json in its canonical form;
+ * `resultBytes` (base64) is stored as the bytes with their content type. When a
  * result is larger than the job's kind allows, the job becomes dead with
  * `result_too_large`; the answer says so (status `dead`) instead of failing
  * the request, because the change is committed.
@@ -22,20 +23,26 @@ import {
   FailRequest,
   FailResponse,
   IdParams,
+  type ResultBytes,
 } from '../../protocol/schemas.js';
 import { toRfc3339 } from '../../core/clock.js';
 import type { CompleteOutcome, CompleteParams } from '../../store/store.js';
 import { principalOf } from '../auth.js';
 import { errorResponses, type CoordinatorApp, type RouteContext } from '../route-context.js';
 import { JSON_CONTENT_TYPE } from '../wire.js';
-import { rejection } from './lease.js';
+import { explainRejection, rejection } from './rejections.js';
 
 interface ResultInput {
   readonly contentType: string;
   readonly body: Buffer;
 }
 
-function jsonResult(result: unknown): ResultInput | undefined {
+/** The result to store: JSON in canonical form, or bytes with their content type. */
+function resultInput(result: unknown, resultBytes: ResultBytes | undefined): ResultInput | undefined {
+  if (resultBytes !== undefined) {
+    if (result !== undefined) throw new LeaseholdError('invalid_request', 'body/result and body/resultBytes are exclusive');
+    return { contentType: resultBytes.contentType, body: Buffer.from(resultBytes.base64, 'base64') };
+  }
   return result === undefined ? undefined : { contentType: JSON_CONTENT_TYPE, body: Buffer.from(canonicalJson(result), 'utf8') };
 }
 
@@ -52,8 +59,15 @@ async function maxResultBytesFor(ctx: RouteContext, tenant: string, id: string, 
   return job === null ? undefined : kinds.byName.get(job.kind)?.record.maxResultBytes;
 }
 
-async function completeParams(ctx: RouteContext, tenant: string, id: string, token: string, result: unknown): Promise<CompleteParams> {
-  const input = jsonResult(result);
+interface CompletionInput {
+  readonly id: string;
+  readonly token: string;
+  readonly result?: unknown;
+  readonly resultBytes?: ResultBytes;
+}
+
+async function completeParams(ctx: RouteContext, tenant: string, { id, token, result, resultBytes }: CompletionInput): Promise<CompleteParams> {
+  const input = resultInput(result, resultBytes);
   const maxResultBytes = await maxResultBytesFor(ctx, tenant, id, input);
   return {
     tenant,
@@ -95,9 +109,9 @@ export function registerCompletionRoutes(app: CoordinatorApp, ctx: RouteContext)
       const principal = principalOf(request);
       const id = request.params.id;
       if (!isJobId(id)) throw new LeaseholdError('not_found', 'job not found');
-      const params = await completeParams(ctx, principal.tenant, id, request.body.token, request.body.result);
+      const params = await completeParams(ctx, principal.tenant, { ...request.body, id });
       const outcome = await ctx.store.jobComplete(params);
-      if (outcome.kind === 'rejected') throw rejection(outcome.code);
+      if (outcome.kind === 'rejected') throw await rejection(ctx, principal.tenant, id, outcome.code);
       return { id, status: outcome.kind === 'completed' ? ('succeeded' as const) : ('dead' as const) };
     },
   );
@@ -119,9 +133,13 @@ export function registerCompletionRoutes(app: CoordinatorApp, ctx: RouteContext)
     async (request) => {
       const principal = principalOf(request);
       const items = request.body.completions;
-      const params = await Promise.all(items.map((item) => completeParams(ctx, principal.tenant, item.id, item.token, item.result)));
+      const params = await Promise.all(items.map((item) => completeParams(ctx, principal.tenant, item)));
       const outcomes = await ctx.store.jobCompleteMany(params);
-      return { results: items.map((item, index) => batchItemResult(item.id, outcomes[index])) };
+      const results = items.map((item, index) => batchItemResult(item.id, outcomes[index]));
+      for (const entry of results) {
+        if (entry.code === 'stale_lease') entry.code = await explainRejection(ctx, principal.tenant, entry.id, 'stale_lease');
+      }
+      return { results };
     },
   );
 
@@ -152,7 +170,7 @@ export function registerCompletionRoutes(app: CoordinatorApp, ctx: RouteContext)
         retryable: body.retryable ?? true,
         backoff: await backoffFor(ctx, principal.tenant, id),
       });
-      if (outcome.kind === 'rejected') throw rejection(outcome.code);
+      if (outcome.kind === 'rejected') throw await rejection(ctx, principal.tenant, id, outcome.code);
       return outcome.status === 'queued' && outcome.runAfter !== null
         ? { status: outcome.status, runAfter: toRfc3339(outcome.runAfter) }
         : { status: outcome.status };

@@ -46,10 +46,12 @@ export function registerJobRoutes(app: CoordinatorApp, ctx: RouteContext): void 
       const principal = principalOf(request);
       const key = requireIdempotencyKey(request.headers['idempotency-key']);
       const params = await prepareEnqueue(ctx, principal, request.body, key);
+      await ctx.backpressure.check(principal.tenant, 1, params.payloadBytes);
       const outcome = await ctx.store.jobEnqueue(params);
       if (outcome.kind === 'conflict') {
         throw new LeaseholdError('idempotency_conflict', 'this Idempotency-Key was already used with a different request body');
       }
+      if (outcome.kind === 'created') ctx.backpressure.recordAccepted(principal.tenant, 1, params.payloadBytes);
       reply.code(202).header('location', `/jobs/${outcome.job.id}`).header('retry-after', retryAfter);
       if (outcome.kind === 'replayed') reply.header('idempotent-replayed', 'true');
       return toWireJob(outcome.job);

@@ -1,5 +1,6 @@
 /**
- * Leasing: POST /lease (a long poll) and POST /jobs/{id}/renew.
+ * Leasing: POST /lease (a long poll), and the calls a worker makes under a
+ * lease while it runs: renew (with progress), effect and checkpoint.
  *
  * When nothing is available and the worker asked to wait, the request parks
  * in LeaseWaiters: the store's availability notification wakes it at once,
@@ -14,12 +15,22 @@ import { canonicalJson } from '../../core/canonical-json.js';
 import { toRfc3339 } from '../../core/clock.js';
 import { LeaseholdError } from '../../core/errors.js';
 import { isJobId } from '../../core/ids.js';
-import { IdParams, LeaseRequest, LeaseResponse, RenewRequest, RenewResponse } from '../../protocol/schemas.js';
+import {
+  CheckpointRequest,
+  IdParams,
+  LeaseRequest,
+  LeaseResponse,
+  OkResponse,
+  RenewRequest,
+  RenewResponse,
+  TokenRequest,
+} from '../../protocol/schemas.js';
 import type { LeasedJob, LeaseParams } from '../../store/store.js';
 import { principalOf } from '../auth.js';
 import { waiterGroup } from '../lease-waiters.js';
 import { errorResponses, type CoordinatorApp, type RouteContext } from '../route-context.js';
 import { toWireLeasedJob } from '../wire.js';
+import { rejection } from './rejections.js';
 
 /** Progress is for display; a larger value belongs in a checkpoint or the result. */
 export const MAX_PROGRESS_BYTES = 4096;
@@ -104,8 +115,56 @@ export function registerLeaseRoutes(app: CoordinatorApp, ctx: RouteContext): voi
         leaseMs: body.leaseMs ?? ctx.config.defaultLeaseMs,
         ...(body.progress === undefined ? {} : { progress: body.progress }),
       });
-      if (outcome.kind === 'rejected') throw rejection(outcome.code);
+      if (outcome.kind === 'rejected') throw await rejection(ctx, principal.tenant, request.params.id, outcome.code);
       return { leaseExpiresAt: toRfc3339(outcome.leaseExpiresAt) };
+    },
+  );
+
+  app.post(
+    '/jobs/:id/effect',
+    {
+      config: { roles: ['worker', 'admin'] },
+      schema: {
+        summary: 'Declare that the handler starts an external side effect',
+        description:
+          'Call before an effect the queue cannot fence. If this lease then expires, the job becomes unknown and is never retried automatically; an admin reconciles it.',
+        tags: ['lease'],
+        params: IdParams,
+        body: TokenRequest,
+        response: { 200: OkResponse, ...errorResponses(404, 409) },
+      },
+    },
+    async (request) => {
+      const principal = principalOf(request);
+      const id = request.params.id;
+      if (!isJobId(id)) throw new LeaseholdError('not_found', 'job not found');
+      const outcome = await ctx.store.jobMarkEffectStarted({ tenant: principal.tenant, id, token: request.body.token });
+      if (outcome.kind === 'rejected') throw await rejection(ctx, principal.tenant, id, outcome.code);
+      return { ok: true as const };
+    },
+  );
+
+  app.post(
+    '/jobs/:id/checkpoint',
+    {
+      config: { roles: ['worker', 'admin'] },
+      schema: {
+        summary: 'Store the latest step and its state',
+        description: 'Only under the live lease. The next lease of the job carries the checkpoint, so a restarted job resumes where it stopped.',
+        tags: ['lease'],
+        params: IdParams,
+        body: CheckpointRequest,
+        response: { 200: OkResponse, ...errorResponses(404, 409, 413) },
+      },
+    },
+    async (request) => {
+      const principal = principalOf(request);
+      const id = request.params.id;
+      if (!isJobId(id)) throw new LeaseholdError('not_found', 'job not found');
+      const body = request.body;
+      const outcome = await ctx.store.jobCheckpoint({ tenant: principal.tenant, id, token: body.token, checkpoint: { step: body.step, state: body.state } });
+      if (outcome.kind === 'rejected') throw await rejection(ctx, principal.tenant, id, outcome.code);
+      return { ok: true as const };
     },
   );
 }
@@ -117,16 +176,4 @@ async function defaultLeaseMs(ctx: RouteContext, tenant: string, kinds: readonly
     if (registered !== undefined) return registered.record.leaseMs;
   }
   return ctx.config.defaultLeaseMs;
-}
-
-const REJECTION_MESSAGES = {
-  stale_lease: 'the lease token is not the current lease of this job (it expired or the job was leased again)',
-  cancelled: 'the job was cancelled',
-  deadline_exceeded: 'the job passed its deadline',
-  not_found: 'job not found',
-} as const;
-
-/** The HTTP error for a store's rejection of a token-bearing call. */
-export function rejection(code: keyof typeof REJECTION_MESSAGES): LeaseholdError {
-  return new LeaseholdError(code, REJECTION_MESSAGES[code]);
 }

@@ -4,7 +4,7 @@
  * schema (the serializer and the OpenAPI generator compile routes separately).
  */
 
-import { Type, type TObject, type TProperties } from '@sinclair/typebox';
+import { Type, type Static, type TObject, type TProperties } from '@sinclair/typebox';
 import { Job } from '../../protocol/schemas.js';
 
 function withoutId<T extends TProperties>(schema: TObject<T>): TObject<T> {
@@ -17,3 +17,15 @@ export const JobBody = withoutId(Job);
 export const JobListBody = Type.Object({ jobs: Type.Array(JobBody), nextCursor: Type.Union([Type.String(), Type.Null()]) });
 
 export const OkBody = Type.Object({ ok: Type.Literal(true) });
+
+export const EnqueueBatchEntrySchema = Type.Object({
+  idempotencyKey: Type.String(),
+  status: Type.Integer(),
+  replayed: Type.Optional(Type.Boolean()),
+  job: Type.Optional(JobBody),
+  error: Type.Optional(Type.Object({ code: Type.String(), message: Type.String() })),
+});
+export type EnqueueBatchEntry = Static<typeof EnqueueBatchEntrySchema>;
+
+/** The protocol's EnqueueBatchResponse with the inlinable job schema. */
+export const EnqueueBatchBody = Type.Object({ results: Type.Array(EnqueueBatchEntrySchema) });

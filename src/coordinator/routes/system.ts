@@ -5,12 +5,10 @@
 
 import { Type } from '@sinclair/typebox';
 import { LeaseholdError } from '../../core/errors.js';
-import { Stats } from '../../protocol/schemas.js';
+import { HealthResponse, Stats } from '../../protocol/schemas.js';
 import { principalOf } from '../auth.js';
 import { errorResponses, PUBLIC_ERRORS, type CoordinatorApp, type RouteContext } from '../route-context.js';
 import { toWireStats } from '../wire.js';
-
-export const HealthBody = Type.Object({ status: Type.Literal('ok'), backend: Type.String() });
 
 export function registerSystemRoutes(app: CoordinatorApp, ctx: RouteContext): void {
   app.get(
@@ -34,7 +32,7 @@ export function registerSystemRoutes(app: CoordinatorApp, ctx: RouteContext): vo
         summary: 'Health check: answers 200 when the store answers',
         tags: ['system'],
         security: [],
-        response: { 200: HealthBody, ...PUBLIC_ERRORS },
+        response: { 200: HealthResponse, ...PUBLIC_ERRORS },
       },
     },
     async () => {

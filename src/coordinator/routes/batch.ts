@@ -1,0 +1,83 @@
+/**
+ * POST /jobs/batch: up to 1,000 jobs, each with its own idempotency key,
+ * committed in one transaction. Each job is judged as a single POST /jobs
+ * would judge it (kind, payload schema and size, idempotency), and the answer
+ * lists, in order, what that single request would have answered. A job that
+ * fails its checks does not stop the others; backpressure refuses the whole
+ * batch, since it applies to the request, not to one job.
+ */
+
+import { LeaseholdError } from '../../core/errors.js';
+import { EnqueueBatchRequest } from '../../protocol/schemas.js';
+import type { EnqueueParams } from '../../store/store.js';
+import { principalOf } from '../auth.js';
+import { toHttpError } from '../error-handler.js';
+import { prepareEnqueue } from '../enqueue.js';
+import { errorResponses, type CoordinatorApp, type RouteContext } from '../route-context.js';
+import { toWireJob } from '../wire.js';
+import { EnqueueBatchBody, type EnqueueBatchEntry } from './shared-schemas.js';
+
+export function registerBatchRoutes(app: CoordinatorApp, ctx: RouteContext): void {
+  app.post(
+    '/jobs/batch',
+    {
+      config: { roles: ['producer', 'admin'] },
+      bodyLimit: ctx.config.batchBodyLimitBytes,
+      schema: {
+        summary: 'Enqueue many jobs in one transaction',
+        description:
+          'Each item carries its own idempotencyKey. results[i].status is what POST /jobs would have answered for item i: 202 (with replayed:true for a replay), or 400/409/413 with the error.',
+        tags: ['jobs'],
+        body: EnqueueBatchRequest,
+        response: { 200: EnqueueBatchBody, ...errorResponses(413) },
+      },
+    },
+    async (request) => {
+      const principal = principalOf(request);
+      const items = request.body.jobs;
+      const results: (EnqueueBatchEntry | undefined)[] = new Array(items.length);
+      const accepted: { readonly index: number; readonly params: EnqueueParams }[] = [];
+      for (const [index, item] of items.entries()) {
+        const { idempotencyKey, ...job } = item;
+        try {
+          accepted.push({ index, params: await prepareEnqueue(ctx, principal, job, idempotencyKey) });
+        } catch (error) {
+          if (!(error instanceof LeaseholdError) || error.status >= 500) throw error;
+          const answer = toHttpError(error);
+          results[index] = { idempotencyKey, status: answer.status, error: { code: answer.code, message: answer.message } };
+        }
+      }
+      if (accepted.length > 0) {
+        const bytes = accepted.reduce((sum, entry) => sum + entry.params.payloadBytes, 0);
+        await ctx.backpressure.check(principal.tenant, accepted.length, bytes);
+        const outcomes = await ctx.store.jobEnqueueMany(accepted.map((entry) => entry.params));
+        let created = 0;
+        let createdBytes = 0;
+        for (const [position, entry] of accepted.entries()) {
+          const outcome = outcomes[position];
+          const idempotencyKey = entry.params.idempotencyKey;
+          if (outcome === undefined) throw new Error('the store answered fewer outcomes than jobs');
+          if (outcome.kind === 'conflict') {
+            results[entry.index] = {
+              idempotencyKey,
+              status: 409,
+              error: { code: 'idempotency_conflict', message: 'this Idempotency-Key was already used with a different request body' },
+            };
+          } else {
+            if (outcome.kind === 'created') {
+              created += 1;
+              createdBytes += entry.params.payloadBytes;
+            }
+            results[entry.index] = { idempotencyKey, status: 202, replayed: outcome.kind === 'replayed', job: toWireJob(outcome.job) };
+          }
+        }
+        ctx.backpressure.recordAccepted(principal.tenant, created, createdBytes);
+      }
+      return { results: results.map((entry, index) => entry ?? missing(items[index]?.idempotencyKey ?? '')) };
+    },
+  );
+}
+
+function missing(idempotencyKey: string): EnqueueBatchEntry {
+  return { idempotencyKey, status: 500, error: { code: 'internal_error', message: 'internal error' } };
+}

@@ -1,0 +1,130 @@
+/**
+ * Routes about one job beyond reading it: its result (with checksum headers),
+ * its attempt history, cancellation (owner or admin) and the admin's
+ * reconcile of an `unknown` job. Scoped like every job lookup: another
+ * tenant's or user's job answers 404.
+ */
+
+import { Type } from '@sinclair/typebox';
+import { LeaseholdError } from '../../core/errors.js';
+import { isJobId } from '../../core/ids.js';
+import { AttemptList, IdParams, ReconcileRequest } from '../../protocol/schemas.js';
+import { principalOf, scopeOf } from '../auth.js';
+import { errorResponses, type CoordinatorApp, type RouteContext } from '../route-context.js';
+import { toWireAttempt, toWireJob } from '../wire.js';
+import { emptyBodyAsObject, getScopedJob } from './jobs.js';
+import { JobBody } from './shared-schemas.js';
+
+function notFound(): LeaseholdError {
+  return new LeaseholdError('not_found', 'job not found');
+}
+
+/** `Repr-Digest` (RFC 9530) wants the raw digest in base64. */
+export function reprDigest(checksumHex: string): string {
+  return `sha-256=:${Buffer.from(checksumHex, 'hex').toString('base64')}:`;
+}
+
+export function registerJobActionRoutes(app: CoordinatorApp, ctx: RouteContext): void {
+  app.get(
+    '/jobs/:id/result',
+    {
+      config: { roles: ['producer', 'admin'] },
+      schema: {
+        summary: 'The result of a succeeded job',
+        description:
+          'The stored bytes with their content type; ETag is the quoted SHA-256 (hex) and Repr-Digest the same digest in RFC 9530 form. 404 result_not_ready before success; 204 when the job succeeded without a result.',
+        tags: ['jobs'],
+        params: IdParams,
+        headers: Type.Object({ 'if-none-match': Type.Optional(Type.String()) }),
+        response: {
+          200: Type.Unknown({ description: 'The result body, in its stored content type' }),
+          204: Type.Null({ description: 'Succeeded without a result' }),
+          304: Type.Null({ description: 'Not modified (If-None-Match matched the ETag)' }),
+          ...errorResponses(404),
+        },
+      },
+    },
+    async (request, reply) => {
+      const job = await getScopedJob(ctx, scopeOf(principalOf(request)), request.params.id);
+      if (job.status !== 'succeeded') throw new LeaseholdError('result_not_ready', `the job is ${job.status}; a result exists only once it succeeded`);
+      if (job.result === null) return reply.code(204).send(null);
+      const etag = `"${job.result.checksum}"`;
+      reply.header('etag', etag).header('repr-digest', reprDigest(job.result.checksum)).header('cache-control', 'private, immutable');
+      const ifNoneMatch = request.headers['if-none-match'];
+      if (typeof ifNoneMatch === 'string' && ifNoneMatch.split(',').some((tag) => tag.trim() === etag || tag.trim() === '*')) {
+        return reply.code(304).send(null);
+      }
+      return reply.code(200).header('content-type', job.result.contentType).send(job.result.body);
+    },
+  );
+
+  app.get(
+    '/jobs/:id/attempts',
+    {
+      config: { roles: ['producer', 'admin'] },
+      schema: {
+        summary: 'The attempt history of a job, oldest first',
+        tags: ['jobs'],
+        params: IdParams,
+        response: { 200: AttemptList, ...errorResponses(404) },
+      },
+    },
+    async (request) => {
+      if (!isJobId(request.params.id)) throw notFound();
+      const attempts = await ctx.store.jobAttempts({ scope: scopeOf(principalOf(request)), id: request.params.id });
+      if (attempts === null) throw notFound();
+      return { attempts: attempts.map(toWireAttempt) };
+    },
+  );
+
+  app.post(
+    '/jobs/:id/cancel',
+    {
+      config: { roles: ['producer', 'admin'] },
+      preValidation: emptyBodyAsObject,
+      schema: {
+        summary: 'Cancel a job (owner or admin)',
+        description:
+          'A queued job becomes cancelled at once. A running job is marked (cancelRequested): its next renew answers 409 cancelled and the worker aborts the handler. A job that already ended answers 409 invalid_state.',
+        tags: ['jobs'],
+        params: IdParams,
+        body: Type.Object({}, { additionalProperties: false }),
+        response: { 200: JobBody, ...errorResponses(404, 409) },
+      },
+    },
+    async (request) => {
+      if (!isJobId(request.params.id)) throw notFound();
+      const outcome = await ctx.store.jobCancel({ scope: scopeOf(principalOf(request)), id: request.params.id });
+      if (outcome.kind === 'rejected') {
+        if (outcome.code === 'not_found') throw notFound();
+        throw new LeaseholdError('invalid_state', 'the job already ended and cannot be cancelled');
+      }
+      return toWireJob(outcome.job);
+    },
+  );
+
+  app.post(
+    '/jobs/:id/reconcile',
+    {
+      config: { roles: ['admin'] },
+      schema: {
+        summary: 'Resolve an unknown job (admin)',
+        description: 'succeeded or dead end the job; requeue puts it back in the queue with a fresh attempt budget. 409 not_unknown for a job in another state.',
+        tags: ['jobs'],
+        params: IdParams,
+        body: ReconcileRequest,
+        response: { 200: JobBody, ...errorResponses(404, 409) },
+      },
+    },
+    async (request) => {
+      if (!isJobId(request.params.id)) throw notFound();
+      const outcome = await ctx.store.jobReconcile({ scope: scopeOf(principalOf(request)), id: request.params.id, outcome: request.body.outcome });
+      if (outcome.kind === 'rejected') {
+        if (outcome.code === 'not_found') throw notFound();
+        throw new LeaseholdError('not_unknown', 'only a job in the unknown state can be reconciled');
+      }
+      if (request.body.outcome === 'requeue') ctx.waiters.notify();
+      return toWireJob(outcome.job);
+    },
+  );
+}
