@@ -68,6 +68,8 @@ export class Worker {
   constructor(options: WorkerOptions) {
     const kinds = Object.keys(options.handlers);
     if (kinds.length === 0) throw new TypeError('a worker needs at least one handler');
+    // The lease request names the kinds this worker can run; the protocol caps that list.
+    if (kinds.length > 100) throw new RangeError('a worker can serve at most 100 kinds; split the handlers over several workers');
     this.client = options.client;
     this.handlers = options.handlers;
     this.workerId = options.workerId ?? `${hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;

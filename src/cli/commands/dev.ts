@@ -59,7 +59,7 @@ export const devCommand: Command = {
     const first = await adminClient.enqueue({ kind: 'echo', payload: { hello: 'world' } });
     await adminClient.enqueue({ kind: 'sleep', payload: { ms: 2_000 } });
 
-    io.out(`leasehold dev coordinator listening on ${url}${port === 0 ? ` (port ${preferredPort} was taken)` : ''}`);
+    io.out(`leasehold dev coordinator listening on ${url}${port !== preferredPort ? ` (port ${preferredPort} was taken)` : ''}`);
     io.out(`database      ${dbPath}`);
     io.out(`admin key     ${admin.key}   (development only; new on every start)`);
     io.out(`worker key    ${workerKey.key}`);
