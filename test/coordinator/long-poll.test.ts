@@ -6,7 +6,8 @@
  */
 import { performance } from 'node:perf_hooks';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { bearer, enqueue, startCoordinator, type Harness } from '../support/http-fixtures.js';
+import { request as httpRequest } from 'node:http';
+import { bearer, enqueue, get, startCoordinator, type Harness } from '../support/http-fixtures.js';
 
 let h: Harness;
 
@@ -79,5 +80,26 @@ describe('long poll', () => {
     const response = await pending;
     expect(response.statusCode).toBe(204);
     expect(performance.now() - started).toBeLessThan(5_000);
+  });
+
+  it('stops waiting when the client disconnects, so it never takes a job nobody will run', async () => {
+    const address = await h.app.listen({ port: 0, host: '127.0.0.1' });
+    const { hostname, port } = new URL(address);
+    const closed = new Promise<void>((resolve) => {
+      const req = httpRequest({ hostname, port, method: 'POST', path: '/lease', headers: { ...bearer(h.keys.worker), 'content-type': 'application/json' } });
+      req.on('error', () => resolve());
+      req.end(JSON.stringify({ workerId: 'ghost', waitMs: 30_000 }));
+      // Give the request time to park, then hang up.
+      setTimeout(() => {
+        req.destroy();
+        resolve();
+      }, 200);
+    });
+    await closed;
+    await tick(100);
+    const id = ((await enqueue(h.app, h.keys.producer, { kind: 'email', payload: 1 })).json() as { id: string }).id;
+    await tick(300);
+    const job = (await get(h.app, h.keys.admin, `/jobs/${id}`)).json() as { status: string; attempts: number };
+    expect(job).toMatchObject({ status: 'queued', attempts: 0 });
   });
 });
