@@ -3,7 +3,7 @@
  * from the wire schemas in src/protocol. It keeps a pool of keep-alive
  * connections (undici) because workers and benchmarks call it tens of
  * thousands of times a second; a fresh TCP connection per call would cost
- * more than the call.
+ * more than the call. The exchange itself is in transport.ts.
  *
  * The client does not retry. Retrying is a policy that depends on the call
  * (a completion is worth retrying only while its lease lives), so it belongs
@@ -39,6 +39,7 @@ import type {
   Stats,
 } from '../protocol/schemas.js';
 import { LeaseholdApiError, LeaseholdIntegrityError, LeaseholdNetworkError, parseRetryAfter } from './errors.js';
+import { exchange, type Exchange, type RawResponse } from './transport.js';
 import type { EnqueueResult, JobResultBody, ReconcileOutcome } from './types.js';
 
 export interface LeaseholdClientOptions {
@@ -55,13 +56,7 @@ export interface CallOptions {
   readonly signal?: AbortSignal;
 }
 
-interface RawResponse {
-  readonly status: number;
-  readonly headers: Record<string, string | string[] | undefined>;
-  readonly body: Buffer;
-}
-
-type Method = 'GET' | 'POST' | 'PUT' | 'DELETE';
+type Method = Exchange['method'];
 
 export class LeaseholdClient {
   private readonly pool: Pool;
@@ -236,26 +231,22 @@ export class LeaseholdClient {
     body: unknown,
     options: CallOptions & { readonly headers?: Record<string, string>; readonly extraTimeoutMs?: number },
   ): Promise<RawResponse> {
-    const headers: Record<string, string> = { authorization: this.authorization, accept: 'application/json', ...options.headers };
+    const headers: Record<string, string> = options.headers === undefined ? { authorization: this.authorization } : { authorization: this.authorization, ...options.headers };
     let payload: string | undefined;
     if (body !== undefined) {
       payload = JSON.stringify(body);
       headers['content-type'] = 'application/json';
     }
-    const timeout = this.timeoutMs + (options.extraTimeoutMs ?? 0);
     let response: RawResponse;
     try {
-      const answer = await this.pool.request({
+      response = await exchange(this.pool, {
         method,
         path: this.prefix + path,
         headers,
-        body: payload ?? null,
-        signal: options.signal ?? null,
-        headersTimeout: timeout,
-        bodyTimeout: timeout,
+        body: payload,
+        signal: options.signal,
+        timeoutMs: this.timeoutMs + (options.extraTimeoutMs ?? 0),
       });
-      const chunks = Buffer.from(await answer.body.arrayBuffer());
-      response = { status: answer.statusCode, headers: answer.headers, body: chunks };
     } catch (error) {
       if (options.signal?.aborted === true) throw options.signal.reason ?? error;
       const code = networkCode(error);
@@ -267,8 +258,7 @@ export class LeaseholdClient {
 }
 
 function header(response: RawResponse, name: string): string | undefined {
-  const value = response.headers[name];
-  return Array.isArray(value) ? value[0] : value;
+  return response.headers[name];
 }
 
 function parseJson<T>(response: RawResponse): T {
