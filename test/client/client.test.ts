@@ -80,6 +80,15 @@ describe('client: the worker calls', () => {
     expect(await worker.lease({ workerId: 'client-test', kinds: ['c-nothing'], waitMs: 0 })).toEqual([]);
   });
 
+  it('aborts a parked long poll when its signal fires', async () => {
+    const controller = new AbortController();
+    const started = performance.now();
+    const leasing = worker.lease({ workerId: 'client-test', kinds: ['c-parked'], waitMs: 10_000 }, { signal: controller.signal });
+    setTimeout(() => controller.abort(new Error('stop now')), 50);
+    await expect(leasing).rejects.toThrow('stop now');
+    expect(performance.now() - started).toBeLessThan(5_000);
+  });
+
   it('leases, renews, completes, and reads the result with a verified checksum', async () => {
     const { job } = await producer.enqueue({ kind: 'c-complete', payload: { x: 1 } });
     const leased = await leaseOne('c-complete');

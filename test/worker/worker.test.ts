@@ -8,6 +8,7 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { Worker, type WorkerOptions } from '../../src/worker/worker.js';
 import { JobAbortedError, PermanentJobError } from '../../src/worker/job-errors.js';
+import { BinaryResult } from '../../src/worker/binary-result.js';
 import type { HandlerMap, JobContext } from '../../src/worker/handler.js';
 import type { WorkerLogger } from '../../src/worker/logger.js';
 import { waitFor } from '../support/wait-for.js';
@@ -162,6 +163,30 @@ describe('worker', () => {
     });
     expect(final.status).toBe('cancelled');
     expect(final.result).toBeNull();
+  });
+
+  it('sends progress with the next renewal and completes with a binary result', async () => {
+    const live = await coordinator();
+    const gate = deferred();
+    startWorker(
+      live,
+      {
+        render: async (ctx: JobContext) => {
+          ctx.progress({ done: 1, total: 2 });
+          await gate.promise;
+          return new BinaryResult(Buffer.from('rendered bytes'), 'text/plain');
+        },
+      },
+      { leaseMs: 300 },
+    );
+    const producer = live.client('producer');
+    const { job } = await producer.enqueue({ kind: 'render', payload: {} });
+    await waitFor('progress to arrive', async () => JSON.stringify((await producer.getJob(job.id)).progress) === '{"done":1,"total":2}');
+    gate.resolve();
+    await waitFor('the job to succeed', async () => (await producer.getJob(job.id)).status === 'succeeded');
+    const result = await producer.getResult(job.id);
+    expect(result.contentType).toMatch(/^text\/plain/);
+    expect(result.body.toString()).toBe('rendered bytes');
   });
 
   it('on stop, lets a running handler finish and complete, and leases nothing new', async () => {
