@@ -7,8 +7,11 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createKey, startCoordinator, type RunningProcess } from '../../bench/processes.js';
+import { startCoordinator, type RunningProcess } from '../../bench/processes.js';
 import { LeaseholdClient } from '../../src/client/index.js';
+import { hashApiKey, newApiKey } from '../../src/core/ids.js';
+import type { Role } from '../../src/core/states.js';
+import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 
 export interface Cluster {
   readonly dir: string;
@@ -23,13 +26,22 @@ export interface Cluster {
 export async function startCluster(serveArgs: readonly string[] = []): Promise<Cluster> {
   const dir = mkdtempSync(join(tmpdir(), 'leasehold-e2e-'));
   const db = join(dir, 'jobs.db');
-  const keys = {
-    admin: createKey(db, 't1', 'ops', 'admin'),
-    producer: createKey(db, 't1', 'alice', 'producer'),
-    producer2: createKey(db, 't1', 'bob', 'producer'),
-    worker: createKey(db, 't1', 'w', 'worker'),
-    otherAdmin: createKey(db, 't2', 'eve', 'admin'),
+  // Keys go straight into the file (what `leasehold keys create` does) to spare five CLI start-ups per test.
+  const store = SqliteStore.open({ path: db });
+  let n = 0;
+  const createKey = async (tenant: string, user: string, role: Role): Promise<string> => {
+    const key = newApiKey();
+    await store.apiKeyInsert({ id: `k${++n}`, tenant, user, role, keyHash: hashApiKey(key) });
+    return key;
   };
+  const keys = {
+    admin: await createKey('t1', 'ops', 'admin'),
+    producer: await createKey('t1', 'alice', 'producer'),
+    producer2: await createKey('t1', 'bob', 'producer'),
+    worker: await createKey('t1', 'w', 'worker'),
+    otherAdmin: await createKey('t2', 'eve', 'admin'),
+  };
+  await store.close();
   const { url, process: coordinator } = await startCoordinator(db, serveArgs);
   const clients: LeaseholdClient[] = [];
   return {
