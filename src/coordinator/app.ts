@@ -17,7 +17,7 @@ import type { Store } from '../store/store.js';
 import { installAuth } from './auth.js';
 import { Backpressure } from './backpressure.js';
 import { resolveConfig, type CoordinatorConfig, type CoordinatorConfigInput } from './config.js';
-import { installErrorHandling, routeMethods } from './error-handler.js';
+import { installErrorHandling, routeMethods, sendError, toHttpError } from './error-handler.js';
 import { installJsonBodyParser } from './json-body.js';
 import { KindRegistry } from './kind-registry.js';
 import { LeaseWaiters } from './lease-waiters.js';
@@ -78,8 +78,14 @@ export async function buildCoordinator(options: CoordinatorOptions): Promise<Fas
     onProtoPoisoning: 'error',
     onConstructorPoisoning: 'error',
     exposeHeadRoutes: false,
-    return503OnClosing: true,
+    // Fastify's own 503-on-closing body is not our error shape; requests that still arrive on open
+    // connections while closing are served normally (the store outlives the app) with Connection: close.
+    return503OnClosing: false,
     requestIdHeader: false,
+    // Errors Fastify raises before routing (a malformed URL) get the same body as every other error.
+    frameworkErrors: (error, _request, reply) => {
+      sendError(reply, toHttpError(error));
+    },
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 200 },
   }).withTypeProvider() as unknown as CoordinatorApp;
 

@@ -117,6 +117,12 @@ describe('request validation', () => {
     expect(wrongMethod.headers['allow']).toBe('GET');
   });
 
+  it('answers invalid_request for a malformed URL', async () => {
+    for (const url of ['/jobs/%zz', '/%']) {
+      expectError(await h.app.inject({ method: 'GET', url, headers: bearer(h.keys.producer) }), 400, 'invalid_request');
+    }
+  });
+
   it('answers 404 for malformed job ids without asking the store', async () => {
     for (const url of ['/jobs/not-a-uuid', `/jobs/${'a'.repeat(64)}`]) {
       expectError(await h.app.inject({ method: 'GET', url, headers: bearer(h.keys.producer) }), 404, 'not_found');
