@@ -37,7 +37,7 @@ export function registerJobActionRoutes(app: CoordinatorApp, ctx: RouteContext):
         params: IdParams,
         headers: Type.Object({ 'if-none-match': Type.Optional(Type.String()) }),
         response: {
-          200: Type.Unknown({ description: 'The result body, in its stored content type' }),
+          200: { description: 'The result body, in its stored content type', content: { '*/*': { schema: Type.Unknown() } } },
           204: Type.Null({ description: 'Succeeded without a result' }),
           304: Type.Null({ description: 'Not modified (If-None-Match matched the ETag)' }),
           ...errorResponses(404),
