@@ -34,6 +34,8 @@ export const workerCommand: Command = {
     'worker-id': { type: 'string' },
     'log-level': { type: 'string' },
   },
+  // Exit once stopped even if an abandoned handler still holds a timer: its lease decides, not this process.
+  forceExit: true,
   async run({ values, io }) {
     const { LIMITS } = await import('../../protocol/schemas.js'); // lazy: the wire schemas are slow to load
     const baseUrl = requireOption(values, 'url', workerCommand, io.env['LEASEHOLD_URL']);
