@@ -1,0 +1,97 @@
+/**
+ * Unit tests of the coordinator's timing machinery: the reaper never
+ * overlaps runs and survives a failing run; the lease waiters wake one waiter
+ * per group and lose no notification that arrives before a waiter parks.
+ */
+import { describe, expect, it } from 'vitest';
+import { pino } from 'pino';
+import { LeaseWaiters, waiterGroup } from '../../src/coordinator/lease-waiters.js';
+import { startReaper } from '../../src/coordinator/reaper.js';
+import type { ReapOutcome, Store } from '../../src/store/store.js';
+import { waitFor } from '../support/http-fixtures.js';
+
+const EMPTY: ReapOutcome = { requeued: 0, dead: 0, unknown: 0, cancelled: 0, deadlineExpired: 0 };
+
+describe('reaper', () => {
+  it('never runs twice at once, keeps going after a failure, and stops cleanly', async () => {
+    let running = 0;
+    let maxRunning = 0;
+    let calls = 0;
+    let release: (() => void) | undefined;
+    const store = {
+      jobReapExpired: async (): Promise<ReapOutcome> => {
+        calls += 1;
+        running += 1;
+        maxRunning = Math.max(maxRunning, running);
+        try {
+          if (calls === 1) await new Promise<void>((resolve) => (release = resolve));
+          if (calls === 2) throw new Error('disk I/O error');
+          return { ...EMPTY, requeued: 1 };
+        } finally {
+          running -= 1;
+        }
+      },
+    } as unknown as Store;
+    let requeued = 0;
+    const reaper = startReaper({ store, intervalMs: 5, log: pino({ level: 'silent' }), onRequeued: () => (requeued += 1) });
+    await waitFor(() => release !== undefined);
+    // Several ticks pass while the first run hangs: none of them starts another run.
+    await new Promise((resolve) => setTimeout(resolve, 40));
+    expect(calls).toBe(1);
+    release?.();
+    await waitFor(() => calls >= 4);
+    await reaper.stop();
+    const after = calls;
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    expect(calls).toBe(after);
+    expect(maxRunning).toBe(1);
+    expect(requeued).toBeGreaterThanOrEqual(2);
+  });
+});
+
+describe('LeaseWaiters', () => {
+  const never = new AbortController().signal;
+
+  it('wakes the first waiter of each group per notification, in arrival order', async () => {
+    const waiters = new LeaseWaiters();
+    const order: string[] = [];
+    const a1 = waiters.wait('*', 10_000, waiters.generation, never).then((r) => order.push(`a1:${r}`));
+    const a2 = waiters.wait('*', 10_000, waiters.generation, never).then((r) => order.push(`a2:${r}`));
+    const b1 = waiters.wait(waiterGroup(['sms']), 10_000, waiters.generation, never).then((r) => order.push(`b1:${r}`));
+    waiters.notify();
+    await Promise.all([a1, b1]);
+    expect(order.sort()).toEqual(['a1:woken', 'b1:woken']);
+    expect(waiters.size).toBe(1);
+    waiters.wakeNext('*');
+    await a2;
+    expect(order).toContain('a2:woken');
+    expect(waiters.size).toBe(0);
+  });
+
+  it('returns at once when a notification arrived after the generation was read', async () => {
+    const waiters = new LeaseWaiters();
+    const seen = waiters.generation;
+    waiters.notify();
+    expect(await waiters.wait('*', 10_000, seen, never)).toBe('woken');
+  });
+
+  it('times out, aborts, and ends every wait on close', async () => {
+    const waiters = new LeaseWaiters();
+    expect(await waiters.wait('*', 10, waiters.generation, never)).toBe('timeout');
+    const controller = new AbortController();
+    const aborted = waiters.wait('*', 10_000, waiters.generation, controller.signal);
+    controller.abort();
+    expect(await aborted).toBe('aborted');
+    const parked = waiters.wait('*', 10_000, waiters.generation, never);
+    waiters.close();
+    expect(await parked).toBe('aborted');
+    expect(await waiters.wait('*', 10_000, waiters.generation, never)).toBe('aborted');
+    expect(waiters.size).toBe(0);
+  });
+
+  it('groups kinds filters regardless of order and duplicates', () => {
+    expect(waiterGroup(['b', 'a', 'b'])).toBe(waiterGroup(['a', 'b']));
+    expect(waiterGroup([])).toBe(waiterGroup(undefined));
+    expect(waiterGroup(['a'])).not.toBe(waiterGroup(undefined));
+  });
+});
