@@ -5,7 +5,7 @@
  * leases and poll, bounded, instead of sleeping).
  */
 
-import { afterEach, beforeEach, expect } from 'vitest';
+import { afterAll, afterEach, beforeEach, expect } from 'vitest';
 import type { BackoffPolicy } from '../../src/core/backoff.js';
 import type { EnqueueParams, JobRecord, LeasedJob, LeaseParams, Store } from '../../src/store/store.js';
 import type { BackendFactory, BackendInstance } from '../support/backends.js';
@@ -28,6 +28,9 @@ export function useBackend(factory: BackendFactory): BackendHandle {
     const instance = current;
     current = undefined;
     await instance?.cleanup();
+  });
+  afterAll(async () => {
+    await factory.drain();
   });
   return {
     get store(): Store {
@@ -97,7 +100,18 @@ export async function waitUntilStoreTimePasses(store: Store, ms: number): Promis
   await waitFor(`store clock past ${ms}`, async () => (await store.now()) > ms, { timeoutMs: 10_000, intervalMs: 10 });
 }
 
-/** Leases with a short lease and waits for the reaper to handle its expiry. */
+/**
+ * Makes a live lease run out about now, by renewing it for 1 ms. Tests that
+ * must act under a lease first (mark an effect, checkpoint, cancel) lease for
+ * long and then shorten, so a slow machine cannot expire them too early.
+ */
+export async function shortenLease(store: Store, lease: LeasedJob): Promise<LeasedJob> {
+  const renewed = await store.jobRenew({ tenant: TENANT, id: lease.id, token: lease.token, leaseMs: 1 });
+  if (renewed.kind !== 'renewed') throw new Error(`could not shorten the lease: ${renewed.code}`);
+  return { ...lease, leaseExpiresAt: renewed.leaseExpiresAt };
+}
+
+/** Waits for a lease's expiry by the store's clock, then runs the reaper. */
 export async function expireLease(store: Store, lease: LeasedJob): Promise<void> {
   await waitUntilStoreTimePasses(store, lease.leaseExpiresAt);
   await store.jobReapExpired();

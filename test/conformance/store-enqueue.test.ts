@@ -77,6 +77,12 @@ describe.each(backends)('store conformance ($name): enqueue and reads', (factory
     expect(read?.payload).toEqual(first.payload);
   });
 
+  it('accepts and replays an idempotency key with a NUL character', async () => {
+    const first = await enqueue(backend.store, 'odd\u0000key');
+    const again = await backend.store.jobEnqueue(enqueueParams('odd\u0000key'));
+    expect(again).toMatchObject({ kind: 'replayed', job: { id: first.id } });
+  });
+
   it('scopes idempotency keys by tenant and owner', async () => {
     const mine = await enqueue(backend.store, 'shared');
     const otherOwner = await backend.store.jobEnqueue(enqueueParams('shared', { owner: 'user-2' }));

@@ -156,6 +156,19 @@ describe.each(backends)('store conformance ($name): leases', (factory) => {
     });
   });
 
+  it('treats NUL characters in tokens and messages as ordinary bad input', async () => {
+    const store = backend.store;
+    const job = await enqueue(store, 'k');
+    const lease = await leaseOne(store);
+    expect(await store.jobComplete({ tenant: TENANT, id: job.id, token: `${lease.token}\u0000` })).toEqual({ kind: 'rejected', code: 'stale_lease' });
+    expect(await store.jobRenew({ tenant: TENANT, id: job.id, token: '\u0000', leaseMs: 1_000 })).toEqual({ kind: 'rejected', code: 'stale_lease' });
+    const failed = await store.jobFail({
+      tenant: TENANT, id: job.id, token: lease.token, error: { code: 'nul\u0000code', message: 'before\u0000after' }, retryable: true, backoff: HOUR_BACKOFF,
+    });
+    expect(failed).toMatchObject({ kind: 'failed', status: 'queued' });
+    expect((await getJob(store, job.id)).lastError?.message).toMatch(/^before.after$/u);
+  });
+
   it('completes a batch with one outcome per item', async () => {
     const store = backend.store;
     for (const key of ['a', 'b', 'c']) await enqueue(store, key);

@@ -27,6 +27,8 @@ export interface BackendInstance {
 export interface BackendFactory {
   readonly name: StoreBackend;
   create(): Promise<BackendInstance>;
+  /** Resolves when every cleanup started so far has finished (call once per file, after its tests). */
+  drain(): Promise<void>;
 }
 
 const sqlite: BackendFactory = {
@@ -50,9 +52,12 @@ const sqlite: BackendFactory = {
       },
     };
   },
+  async drain() {},
 };
 
 function postgres(connectionString: string): BackendFactory {
+  // Dropping a schema takes as long as creating one; the next test need not wait for it.
+  const drops = new Set<Promise<void>>();
   return {
     name: 'postgres',
     async create() {
@@ -69,9 +74,14 @@ function postgres(connectionString: string): BackendFactory {
         async cleanup() {
           for (const peer of peers) await peer.close();
           await store.close();
-          await PostgresStore.dropSchema({ connectionString, schema });
+          const drop = PostgresStore.dropSchema({ connectionString, schema });
+          drops.add(drop);
+          void drop.finally(() => drops.delete(drop)).catch(() => undefined);
         },
       };
+    },
+    async drain() {
+      await Promise.all([...drops]);
     },
   };
 }

@@ -40,7 +40,7 @@ export const KIND_GET = namedQuery('lh_kind_get', `SELECT ${KIND_COLUMNS} FROM k
 
 export const KIND_LIST = namedQuery('lh_kind_list', `SELECT ${KIND_COLUMNS} FROM kinds WHERE tenant = $1 ORDER BY kind`);
 
-/** Newest first; the cursor is the seq of the last job on the previous page. */
+/** Newest first; the cursor is the seq of the last job on the previous page. Run unplanned (see bindUnplanned). */
 export const JOB_LIST = namedQuery(
   'lh_job_list',
   `SELECT ${JOB_COLUMNS}, ${RESULT_COLUMNS} FROM ${JOB_WITH_RESULT_FROM}

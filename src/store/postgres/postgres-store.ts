@@ -14,10 +14,9 @@
  */
 
 import { canonicalJson } from '../../core/canonical-json.js';
-import { StoreUnavailableError } from '../../core/errors.js';
-import { isJobId, newJobId, newLeaseToken, sha256Hex as sha256 } from '../../core/ids.js';
+import { isJobId, newLeaseToken, sha256Hex as sha256 } from '../../core/ids.js';
 import { JOB_STATUSES, type JobStatus } from '../../core/states.js';
-import { decideCancel, decideCompletion, decideFailure, decideRenew, decideRequeue, holdsLiveLease, isPastDeadline } from '../../core/transitions.js';
+import { decideCompletion, decideFailure, decideRenew, holdsLiveLease, isPastDeadline } from '../../core/transitions.js';
 import type {
   ApiKeyInsertParams,
   ApiKeyRecord,
@@ -52,13 +51,18 @@ import type {
 } from '../store.js';
 import { AvailabilityListener } from './availability-listener.js';
 import * as C from './catalog-queries.js';
-import { completeBatch, failDecisionRow, reapBatch, type EndLease } from './lease-endings.js';
+import { CoalescedNotifier } from './coalesced-notifier.js';
+import { insertJobs, prepareEnqueue, type PreparedEnqueue } from './enqueue.js';
+import { completeBatch, failDecisionRow } from './lease-endings.js';
+import { endLeases, lockJob, type LockedRow } from './locked-rows.js';
 import { assertSchemaName, migrate } from './migrate.js';
-import { clientConfig, PgDatabase, type TxClient } from './pg-database.js';
+import { cancelInTx, reapInTx, reconcileInTx, requeueInTx, type Announced, type ReapCounts } from './operator-actions.js';
+import { clientConfig, PgDatabase } from './pg-database.js';
 import { translatePgError } from './pg-errors.js';
 import * as Q from './queries.js';
 import { toApiKeyRecord, toAttemptRecord, toJobRecord, toKindRecord, toLeasedJob, toSnapshot, type ApiKeyRow, type AttemptRow, type JobRow, type KindRow } from './row-mapping.js';
-import { bind, type NamedQuery } from './sql-fragments.js';
+import { bind, bindUnplanned, type NamedQuery } from './sql-fragments.js';
+import { StatementBatcher } from './statement-batcher.js';
 
 export interface PostgresStoreOptions {
   readonly connectionString: string;
@@ -70,7 +74,8 @@ export interface PostgresStoreOptions {
   readonly clock?: never;
 }
 
-type NowRow = JobRow & { readonly now_ms: number };
+/** Most single enqueues folded into one statement. */
+const ENQUEUE_BATCH = 500;
 
 /** How many expired leases one reaper transaction handles. */
 const REAP_BATCH = 500;
@@ -79,6 +84,9 @@ export class PostgresStore implements Store {
   readonly backend = 'postgres' as const;
   private readonly listeners = new Set<() => void>();
   private listener: AvailabilityListener | null = null;
+  private readonly notifier: CoalescedNotifier;
+  /** Concurrent single enqueues share statements (and WAL flushes). */
+  private readonly enqueuer: StatementBatcher<PreparedEnqueue, EnqueueOutcome>;
   private closed = false;
 
   private constructor(
@@ -86,12 +94,18 @@ export class PostgresStore implements Store {
     private readonly options: { readonly connectionString: string; readonly schema: string },
     /** NOTIFY channel: one per schema, so test schemas do not wake each other. */
     private readonly channel: string,
-  ) {}
+    poolSize: number,
+  ) {
+    this.notifier = new CoalescedNotifier(() => this.db.query(bind(Q.NOTIFY, [this.channel])));
+    // Half the pool, so batched enqueues leave connections for leases and completions.
+    this.enqueuer = new StatementBatcher((items) => this.insert(items), Math.max(1, Math.floor(poolSize / 2)), ENQUEUE_BATCH);
+  }
 
   static async connect(options: PostgresStoreOptions): Promise<PostgresStore> {
     const schema = options.schema ?? 'public';
     assertSchemaName(schema);
-    const db = new PgDatabase({ connectionString: options.connectionString, schema, poolSize: options.poolSize ?? 10 });
+    const poolSize = options.poolSize ?? 10;
+    const db = new PgDatabase({ connectionString: options.connectionString, schema, poolSize });
     try {
       const client = await db.pool.connect();
       try {
@@ -103,7 +117,7 @@ export class PostgresStore implements Store {
       await db.close().catch(() => undefined);
       throw translatePgError(error);
     }
-    return new PostgresStore(db, { connectionString: options.connectionString, schema }, `lh_available_${schema}`.slice(0, 63));
+    return new PostgresStore(db, { connectionString: options.connectionString, schema }, `lh_available_${schema}`.slice(0, 63), poolSize);
   }
 
   /** Drops a schema and everything in it (test isolation). */
@@ -133,6 +147,7 @@ export class PostgresStore implements Store {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    this.notifier.close();
     this.listeners.clear();
     await this.listener?.stop();
     await this.db.close();
@@ -175,50 +190,11 @@ export class PostgresStore implements Store {
   // --- enqueue and reads ----------------------------------------------------
 
   async jobEnqueue(params: EnqueueParams): Promise<EnqueueOutcome> {
-    const [outcome] = await this.jobEnqueueMany([params]);
-    if (outcome === undefined) throw new Error('enqueue returned no outcome');
-    return outcome;
+    return this.enqueuer.submit(prepareEnqueue(params));
   }
 
   async jobEnqueueMany(params: readonly EnqueueParams[]): Promise<readonly EnqueueOutcome[]> {
-    if (params.length === 0) return [];
-    const ids = params.map(() => newJobId());
-    const inserted = await this.db.query<JobRow>(
-      bind(Q.JOB_INSERT_MANY, [
-        ids,
-        params.map((p) => p.tenant),
-        params.map((p) => p.owner),
-        params.map((p) => p.idempotencyKey),
-        params.map((p) => p.requestHash),
-        params.map((p) => p.kind),
-        params.map((p) => canonicalJson(p.payload ?? null)),
-        params.map((p) => p.payloadBytes),
-        params.map((p) => p.maxAttempts),
-        params.map((p) => p.priority),
-        params.map((p) => p.runAfter),
-        params.map((p) => p.deadlineMs),
-        this.channel,
-      ]),
-    );
-    const created = new Map(inserted.rows.map((row) => [row.id, row]));
-    if (created.size > 0) this.wake();
-    const keyOf = (tenant: string, owner: string, key: string): string => JSON.stringify([tenant, owner, key]);
-    const missing = params.filter((_, i) => !created.has(ids[i] ?? ''));
-    const existing = new Map<string, JobRow>();
-    if (missing.length > 0) {
-      const rows = await this.db.query<JobRow>(
-        bind(Q.JOB_BY_KEYS, [missing.map((p) => p.tenant), missing.map((p) => p.owner), missing.map((p) => p.idempotencyKey)]),
-      );
-      for (const row of rows.rows) existing.set(keyOf(row.tenant, row.owner, row.idempotency_key), row);
-    }
-    return params.map((p, i): EnqueueOutcome => {
-      const row = created.get(ids[i] ?? '');
-      if (row !== undefined) return { kind: 'created', job: toJobRecord(row) };
-      const other = existing.get(keyOf(p.tenant, p.owner, p.idempotencyKey));
-      if (other === undefined) throw new Error('an idempotency key conflicted but its job cannot be read');
-      if (other.request_hash !== p.requestHash) return { kind: 'conflict', existingJobId: other.id };
-      return { kind: 'replayed', job: toJobRecord(other) };
-    });
+    return this.insert(params.map(prepareEnqueue));
   }
 
   async jobGet(params: JobRef): Promise<JobRecord | null> {
@@ -231,7 +207,7 @@ export class PostgresStore implements Store {
     const cursor = params.cursor === undefined ? null : /^\d{1,15}$/.test(params.cursor) ? params.cursor : undefined;
     if (cursor === undefined) return { jobs: [], nextCursor: null };
     const values = [params.scope.tenant, params.scope.owner ?? null, params.status ?? null, params.kind ?? null, cursor, params.limit + 1];
-    const rows = (await this.db.query<JobRow>(bind(C.JOB_LIST, values))).rows;
+    const rows = (await this.db.query<JobRow>(bindUnplanned(C.JOB_LIST, values))).rows;
     const page = rows.slice(0, params.limit);
     const last = page[page.length - 1];
     return { jobs: page.map(toJobRecord), nextCursor: rows.length > params.limit && last !== undefined ? String(last.seq) : null };
@@ -291,19 +267,17 @@ export class PostgresStore implements Store {
     if (params.length === 0) return [];
     return this.db.transaction(async (tx) => {
       const ids = [...new Set(params.map((p) => p.id).filter(isJobId))];
-      const rows = (await tx.query<NowRow>(bind(Q.JOB_LOCK_MANY, [ids]))).rows;
+      const rows = (await tx.query<LockedRow>(bind(Q.JOB_LOCK_MANY, [ids]))).rows;
       const batch = completeBatch(params, rows);
-      await this.endLeases(tx, batch.endings, true);
+      await endLeases(tx, batch.endings, true);
       return batch.outcomes;
     });
   }
 
   async jobFail(params: FailParams): Promise<FailOutcome> {
     if (!isJobId(params.id)) return { kind: 'rejected', code: 'not_found' };
-    let requeued = false;
     const outcome = await this.db.transaction(async (tx): Promise<FailOutcome> => {
-      requeued = false;
-      const row = await this.lock(tx, params.id, params.tenant, null);
+      const row = await lockJob(tx, params.id, params.tenant, null);
       if (row === undefined) return { kind: 'rejected', code: 'not_found' };
       const input = { retryable: params.retryable, backoff: params.backoff, random: Math.random };
       const decision = decideFailure(toSnapshot(row), params.token, input, row.now_ms);
@@ -313,15 +287,11 @@ export class PostgresStore implements Store {
         return { kind: 'failed', status, runAfter: status === 'queued' ? row.run_after : null, replayed: true };
       }
       const ending = failDecisionRow(row, params, decision);
-      await this.endLeases(tx, [ending], true);
-      if (ending.status === 'queued') {
-        requeued = true;
-        await tx.query(bind(Q.NOTIFY, [this.channel]));
-      }
+      await endLeases(tx, [ending], true);
       const status = ending.status as 'queued' | 'dead' | 'cancelled' | 'unknown';
       return { kind: 'failed', status, runAfter: ending.runAfter, replayed: false };
     });
-    if (requeued) this.wake();
+    if (outcome.kind === 'failed' && outcome.status === 'queued' && !outcome.replayed) this.announce();
     return outcome;
   }
 
@@ -338,55 +308,17 @@ export class PostgresStore implements Store {
 
   async jobRequeue(params: RequeueParams): Promise<RequeueOutcome> {
     if (!isJobId(params.id)) return { kind: 'rejected', code: 'not_found' };
-    const outcome = await this.db.transaction(async (tx): Promise<RequeueOutcome> => {
-      const row = await this.lock(tx, params.id, params.scope.tenant, params.scope.owner ?? null);
-      if (row === undefined) return { kind: 'rejected', code: 'not_found' };
-      const decision = decideRequeue(toSnapshot(row));
-      if (decision.kind === 'reject') return { kind: 'rejected', code: decision.code };
-      await this.expectOne(tx, Q.JOB_REQUEUE, [row.id, params.maxAttempts ?? row.max_attempts, 'dead']);
-      await tx.query(bind(Q.NOTIFY, [this.channel]));
-      return { kind: 'requeued', job: await this.reload(tx, row) };
-    });
-    if (outcome.kind === 'requeued') this.wake();
-    return outcome;
+    return this.announced(await this.db.transaction((tx) => requeueInTx(tx, params)));
   }
 
   async jobCancel(params: JobRef): Promise<CancelOutcome> {
     if (!isJobId(params.id)) return { kind: 'rejected', code: 'not_found' };
-    return this.db.transaction(async (tx): Promise<CancelOutcome> => {
-      const row = await this.lock(tx, params.id, params.scope.tenant, params.scope.owner ?? null);
-      if (row === undefined) return { kind: 'rejected', code: 'not_found' };
-      if (row.status === 'cancelled') return { kind: 'cancelled', job: await this.reload(tx, row) };
-      const decision = decideCancel(toSnapshot(row));
-      switch (decision.kind) {
-        case 'already_terminal':
-          return { kind: 'rejected', code: 'invalid_state' };
-        case 'cancel_now':
-          await this.expectOne(tx, Q.JOB_CANCEL_NOW, [row.id]);
-          return { kind: 'cancelled', job: await this.reload(tx, row) };
-        case 'mark_running':
-          await this.expectOne(tx, Q.JOB_CANCEL_REQUEST, [row.id]);
-          return { kind: 'cancel_requested', job: await this.reload(tx, row) };
-      }
-    });
+    return this.db.transaction((tx) => cancelInTx(tx, params));
   }
 
   async jobReconcile(params: ReconcileParams): Promise<ReconcileOutcome> {
     if (!isJobId(params.id)) return { kind: 'rejected', code: 'not_found' };
-    const outcome = await this.db.transaction(async (tx): Promise<ReconcileOutcome> => {
-      const row = await this.lock(tx, params.id, params.scope.tenant, params.scope.owner ?? null);
-      if (row === undefined) return { kind: 'rejected', code: 'not_found' };
-      if (row.status !== 'unknown') return { kind: 'rejected', code: 'not_unknown' };
-      if (params.outcome === 'succeeded') await this.expectOne(tx, Q.JOB_RECONCILE_SUCCEEDED, [row.id]);
-      else if (params.outcome === 'dead') await this.expectOne(tx, Q.JOB_RECONCILE_DEAD, [row.id]);
-      else {
-        await this.expectOne(tx, Q.JOB_REQUEUE, [row.id, row.max_attempts, 'unknown']);
-        await tx.query(bind(Q.NOTIFY, [this.channel]));
-      }
-      return { kind: 'reconciled', job: await this.reload(tx, row) };
-    });
-    if (outcome.kind === 'reconciled' && params.outcome === 'requeue') this.wake();
-    return outcome;
+    return this.announced(await this.db.transaction((tx) => reconcileInTx(tx, params)));
   }
 
   async jobReapExpired(): Promise<ReapOutcome> {
@@ -442,45 +374,8 @@ export class PostgresStore implements Store {
   // --- helpers --------------------------------------------------------------
 
   /** Applies lease expiries and passed deadlines (of one tenant, or all), one batch, in one transaction. */
-  private async reap(tenant: string | null): Promise<ReapOutcome & { readonly leases: number }> {
-    const counts = await this.db.transaction(async (tx) => {
-      const rows = (await tx.query<NowRow>(bind(Q.EXPIRED_LEASES_LOCK, [tenant, REAP_BATCH]))).rows;
-      const batch = reapBatch(rows);
-      const moved = await this.endLeases(tx, batch.endings, false);
-      if (moved.length > 0) await tx.query(bind(Q.COUNTER_ADD_EXPIRATIONS, [moved.map((m) => m.tenant)]));
-      const deadlines = await tx.query(bind(Q.QUEUED_PAST_DEADLINE, [tenant, 'the job passed its overall deadline', REAP_BATCH]));
-      if (batch.counts.requeued > 0) await tx.query(bind(Q.NOTIFY, [this.channel]));
-      return { ...batch.counts, deadlineExpired: deadlines.rowCount ?? 0, leases: rows.length };
-    });
-    if (counts.requeued > 0) this.wake();
-    return counts;
-  }
-
-  /** Runs JOB_END_LEASES; every decided ending must apply, or the snapshot and the guard disagree. */
-  private async endLeases(tx: TxClient, endings: readonly EndLease[], live: boolean): Promise<{ id: string; tenant: string; status: string }[]> {
-    if (endings.length === 0) return [];
-    const withResult = endings.filter((e) => e.result !== null);
-    const moved = await tx.query<{ id: string; tenant: string; status: string }>(
-      bind(Q.JOB_END_LEASES, [
-        endings.map((e) => e.id),
-        endings.map((e) => e.token),
-        endings.map((e) => e.status),
-        endings.map((e) => e.outcome),
-        endings.map((e) => e.code),
-        endings.map((e) => e.message),
-        endings.map((e) => e.runAfter),
-        endings.map((e) => e.attemptCode),
-        live,
-        withResult.map((e) => e.id),
-        withResult.map((e) => e.result?.contentType ?? ''),
-        withResult.map((e) => e.result?.body ?? Buffer.alloc(0)),
-        withResult.map((e) => (e.result === null ? '' : sha256(e.result.body))),
-      ]),
-    );
-    if (moved.rows.length !== endings.length) {
-      throw new Error(`guarded update matched ${moved.rows.length} of ${endings.length} rows; the snapshot and the guard disagree`);
-    }
-    return moved.rows;
+  private async reap(tenant: string | null): Promise<ReapCounts> {
+    return this.announced(await this.db.transaction((tx) => reapInTx(tx, tenant, REAP_BATCH)));
   }
 
   /** Checkpoint and effect marks: one guarded statement; on a miss, say why. */
@@ -496,23 +391,15 @@ export class PostgresStore implements Store {
     return { kind: 'rejected', code: 'stale_lease' };
   }
 
-  private async lock(tx: TxClient, id: string, tenant: string, owner: string | null): Promise<NowRow | undefined> {
-    return (await tx.query<NowRow>(bind(Q.JOB_LOCK, [id, tenant, owner]))).rows[0];
+  private async insert(items: readonly PreparedEnqueue[]): Promise<readonly EnqueueOutcome[]> {
+    const inserted = await insertJobs(this.db, items);
+    if (inserted.created) this.announce();
+    return inserted.outcomes;
   }
 
-  private async peek(tenant: string, id: string): Promise<NowRow | undefined> {
-    return this.first<NowRow>(Q.JOB_PEEK, [id, tenant]);
-  }
-
-  private async reload(tx: TxClient, row: JobRow): Promise<JobRecord> {
-    const fresh = (await tx.query<JobRow>(bind(Q.JOB_GET, [row.id, row.tenant, null]))).rows[0];
-    if (fresh === undefined) throw new Error('a locked job vanished');
-    return toJobRecord(fresh);
-  }
-
-  private async expectOne(tx: TxClient, query: NamedQuery, values: readonly unknown[]): Promise<void> {
-    const result = await tx.query(bind(query, values));
-    if (result.rowCount !== 1) throw new Error(`guarded update matched ${result.rowCount ?? 0} rows; the snapshot and the guard disagree`);
+  /** A read without a lock, to say why a guarded statement matched nothing. */
+  private async peek(tenant: string, id: string): Promise<LockedRow | undefined> {
+    return this.first<LockedRow>(Q.JOB_PEEK, [id, tenant]);
   }
 
   private async first<R extends object>(query: NamedQuery, values: readonly unknown[]): Promise<R | undefined> {
@@ -523,6 +410,17 @@ export class PostgresStore implements Store {
     const row = await this.first<R>(query, values);
     if (row === undefined) throw new Error('a statement that always returns a row returned none');
     return row;
+  }
+
+  /** New work committed here: wake this process's waiters now, other coordinators' through NOTIFY. */
+  private announce(): void {
+    this.wake();
+    this.notifier.poke();
+  }
+
+  private announced<T>(result: Announced<T>): T {
+    if (result.wakes) this.announce();
+    return result.outcome;
   }
 
   private wake(): void {

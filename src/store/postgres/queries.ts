@@ -16,8 +16,7 @@ export const NOW = namedQuery('lh_now', `SELECT ${NOW_MS}`);
 /**
  * Inserts a batch in one statement (so it is one transaction). Rows whose
  * (tenant, owner, idempotency_key) exists, or repeats an earlier row of the
- * same batch, are skipped and looked up afterwards. The NOTIFY rides in the
- * same statement, so it is sent exactly when the insert commits.
+ * same batch, are skipped and looked up afterwards.
  */
 export const JOB_INSERT_MANY = namedQuery(
   'lh_job_insert_many',
@@ -26,18 +25,15 @@ export const JOB_INSERT_MANY = namedQuery(
                           $8::int[], $9::int[], $10::int[], $11::float8[], $12::float8[])
        WITH ORDINALITY AS i(id, tenant, owner, idempotency_key, request_hash, kind, payload,
                             payload_bytes, max_attempts, priority, run_after, deadline_ms, ord)
-   ), inserted AS (
-     INSERT INTO jobs AS j (id, tenant, owner, idempotency_key, request_hash, kind, payload, payload_bytes, status,
-                            max_attempts, priority, run_after, deadline_ms, deadline_at, created_at)
-     SELECT id, tenant, owner, idempotency_key, request_hash, kind, payload::json, payload_bytes, 'queued',
-            max_attempts, priority, coalesce(${ts('run_after')}, now()), deadline_ms::bigint,
-            now() + ${interval('deadline_ms')}, now()
-       FROM input ORDER BY ord
-     ON CONFLICT (tenant, owner, idempotency_key) DO NOTHING
-     RETURNING ${JOB_COLUMNS}
    )
-   SELECT inserted.*, (SELECT pg_notify($13, '') FROM (SELECT 1 FROM inserted LIMIT 1) AS any_row) AS notified
-     FROM inserted`,
+   INSERT INTO jobs AS j (id, tenant, owner, idempotency_key, request_hash, kind, payload, payload_bytes, status,
+                          max_attempts, priority, run_after, deadline_ms, deadline_at, created_at)
+   SELECT id, tenant, owner, idempotency_key, request_hash, kind, payload::json, payload_bytes, 'queued',
+          max_attempts, priority, coalesce(${ts('run_after')}, now()), deadline_ms::bigint,
+          now() + ${interval('deadline_ms')}, now()
+     FROM input ORDER BY ord
+   ON CONFLICT (tenant, owner, idempotency_key) DO NOTHING
+   RETURNING ${JOB_COLUMNS}`,
 );
 
 /** The existing rows for idempotency keys that did not insert. */
@@ -263,4 +259,5 @@ export const JOB_RECONCILE_DEAD = namedQuery(
    RETURNING j.id`,
 );
 
+/** Sent on its own after the write commits (see coalesced-notifier.ts for why not inside it). */
 export const NOTIFY = namedQuery('lh_notify', `SELECT pg_notify($1, '')`);

@@ -17,7 +17,32 @@ export function namedQuery(name: string, text: string): NamedQuery {
 }
 
 export function bind(query: NamedQuery, values: readonly unknown[]): QueryConfig {
-  return { name: query.name, text: query.text, values: [...values] };
+  return { name: query.name, text: query.text, values: values.map(pgValue) };
+}
+
+/**
+ * Without a name pg plans the statement for these very values each time. For
+ * queries whose best plan depends on which optional filters are set (a
+ * partial index for dead jobs, say), where a cached generic plan would not.
+ */
+export function bindUnplanned(query: NamedQuery, values: readonly unknown[]): QueryConfig {
+  return { text: query.text, values: values.map(pgValue) };
+}
+
+/**
+ * PostgreSQL text cannot hold U+0000, and a parameter containing it fails the
+ * whole statement. Tokens, keys and messages come from clients, so such a
+ * character becomes U+FFFD instead: a token or key with it then simply matches
+ * nothing, and a message keeps the rest of its text.
+ */
+export function pgText(value: string): string {
+  return value.includes('\u0000') ? value.replaceAll('\u0000', '\ufffd') : value;
+}
+
+function pgValue(value: unknown): unknown {
+  if (typeof value === 'string') return pgText(value);
+  if (Array.isArray(value)) return value.map((v: unknown) => (typeof v === 'string' ? pgText(v) : v));
+  return value;
 }
 
 /**
