@@ -54,7 +54,7 @@ export const DEFAULT_CONFIG: CoordinatorConfig = deepFreeze({
   backpressure: { maxPendingJobs: null, maxOldestAvailableAgeMs: null, maxStorageBytes: null, statsCacheMs: 1_000 },
   requireRegisteredKinds: false,
   leaseRecheckMs: 250,
-  authCacheMs: 5_000,
+  authCacheMs: 1_000,
   kindCacheMs: 1_000,
 });
 
