@@ -5,7 +5,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { hashApiKey, newApiKey } from '../../src/core/ids.js';
-import { bearer, enqueue, errorCode, get, lease, post, startCoordinator, type Harness } from '../support/http-fixtures.js';
+import { bearer, enqueue, errorCode, get, lease, post, startCoordinator, waitFor, type Harness } from '../support/http-fixtures.js';
 
 let h: Harness;
 
@@ -53,6 +53,21 @@ describe('authentication', () => {
     const id = await enqueueAsProducer();
     const response = await h.app.inject({ method: 'GET', url: `/jobs/${id}`, headers: { authorization: `bearer ${h.keys.producer}` } });
     expect(response.statusCode).toBe(200);
+  });
+});
+
+describe('key cache', () => {
+  it('stops accepting a revoked key within authCacheMs', async () => {
+    const cached = await startCoordinator({ authCacheMs: 100 });
+    try {
+      const key = newApiKey();
+      await cached.store.apiKeyInsert({ id: 'soon-revoked', tenant: 't1', user: 'carol', role: 'admin', keyHash: hashApiKey(key) });
+      expect((await get(cached.app, key, '/stats')).statusCode).toBe(200);
+      await cached.store.apiKeyRevoke({ id: 'soon-revoked' });
+      await waitFor(async () => (await get(cached.app, key, '/stats')).statusCode === 401, 2_000);
+    } finally {
+      await cached.close();
+    }
   });
 });
 
