@@ -6,7 +6,7 @@
  * wait, then find everything applied. A failed migration rolls back entirely.
  */
 
-import type { ClientBase } from 'pg';
+import pg, { type ClientBase } from 'pg';
 import { MIGRATIONS, type Migration } from './migrations.js';
 
 /** Identifiers we splice into SQL and connection options: lowercase, no quoting needed. */
@@ -50,4 +50,16 @@ export async function migrate(client: ClientBase, schema: string, migrations: re
     throw error;
   }
   return { applied };
+}
+
+/** Drops a schema and everything in it; for tests, which each get their own. */
+export async function dropSchema(connectionString: string, schema: string): Promise<void> {
+  assertSchemaName(schema);
+  const client = new pg.Client({ connectionString });
+  try {
+    await client.connect();
+    await client.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+  } finally {
+    await client.end().catch(() => undefined);
+  }
 }

@@ -14,9 +14,9 @@
  */
 
 import { canonicalJson } from '../../core/canonical-json.js';
-import { isJobId, newLeaseToken, sha256Hex as sha256 } from '../../core/ids.js';
+import { isJobId, newLeaseToken } from '../../core/ids.js';
 import { JOB_STATUSES, type JobStatus } from '../../core/states.js';
-import { decideCompletion, decideFailure, decideRenew, holdsLiveLease, isPastDeadline } from '../../core/transitions.js';
+import { decideFailure } from '../../core/transitions.js';
 import type {
   ApiKeyInsertParams,
   ApiKeyRecord,
@@ -53,9 +53,10 @@ import { AvailabilityListener } from './availability-listener.js';
 import * as C from './catalog-queries.js';
 import { CoalescedNotifier } from './coalesced-notifier.js';
 import { insertJobs, prepareEnqueue, type PreparedEnqueue } from './enqueue.js';
+import { completeOne, markEffectStarted, renewLease, storeCheckpoint } from './guarded-statements.js';
 import { completeBatch, failDecisionRow } from './lease-endings.js';
 import { endLeases, lockJob, type LockedRow } from './locked-rows.js';
-import { assertSchemaName, migrate } from './migrate.js';
+import { assertSchemaName, dropSchema, migrate } from './migrate.js';
 import { cancelInTx, reapInTx, reconcileInTx, requeueInTx, type Announced, type ReapCounts } from './operator-actions.js';
 import { clientConfig, PgDatabase } from './pg-database.js';
 import { translatePgError } from './pg-errors.js';
@@ -122,16 +123,10 @@ export class PostgresStore implements Store {
 
   /** Drops a schema and everything in it (test isolation). */
   static async dropSchema(options: { readonly connectionString: string; readonly schema: string }): Promise<void> {
-    assertSchemaName(options.schema);
-    const pgModule = await import('pg');
-    const client = new pgModule.default.Client({ connectionString: options.connectionString });
     try {
-      await client.connect();
-      await client.query(`DROP SCHEMA IF EXISTS ${options.schema} CASCADE`);
+      await dropSchema(options.connectionString, options.schema);
     } catch (error) {
       throw translatePgError(error);
-    } finally {
-      await client.end().catch(() => undefined);
     }
   }
 
@@ -232,35 +227,19 @@ export class PostgresStore implements Store {
 
   async jobRenew(params: RenewParams): Promise<RenewOutcome> {
     if (!isJobId(params.id)) return { kind: 'rejected', code: 'not_found' };
-    const hasProgress = params.progress !== undefined;
-    const values = [params.id, params.tenant, params.token, params.leaseMs, hasProgress, hasProgress ? canonicalJson(params.progress) : null];
-    const renewed = await this.first<{ lease_expires_at: number }>(Q.JOB_RENEW, values);
-    if (renewed !== undefined) return { kind: 'renewed', leaseExpiresAt: renewed.lease_expires_at };
-    const row = await this.peek(params.tenant, params.id);
-    if (row === undefined) return { kind: 'rejected', code: 'not_found' };
-    const decision = decideRenew(toSnapshot(row), params.token, params.leaseMs, row.now_ms);
-    // A lease never becomes live again, so 'renew' here can only be clock rounding: refuse.
-    return { kind: 'rejected', code: decision.kind === 'reject' ? decision.code : 'stale_lease' };
+    return renewLease(this.db, params);
   }
 
   async jobComplete(params: CompleteParams): Promise<CompleteOutcome> {
     if (!isJobId(params.id)) return { kind: 'rejected', code: 'not_found' };
     const result = params.result;
     if (result !== undefined && params.maxResultBytes !== undefined && result.body.length > params.maxResultBytes) {
+      // Rare: the locked path decides first, then ends the job dead.
       const [outcome] = await this.jobCompleteMany([params]);
       if (outcome === undefined) throw new Error('complete returned no outcome');
       return outcome;
     }
-    const values = [
-      params.id, params.tenant, params.token,
-      result?.contentType ?? null, result?.body ?? null, result === undefined ? null : sha256(result.body),
-    ];
-    if ((await this.first<{ id: string }>(Q.JOB_COMPLETE_ONE, values)) !== undefined) return { kind: 'completed', replayed: false };
-    const row = await this.peek(params.tenant, params.id);
-    if (row === undefined) return { kind: 'rejected', code: 'not_found' };
-    const decision = decideCompletion(toSnapshot(row), params.token, row.now_ms);
-    if (decision.kind === 'replay') return { kind: 'completed', replayed: true };
-    return { kind: 'rejected', code: decision.kind === 'reject' ? decision.code : 'stale_lease' };
+    return completeOne(this.db, params);
   }
 
   async jobCompleteMany(params: readonly CompleteParams[]): Promise<readonly CompleteOutcome[]> {
@@ -296,12 +275,13 @@ export class PostgresStore implements Store {
   }
 
   async jobCheckpoint(params: CheckpointParams): Promise<TokenOutcome> {
-    const state = canonicalJson(params.checkpoint.state ?? null);
-    return this.withLiveLease(params, Q.JOB_CHECKPOINT, [params.checkpoint.step, state]);
+    if (!isJobId(params.id)) return { kind: 'rejected', code: 'not_found' };
+    return storeCheckpoint(this.db, params);
   }
 
   async jobMarkEffectStarted(params: TokenParams): Promise<TokenOutcome> {
-    return this.withLiveLease(params, Q.JOB_EFFECT_STARTED, []);
+    if (!isJobId(params.id)) return { kind: 'rejected', code: 'not_found' };
+    return markEffectStarted(this.db, params);
   }
 
   // --- operator actions -----------------------------------------------------
@@ -378,28 +358,10 @@ export class PostgresStore implements Store {
     return this.announced(await this.db.transaction((tx) => reapInTx(tx, tenant, REAP_BATCH)));
   }
 
-  /** Checkpoint and effect marks: one guarded statement; on a miss, say why. */
-  private async withLiveLease(params: TokenParams, query: NamedQuery, extra: readonly unknown[]): Promise<TokenOutcome> {
-    if (!isJobId(params.id)) return { kind: 'rejected', code: 'not_found' };
-    if ((await this.first(query, [params.id, params.tenant, params.token, ...extra])) !== undefined) return { kind: 'ok' };
-    const row = await this.peek(params.tenant, params.id);
-    if (row === undefined) return { kind: 'rejected', code: 'not_found' };
-    const snapshot = toSnapshot(row);
-    if (holdsLiveLease(snapshot, params.token, row.now_ms) && isPastDeadline(snapshot, row.now_ms)) {
-      return { kind: 'rejected', code: 'deadline_exceeded' };
-    }
-    return { kind: 'rejected', code: 'stale_lease' };
-  }
-
   private async insert(items: readonly PreparedEnqueue[]): Promise<readonly EnqueueOutcome[]> {
     const inserted = await insertJobs(this.db, items);
     if (inserted.created) this.announce();
     return inserted.outcomes;
-  }
-
-  /** A read without a lock, to say why a guarded statement matched nothing. */
-  private async peek(tenant: string, id: string): Promise<LockedRow | undefined> {
-    return this.first<LockedRow>(Q.JOB_PEEK, [id, tenant]);
   }
 
   private async first<R extends object>(query: NamedQuery, values: readonly unknown[]): Promise<R | undefined> {

@@ -1,0 +1,75 @@
+/**
+ * The hot token operations, each one guarded statement in its own
+ * transaction: renew, complete (with its result), checkpoint and the effect
+ * mark. The WHERE clause is the 'go ahead' branch of the decide function;
+ * when it matches nothing, the row is read once more and the same decide
+ * function names the reason (stale, cancelled, past the deadline, a replay),
+ * so answers are those the locked path would give.
+ */
+
+import { canonicalJson } from '../../core/canonical-json.js';
+import { sha256Hex } from '../../core/ids.js';
+import { decideCompletion, decideRenew, holdsLiveLease, isPastDeadline } from '../../core/transitions.js';
+import type { CheckpointParams, CompleteOutcome, CompleteParams, RenewOutcome, RenewParams, TokenOutcome, TokenParams } from '../store.js';
+import type { LockedRow } from './locked-rows.js';
+import type { PgDatabase } from './pg-database.js';
+import * as Q from './queries.js';
+import { toSnapshot } from './row-mapping.js';
+import { bind, type NamedQuery } from './sql-fragments.js';
+
+async function first<R extends object>(db: PgDatabase, query: NamedQuery, values: readonly unknown[]): Promise<R | undefined> {
+  return (await db.query<R & Record<string, unknown>>(bind(query, values))).rows[0];
+}
+
+/** A read without a lock, to say why a guarded statement matched nothing. */
+function peek(db: PgDatabase, tenant: string, id: string): Promise<LockedRow | undefined> {
+  return first<LockedRow>(db, Q.JOB_PEEK, [id, tenant]);
+}
+
+export async function renewLease(db: PgDatabase, params: RenewParams): Promise<RenewOutcome> {
+  const hasProgress = params.progress !== undefined;
+  const values = [params.id, params.tenant, params.token, params.leaseMs, hasProgress, hasProgress ? canonicalJson(params.progress) : null];
+  const renewed = await first<{ lease_expires_at: number }>(db, Q.JOB_RENEW, values);
+  if (renewed !== undefined) return { kind: 'renewed', leaseExpiresAt: renewed.lease_expires_at };
+  const row = await peek(db, params.tenant, params.id);
+  if (row === undefined) return { kind: 'rejected', code: 'not_found' };
+  const decision = decideRenew(toSnapshot(row), params.token, params.leaseMs, row.now_ms);
+  // A lease never becomes live again, so 'renew' here can only be clock rounding: refuse.
+  return { kind: 'rejected', code: decision.kind === 'reject' ? decision.code : 'stale_lease' };
+}
+
+/** A completion whose result fits (the caller checks the size). */
+export async function completeOne(db: PgDatabase, params: CompleteParams): Promise<CompleteOutcome> {
+  const result = params.result;
+  const values = [
+    params.id, params.tenant, params.token,
+    result?.contentType ?? null, result?.body ?? null, result === undefined ? null : sha256Hex(result.body),
+  ];
+  if ((await first<{ id: string }>(db, Q.JOB_COMPLETE_ONE, values)) !== undefined) return { kind: 'completed', replayed: false };
+  const row = await peek(db, params.tenant, params.id);
+  if (row === undefined) return { kind: 'rejected', code: 'not_found' };
+  const decision = decideCompletion(toSnapshot(row), params.token, row.now_ms);
+  if (decision.kind === 'replay') return { kind: 'completed', replayed: true };
+  return { kind: 'rejected', code: decision.kind === 'reject' ? decision.code : 'stale_lease' };
+}
+
+export function storeCheckpoint(db: PgDatabase, params: CheckpointParams): Promise<TokenOutcome> {
+  const state = canonicalJson(params.checkpoint.state ?? null);
+  return underLiveLease(db, params, Q.JOB_CHECKPOINT, [params.checkpoint.step, state]);
+}
+
+export function markEffectStarted(db: PgDatabase, params: TokenParams): Promise<TokenOutcome> {
+  return underLiveLease(db, params, Q.JOB_EFFECT_STARTED, []);
+}
+
+/** Needs a live lease before the deadline, like the SQLite store's withLiveLease. */
+async function underLiveLease(db: PgDatabase, params: TokenParams, query: NamedQuery, extra: readonly unknown[]): Promise<TokenOutcome> {
+  if ((await first(db, query, [params.id, params.tenant, params.token, ...extra])) !== undefined) return { kind: 'ok' };
+  const row = await peek(db, params.tenant, params.id);
+  if (row === undefined) return { kind: 'rejected', code: 'not_found' };
+  const snapshot = toSnapshot(row);
+  if (holdsLiveLease(snapshot, params.token, row.now_ms) && isPastDeadline(snapshot, row.now_ms)) {
+    return { kind: 'rejected', code: 'deadline_exceeded' };
+  }
+  return { kind: 'rejected', code: 'stale_lease' };
+}
