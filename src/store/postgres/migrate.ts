@@ -30,6 +30,8 @@ export async function migrate(client: ClientBase, schema: string, migrations: re
     await client.query({ text: "SELECT pg_advisory_xact_lock(hashtextextended('leasehold.migrate.' || $1, 0))", values: [schema] });
     await client.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
     await client.query(`SET LOCAL search_path TO ${schema}`);
+    // Pooled connections carry a statement timeout meant for requests; a migration may take longer.
+    await client.query('SET LOCAL statement_timeout = 0');
     await client.query(`
       CREATE TABLE IF NOT EXISTS schema_migrations (
         version    integer     PRIMARY KEY,

@@ -204,10 +204,11 @@ export const EXPIRED_LEASES_LOCK = namedQuery(
     FOR UPDATE OF j SKIP LOCKED`,
 );
 
+/** Tenant order, so two reapers updating the same counters cannot deadlock. */
 export const COUNTER_ADD_EXPIRATIONS = namedQuery(
   'lh_counter_add_expirations',
   `INSERT INTO tenant_counters AS c (tenant, lease_expirations)
-   SELECT tenant, count(*) FROM unnest($1::text[]) AS e(tenant) GROUP BY tenant
+   SELECT tenant, count(*) FROM unnest($1::text[]) AS e(tenant) GROUP BY tenant ORDER BY tenant
    ON CONFLICT (tenant) DO UPDATE SET lease_expirations = c.lease_expirations + EXCLUDED.lease_expirations`,
 );
 
