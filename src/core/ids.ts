@@ -5,8 +5,27 @@
 
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 
+/**
+ * Random bytes drawn from the OS in 4 KiB blocks: one syscall per ~200 ids or
+ * tokens instead of one each (it showed up at ~6% of coordinator CPU).
+ * Every byte is still from the CSPRNG and used once.
+ */
+const POOL_SIZE = 4096;
+let pool = Buffer.alloc(0);
+let poolOffset = 0;
+
+function takeRandom(size: number): Buffer {
+  if (poolOffset + size > pool.length) {
+    pool = randomBytes(POOL_SIZE);
+    poolOffset = 0;
+  }
+  const slice = Buffer.from(pool.subarray(poolOffset, poolOffset + size));
+  poolOffset += size;
+  return slice;
+}
+
 export function newJobId(now: number = Date.now()): string {
-  const bytes = randomBytes(16);
+  const bytes = takeRandom(16);
   const ms = BigInt(now);
   for (let i = 0; i < 6; i++) bytes[i] = Number((ms >> BigInt(8 * (5 - i))) & 0xffn);
   bytes[6] = ((bytes[6] ?? 0) & 0x0f) | 0x70;
@@ -22,7 +41,7 @@ export function isJobId(value: string): boolean {
 }
 
 export function newLeaseToken(): string {
-  return randomBytes(18).toString('base64url');
+  return takeRandom(18).toString('base64url');
 }
 
 const API_KEY_PREFIX = 'lh_';

@@ -11,13 +11,12 @@
  */
 
 import Database, { type Database as Db, type Statement } from 'better-sqlite3';
-import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { canonicalJson } from '../../core/canonical-json.js';
 import { systemClock, type Clock } from '../../core/clock.js';
 import { StoreUnavailableError } from '../../core/errors.js';
-import { newJobId, sha256Hex } from '../../core/ids.js';
+import { newJobId, newLeaseToken, sha256Hex } from '../../core/ids.js';
 import { JOB_STATUSES, type JobStatus } from '../../core/states.js';
 import {
   decideCancel,
@@ -148,7 +147,7 @@ export class SqliteStore implements Store {
         db.pragma('synchronous = FULL');
       }
       db.pragma('foreign_keys = ON');
-      db.function('lh_token', { deterministic: false }, () => randomBytes(18).toString('base64url'));
+      db.function('lh_token', { deterministic: false }, () => newLeaseToken());
       if (!options.readonly) migrate(db, clock);
     } catch (error) {
       throw translate(error);
