@@ -78,6 +78,19 @@ describe.skipIf(url === '')('PostgresStore (DATABASE_URL)', () => {
     );
   });
 
+  it('reads schema and pool_size from the connection string', async () => {
+    const schema = freshSchema();
+    const withParams = new URL(url);
+    withParams.searchParams.set('schema', schema);
+    withParams.searchParams.set('pool_size', '3');
+    const store = await PostgresStore.connect({ connectionString: withParams.toString() });
+    cleanups.push(() => store.close());
+    await store.jobEnqueue(enqueueParams('k'));
+    const client = await admin();
+    const count = await client.query(`SELECT count(*)::int AS n FROM ${schema}.jobs`);
+    expect(count.rows[0]).toEqual({ n: 1 });
+  });
+
   it('refuses a schema name it would have to quote', async () => {
     await expect(PostgresStore.connect({ connectionString: url, schema: 'Robert"); DROP TABLE jobs;--' })).rejects.toThrow(/schema name/);
   });

@@ -99,3 +99,21 @@ export class PgDatabase {
     await this.pool.end();
   }
 }
+
+/** Reads and removes our own `schema` and `pool_size` parameters from a connection URL. */
+export function splitConnectionString(value: string): { connectionString: string; schema?: string; poolSize?: number } {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return { connectionString: value }; // Not a URL (a libpq keyword string): pg reads it as it is.
+  }
+  const schema = url.searchParams.get('schema');
+  const pool = url.searchParams.get('pool_size') ?? url.searchParams.get('poolSize');
+  for (const name of ['schema', 'pool_size', 'poolSize']) url.searchParams.delete(name);
+  return {
+    connectionString: url.toString(),
+    ...(schema === null ? {} : { schema }),
+    ...(pool === null ? {} : { poolSize: Number(pool) }),
+  };
+}

@@ -58,7 +58,7 @@ import { completeBatch, failDecisionRow } from './lease-endings.js';
 import { endLeases, lockJob, type LockedRow } from './locked-rows.js';
 import { assertSchemaName, dropSchema, migrate } from './migrate.js';
 import { cancelInTx, reapInTx, reconcileInTx, requeueInTx, type Announced, type ReapCounts } from './operator-actions.js';
-import { clientConfig, PgDatabase } from './pg-database.js';
+import { clientConfig, PgDatabase, splitConnectionString } from './pg-database.js';
 import { translatePgError } from './pg-errors.js';
 import * as Q from './queries.js';
 import { toApiKeyRecord, toAttemptRecord, toJobRecord, toKindRecord, toLeasedJob, toSnapshot, type ApiKeyRow, type AttemptRow, type JobRow, type KindRow } from './row-mapping.js';
@@ -66,8 +66,13 @@ import { bind, bindUnplanned, type NamedQuery } from './sql-fragments.js';
 import { StatementBatcher } from './statement-batcher.js';
 
 export interface PostgresStoreOptions {
+  /**
+   * A libpq-style URL. Two query parameters of our own are read and removed
+   * before pg sees it, so one `--db` string can say everything:
+   * `schema=NAME` and `pool_size=N` (the options below win over them).
+   */
   readonly connectionString: string;
-  /** Connections in the pool (the LISTEN connection is extra). */
+  /** Connections in the pool (the LISTEN connection is extra); 10 when absent. */
   readonly poolSize?: number;
   /** A schema to create (if missing) and use for every table; `public` when absent. */
   readonly schema?: string;
@@ -103,10 +108,13 @@ export class PostgresStore implements Store {
   }
 
   static async connect(options: PostgresStoreOptions): Promise<PostgresStore> {
-    const schema = options.schema ?? 'public';
+    const fromUrl = splitConnectionString(options.connectionString);
+    const connectionString = fromUrl.connectionString;
+    const schema = options.schema ?? fromUrl.schema ?? 'public';
     assertSchemaName(schema);
-    const poolSize = options.poolSize ?? 10;
-    const db = new PgDatabase({ connectionString: options.connectionString, schema, poolSize });
+    const poolSize = options.poolSize ?? fromUrl.poolSize ?? 10;
+    if (!Number.isInteger(poolSize) || poolSize < 1) throw new Error('poolSize must be a positive integer');
+    const db = new PgDatabase({ connectionString, schema, poolSize });
     try {
       const client = await db.pool.connect();
       try {
@@ -118,7 +126,7 @@ export class PostgresStore implements Store {
       await db.close().catch(() => undefined);
       throw translatePgError(error);
     }
-    return new PostgresStore(db, { connectionString: options.connectionString, schema }, `lh_available_${schema}`.slice(0, 63), poolSize);
+    return new PostgresStore(db, { connectionString, schema }, `lh_available_${schema}`.slice(0, 63), poolSize);
   }
 
   /** Drops a schema and everything in it (test isolation). */
@@ -395,3 +403,4 @@ export class PostgresStore implements Store {
     }
   }
 }
+
