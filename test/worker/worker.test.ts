@@ -12,6 +12,7 @@ import { BinaryResult } from '../../src/worker/binary-result.js';
 import type { HandlerMap, JobContext } from '../../src/worker/handler.js';
 import type { WorkerLogger } from '../../src/worker/logger.js';
 import { waitFor } from '../support/wait-for.js';
+import { LeaseholdApiError } from '../../src/client/errors.js';
 import { startLiveCoordinator, type LiveCoordinator } from '../client/live-coordinator.js';
 
 const FAST_RETRY = { baseMs: 20, maxMs: 200 };
@@ -269,6 +270,14 @@ describe('worker', () => {
     const completed = many.mock.calls.reduce((sum, call) => sum + call[0].length, 0);
     expect(completed).toBe(50);
     expect(many.mock.calls.length).toBeLessThan(10);
+  });
+
+  it('stops and rejects run() when the coordinator refuses its key', async () => {
+    const live = await coordinator();
+    const worker = new Worker({ client: live.client('lh_revoked-or-mistyped-key-00000000'), handlers: { any: () => null }, retry: FAST_RETRY });
+    const error = await worker.run().catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(LeaseholdApiError);
+    expect((error as LeaseholdApiError).status).toBe(401);
   });
 
   it('rides out a coordinator restart: the completion and the lease loop retry until it is back', async () => {
