@@ -26,6 +26,8 @@ export interface RetryOptions {
   /** Aborts the wait between attempts (and is passed to the call). */
   readonly signal?: AbortSignal;
   readonly onRetry?: (error: unknown, delayMs: number, attempt: number) => void;
+  /** The wait between attempts; tests pass one that moves a manual clock instead of a timer. */
+  readonly sleep?: (ms: number, signal: AbortSignal | undefined) => Promise<void>;
 }
 
 export async function withRetry<T>(call: (signal: AbortSignal | undefined) => Promise<T>, options: RetryOptions): Promise<T> {
@@ -41,7 +43,7 @@ export async function withRetry<T>(call: (signal: AbortSignal | undefined) => Pr
       }
       if (options.giveUpAt !== undefined && options.clock.now() + delay >= options.giveUpAt()) throw error;
       options.onRetry?.(error, delay, attempt);
-      await sleep(delay, options.signal);
+      await (options.sleep ?? sleep)(delay, options.signal);
     }
   }
 }
