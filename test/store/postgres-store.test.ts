@@ -103,6 +103,28 @@ describe.skipIf(url === '')('PostgresStore (DATABASE_URL)', () => {
     expect(rows.rows).toEqual(MIGRATIONS.map((m) => ({ version: m.version, name: m.name })));
   });
 
+  it('commits synchronously even when the server default is off', async () => {
+    const client = await admin();
+    const role = `lh_async_${randomBytes(4).toString('hex')}`;
+    await client.query(`CREATE ROLE ${role} LOGIN SUPERUSER`);
+    cleanups.push(async () => {
+      await client.query(`DROP ROLE IF EXISTS ${role}`);
+    });
+    await client.query(`ALTER ROLE ${role} SET synchronous_commit = off`);
+    const schema = freshSchema();
+    const asRole = new URL(url);
+    asRole.username = role;
+    const asyncStore = await PostgresStore.connect({ connectionString: asRole.toString(), schema, poolSize: 1 });
+    cleanups.push(() => asyncStore.close());
+    // Reaches into the pool: the setting is per session and no Store method shows it.
+    const pool = (asyncStore as unknown as { db: { query(config: { text: string }): Promise<{ rows: unknown[] }> } }).db;
+    expect((await pool.query({ text: 'SHOW synchronous_commit' })).rows).toEqual([{ synchronous_commit: 'on' }]);
+    const direct = new pg.Client({ connectionString: asRole.toString() });
+    await direct.connect();
+    expect((await direct.query('SHOW synchronous_commit')).rows).toEqual([{ synchronous_commit: 'off' }]);
+    await direct.end();
+  });
+
   it('creates the jobs table with a fill factor below 100', async () => {
     const schema = freshSchema();
     await connect(schema);

@@ -20,6 +20,8 @@ export function assertSchemaName(schema: string): void {
 
 export interface MigrationReport {
   readonly applied: readonly number[];
+  /** The session's synchronous_commit: 'off' would acknowledge commits that a crash can lose. */
+  readonly synchronousCommit: string;
 }
 
 export async function migrate(client: ClientBase, schema: string, migrations: readonly Migration[] = MIGRATIONS): Promise<MigrationReport> {
@@ -46,12 +48,13 @@ export async function migrate(client: ClientBase, schema: string, migrations: re
       await client.query({ text: 'INSERT INTO schema_migrations (version, name) VALUES ($1, $2)', values: [migration.version, migration.name] });
       applied.push(migration.version);
     }
+    const setting = await client.query<{ value: string }>("SELECT current_setting('synchronous_commit') AS value");
     await client.query('COMMIT');
+    return { applied, synchronousCommit: setting.rows[0]?.value ?? 'on' };
   } catch (error) {
     await client.query('ROLLBACK').catch(() => undefined);
     throw error;
   }
-  return { applied };
 }
 
 /** Drops a schema and everything in it; for tests, which each get their own. */

@@ -20,6 +20,8 @@ export interface PgDatabaseOptions {
   readonly connectionString: string;
   readonly schema: string;
   readonly poolSize: number;
+  /** Set synchronous_commit=on for our sessions (when the server's default is off). */
+  readonly forceSynchronousCommit?: boolean;
 }
 
 /** A connection inside a transaction: queries only, no BEGIN/COMMIT of its own. */
@@ -33,7 +35,9 @@ export function clientConfig(options: Omit<PgDatabaseOptions, 'poolSize'>): pg.C
     // Names the schema too, so an operator (or a test) can tell the coordinators' connections apart.
     application_name: `leasehold:${options.schema}`.slice(0, 63),
     // The schema name is validated (migrate.ts), so it needs no quoting here.
-    options: `-c search_path=${options.schema} -c statement_timeout=30000 -c idle_in_transaction_session_timeout=60000`,
+    options:
+      `-c search_path=${options.schema} -c statement_timeout=30000 -c idle_in_transaction_session_timeout=60000` +
+      (options.forceSynchronousCommit === true ? ' -c synchronous_commit=on' : ''),
     connectionTimeoutMillis: 5_000,
     query_timeout: 35_000,
     keepAlive: true,

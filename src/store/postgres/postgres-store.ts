@@ -56,7 +56,7 @@ import { insertJobs, prepareEnqueue, type PreparedEnqueue } from './enqueue.js';
 import { completeOne, markEffectStarted, renewLease, storeCheckpoint } from './guarded-statements.js';
 import { completeBatch, failDecisionRow } from './lease-endings.js';
 import { endLeases, lockJob, type LockedRow } from './locked-rows.js';
-import { assertSchemaName, dropSchema, migrate } from './migrate.js';
+import { assertSchemaName, dropSchema, migrate, type MigrationReport } from './migrate.js';
 import { cancelInTx, reapInTx, reconcileInTx, requeueInTx, type Announced, type ReapCounts } from './operator-actions.js';
 import { clientConfig, PgDatabase, splitConnectionString } from './pg-database.js';
 import { translatePgError } from './pg-errors.js';
@@ -114,13 +114,19 @@ export class PostgresStore implements Store {
     assertSchemaName(schema);
     const poolSize = options.poolSize ?? fromUrl.poolSize ?? 10;
     if (!Number.isInteger(poolSize) || poolSize < 1) throw new Error('poolSize must be a positive integer');
-    const db = new PgDatabase({ connectionString, schema, poolSize });
+    let db = new PgDatabase({ connectionString, schema, poolSize });
     try {
       const client = await db.pool.connect();
+      let report: MigrationReport;
       try {
-        await migrate(client, schema);
+        report = await migrate(client, schema);
       } finally {
         client.release();
+      }
+      // A success answer must mean a durable commit, whatever the server's default.
+      if (report.synchronousCommit === 'off') {
+        await db.close();
+        db = new PgDatabase({ connectionString, schema, poolSize, forceSynchronousCommit: true });
       }
     } catch (error) {
       await db.close().catch(() => undefined);

@@ -81,10 +81,12 @@ export const DUE_PROBE = namedQuery(
 function leaseStatement(name: string, kindFilter: string): ReturnType<typeof namedQuery> {
   // $1 tenant, $2 max, $3 tokens (one per slot, drawn in Node), $4 worker, $5 lease ms[, $6 kinds].
   // FOR UPDATE SKIP LOCKED lets concurrent leases pass each other instead of
-  // queueing on the same rows; the attempt row is written by the same statement.
+  // queueing on the same rows. MATERIALIZED: the pick must run exactly once,
+  // or a re-scan could skip different rows. The attempt row is written by the
+  // same statement.
   return namedQuery(
     name,
-    `WITH picked AS (
+    `WITH picked AS MATERIALIZED (
        SELECT id FROM jobs
         WHERE tenant = $1 AND status = 'queued' AND run_after <= now()
           AND (deadline_at IS NULL OR deadline_at > now())${kindFilter}
