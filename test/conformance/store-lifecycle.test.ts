@@ -149,6 +149,38 @@ describe.each(backends)('store conformance ($name): lifecycle', (factory) => {
     expect(await getJob(store, job.id)).toMatchObject({ status: 'dead', lastError: { code: 'deadline_exceeded' } });
   });
 
+  it('never renews a lease past the deadline', async () => {
+    const store = backend.store;
+    const job = await enqueue(store, 'k', { deadlineMs: 20_000 });
+    const lease = await leaseOne(store, { leaseMs: 1_000 });
+    const renewed = await store.jobRenew({ tenant: TENANT, id: job.id, token: lease.token, leaseMs: 600_000 });
+    expect(renewed).toEqual({ kind: 'renewed', leaseExpiresAt: job.deadlineAt });
+  });
+
+  it('makes a job dead instead of retrying it after its deadline', async () => {
+    const store = backend.store;
+    const job = await enqueue(store, 'k', { deadlineMs: 5_000, maxAttempts: 5 });
+    const lease = await leaseOne(store);
+    // A delay of at least 5 s unless random() < 5e-6: the retry would land past the deadline.
+    const backoff = { baseMs: 1_000_000_000, maxMs: 1_000_000_000 };
+    const outcome = await store.jobFail({ tenant: TENANT, id: job.id, token: lease.token, error: ERROR, retryable: true, backoff });
+    expect(outcome).toMatchObject({ kind: 'failed', status: 'dead', runAfter: null });
+    expect((await getJob(store, job.id)).status).toBe('dead');
+  });
+
+  it('gives a requeued job a fresh deadline', async () => {
+    const store = backend.store;
+    const job = await enqueue(store, 'k', { deadlineMs: 100 });
+    await waitUntilStoreTimePasses(store, job.deadlineAt ?? 0);
+    await store.jobReapExpired();
+    expect((await getJob(store, job.id)).status).toBe('dead');
+    const requeued = await store.jobRequeue({ scope: { tenant: TENANT }, id: job.id });
+    if (requeued.kind !== 'requeued') throw new Error('expected requeued');
+    expect(requeued.job.deadlineAt ?? 0).toBeGreaterThan(job.deadlineAt ?? 0);
+    expect(requeued.job.deadlineAt).toBe(requeued.job.runAfter + 100);
+    expect((await leaseOne(store)).id).toBe(job.id);
+  });
+
   it('stores a checkpoint under the live token and hands it to the next lease', async () => {
     const store = backend.store;
     const job = await enqueue(store, 'k');
