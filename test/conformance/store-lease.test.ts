@@ -196,6 +196,38 @@ describe.each(backends)('store conformance ($name): leases', (factory) => {
     expect(await store.jobCompleteMany([])).toEqual([]);
   });
 
+  it('completes a batch of distinct jobs with results, replays and rejections', async () => {
+    const store = backend.store;
+    for (const key of ['a', 'b', 'c', 'd']) await enqueue(store, key);
+    const [a, b, c, d] = await store.jobLease(leaseParams({ max: 4 }));
+    if (a === undefined || b === undefined || c === undefined || d === undefined) throw new Error('expected four leases');
+    await store.jobComplete({ tenant: TENANT, id: d.id, token: d.token });
+    const outcomes = await store.jobCompleteMany([
+      { tenant: TENANT, id: c.id, token: c.token, result: { contentType: 'application/json', body: Buffer.from('{"c":1}') }, maxResultBytes: 100 },
+      { tenant: TENANT, id: a.id, token: a.token },
+      { tenant: TENANT, id: b.id, token: 'stale' },
+      { tenant: TENANT, id: d.id, token: d.token },
+      { tenant: TENANT, id: 'not-an-id', token: 'x' },
+      { tenant: TENANT, id: '00000000-0000-7000-8000-000000000001', token: 'x' },
+    ]);
+    expect(outcomes).toEqual([
+      { kind: 'completed', replayed: false },
+      { kind: 'completed', replayed: false },
+      { kind: 'rejected', code: 'stale_lease' },
+      { kind: 'completed', replayed: true },
+      { kind: 'rejected', code: 'not_found' },
+      { kind: 'rejected', code: 'not_found' },
+    ]);
+    expect(await store.jobCompleteMany([{ tenant: 'tenant-b', id: b.id, token: b.token }])).toEqual([{ kind: 'rejected', code: 'not_found' }]);
+    const cJob = await getJob(store, c.id);
+    expect(cJob).toMatchObject({ status: 'succeeded', result: { contentType: 'application/json', checksum: sha256Hex(Buffer.from('{"c":1}')) } });
+    expect((await getJob(store, a.id)).result).toBeNull();
+    expect((await getJob(store, b.id)).status).toBe('running');
+    const attempts = await store.jobAttempts({ scope: { tenant: TENANT }, id: c.id });
+    expect(attempts?.map((x) => x.outcome)).toEqual(['succeeded']);
+    expect(await store.jobCompleteMany([{ tenant: TENANT, id: a.id, token: a.token }])).toEqual([{ kind: 'completed', replayed: true }]);
+  });
+
   it('makes a job with a too large result dead, also through the single complete', async () => {
     const store = backend.store;
     const job = await enqueue(store, 'k');

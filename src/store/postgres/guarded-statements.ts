@@ -8,7 +8,7 @@
  */
 
 import { canonicalJson } from '../../core/canonical-json.js';
-import { sha256Hex } from '../../core/ids.js';
+import { isJobId, sha256Hex } from '../../core/ids.js';
 import { decideCompletion, decideRenew, holdsLiveLease, isPastDeadline } from '../../core/transitions.js';
 import type { CheckpointParams, CompleteOutcome, CompleteParams, RenewOutcome, RenewParams, TokenOutcome, TokenParams } from '../store.js';
 import type { LockedRow } from './locked-rows.js';
@@ -36,6 +36,41 @@ export async function renewLease(db: PgDatabase, params: RenewParams): Promise<R
   const decision = decideRenew(toSnapshot(row), params.token, params.leaseMs, row.now_ms);
   // A lease never becomes live again, so 'renew' here can only be clock rounding: refuse.
   return { kind: 'rejected', code: decision.kind === 'reject' ? decision.code : 'stale_lease' };
+}
+
+/**
+ * A batch of completions of distinct jobs whose results fit (the caller checks
+ * both): one statement, then one read to explain the items it did not apply.
+ */
+export async function completeDistinct(db: PgDatabase, params: readonly CompleteParams[]): Promise<readonly CompleteOutcome[]> {
+  const valid = params.filter((p) => isJobId(p.id)).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  const done = new Set<string>();
+  if (valid.length > 0) {
+    const applied = await db.query<{ id: string }>(
+      bind(Q.JOB_COMPLETE_MANY, [
+        valid.map((p) => p.id),
+        valid.map((p) => p.tenant),
+        valid.map((p) => p.token),
+        valid.map((p) => p.result?.contentType ?? null),
+        valid.map((p) => p.result?.body ?? null),
+        valid.map((p) => (p.result === undefined ? null : sha256Hex(p.result.body))),
+      ]),
+    );
+    for (const row of applied.rows) done.add(row.id);
+  }
+  const unexplained = valid.filter((p) => !done.has(p.id)).map((p) => p.id);
+  const rows = new Map<string, LockedRow>();
+  if (unexplained.length > 0) {
+    for (const row of (await db.query<LockedRow>(bind(Q.JOB_PEEK_MANY, [unexplained]))).rows) rows.set(row.id, row);
+  }
+  return params.map((p): CompleteOutcome => {
+    if (done.has(p.id)) return { kind: 'completed', replayed: false };
+    const row = rows.get(p.id);
+    if (row === undefined || row.tenant !== p.tenant) return { kind: 'rejected', code: 'not_found' };
+    const decision = decideCompletion(toSnapshot(row), p.token, row.now_ms);
+    if (decision.kind === 'replay') return { kind: 'completed', replayed: true };
+    return { kind: 'rejected', code: decision.kind === 'reject' ? decision.code : 'stale_lease' };
+  });
 }
 
 /** A completion whose result fits (the caller checks the size). */

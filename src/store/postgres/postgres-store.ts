@@ -53,7 +53,7 @@ import { AvailabilityListener } from './availability-listener.js';
 import * as C from './catalog-queries.js';
 import { CoalescedNotifier } from './coalesced-notifier.js';
 import { insertJobs, prepareEnqueue, type PreparedEnqueue } from './enqueue.js';
-import { completeOne, markEffectStarted, renewLease, storeCheckpoint } from './guarded-statements.js';
+import { completeDistinct, completeOne, markEffectStarted, renewLease, storeCheckpoint } from './guarded-statements.js';
 import { completeBatch, failDecisionRow } from './lease-endings.js';
 import { endLeases, lockJob, type LockedRow } from './locked-rows.js';
 import { assertSchemaName, dropSchema, migrate, type MigrationReport } from './migrate.js';
@@ -246,8 +246,7 @@ export class PostgresStore implements Store {
 
   async jobComplete(params: CompleteParams): Promise<CompleteOutcome> {
     if (!isJobId(params.id)) return { kind: 'rejected', code: 'not_found' };
-    const result = params.result;
-    if (result !== undefined && params.maxResultBytes !== undefined && result.body.length > params.maxResultBytes) {
+    if (resultTooLarge(params)) {
       // Rare: the locked path decides first, then ends the job dead.
       const [outcome] = await this.jobCompleteMany([params]);
       if (outcome === undefined) throw new Error('complete returned no outcome');
@@ -258,6 +257,10 @@ export class PostgresStore implements Store {
 
   async jobCompleteMany(params: readonly CompleteParams[]): Promise<readonly CompleteOutcome[]> {
     if (params.length === 0) return [];
+    // The common batch (each job once, every result within its limit) is one statement.
+    const distinct = new Set(params.map((p) => p.id)).size === params.length;
+    if (distinct && !params.some(resultTooLarge)) return completeDistinct(this.db, params);
+    // Otherwise decide item by item, in order, on locked rows.
     return this.db.transaction(async (tx) => {
       const ids = [...new Set(params.map((p) => p.id).filter(isJobId))];
       const rows = (await tx.query<LockedRow>(bind(Q.JOB_LOCK_MANY, [ids]))).rows;
@@ -410,3 +413,6 @@ export class PostgresStore implements Store {
   }
 }
 
+function resultTooLarge(params: CompleteParams): boolean {
+  return params.result !== undefined && params.maxResultBytes !== undefined && params.result.body.length > params.maxResultBytes;
+}

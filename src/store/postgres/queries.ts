@@ -71,6 +71,11 @@ export const JOB_PEEK = namedQuery(
   `SELECT ${JOB_COLUMNS}, ${NOW_MS} FROM jobs j WHERE j.id = $1 AND j.tenant = $2`,
 );
 
+export const JOB_PEEK_MANY = namedQuery(
+  'lh_job_peek_many',
+  `SELECT ${JOB_COLUMNS}, ${NOW_MS} FROM jobs j WHERE j.id = ANY($1::uuid[])`,
+);
+
 /** Does this tenant have leases or deadlines due? A cheap probe before each lease. */
 export const DUE_PROBE = namedQuery(
   'lh_due_probe',
@@ -146,6 +151,34 @@ export const JOB_COMPLETE_ONE = namedQuery(
      INSERT INTO job_results (job_id, content_type, body, checksum, size_bytes)
      SELECT id, $4::text, $5::bytea, $6::text, octet_length($5::bytea) FROM done WHERE $4::text IS NOT NULL
    ), attempt_row AS (
+     UPDATE job_attempts a SET ended_at = now(), outcome = 'succeeded', error_code = NULL
+       FROM done WHERE a.job_id = done.id AND a.epoch = done.epoch AND a.ended_at IS NULL
+   )
+   SELECT id::text AS id FROM done`,
+);
+
+/**
+ * JOB_COMPLETE_ONE for a batch of distinct jobs (the caller sends them in id
+ * order, so two batches over the same rows lock them in the same order).
+ * Items that match nothing are explained afterwards from JOB_PEEK_MANY.
+ */
+export const JOB_COMPLETE_MANY = namedQuery(
+  'lh_job_complete_many',
+  `WITH c AS (
+     SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::bytea[], $6::text[])
+       AS c(id, tenant, token, content_type, body, checksum)
+   ), done AS (
+     UPDATE jobs j SET status = 'succeeded', finished_at = now(), lease_expires_at = NULL, last_outcome = 'succeeded',
+            last_error_code = NULL, last_error_message = NULL
+       FROM c
+      WHERE j.id = c.id AND j.tenant = c.tenant AND j.status = 'running' AND j.lease_token = c.token
+        AND j.lease_expires_at > now() AND (j.deadline_at IS NULL OR j.deadline_at > now())
+     RETURNING j.id, j.epoch
+   ), result_rows AS (
+     INSERT INTO job_results (job_id, content_type, body, checksum, size_bytes)
+     SELECT c.id, c.content_type, c.body, c.checksum, octet_length(c.body)
+       FROM c JOIN done ON done.id = c.id WHERE c.content_type IS NOT NULL
+   ), attempt_rows AS (
      UPDATE job_attempts a SET ended_at = now(), outcome = 'succeeded', error_code = NULL
        FROM done WHERE a.job_id = done.id AND a.epoch = done.epoch AND a.ended_at IS NULL
    )
