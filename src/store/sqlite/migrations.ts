@@ -124,4 +124,11 @@ CREATE TABLE tenant_counters (
 ) WITHOUT ROWID;
 `,
   },
+  {
+    version: 2,
+    name: 'failure_class',
+    // The failure class the queue applied to the last error (src/core/failure-classes.ts), beside the
+    // error code, which for a worker's fail is the worker's own. NULL on rows written before; read as inferred.
+    sql: `ALTER TABLE jobs ADD COLUMN last_error_class TEXT;`,
+  },
 ];

@@ -7,7 +7,7 @@
 
 const JOB_COLUMNS = `j.seq, j.id, j.tenant, j.owner, j.kind, j.payload, j.status, j.attempts, j.max_attempts, j.priority,
   j.run_after, j.deadline_at, j.deadline_ms, j.lease_owner, j.lease_expires_at, j.epoch, j.lease_token, j.last_outcome,
-  j.created_at, j.started_at, j.finished_at, j.last_error_code, j.last_error_message, j.progress, j.cancel_requested,
+  j.created_at, j.started_at, j.finished_at, j.last_error_code, j.last_error_message, j.last_error_class, j.progress, j.cancel_requested,
   j.effect_started_at, j.checkpoint_step, j.checkpoint_state, j.request_hash`;
 
 const RESULT_COLUMNS = 'r.content_type AS result_content_type, r.body AS result_body, r.checksum AS result_checksum';
@@ -78,28 +78,27 @@ export const SQL = {
     FROM job_attempts a WHERE a.job_seq = ? ORDER BY a.epoch`,
 
   jobsExpiredLeases: `SELECT ${JOB_COLUMNS} FROM jobs j WHERE j.status = 'running' AND j.lease_expires_at <= ?`,
-  jobsExpiredLeasesForTenant: `SELECT ${JOB_COLUMNS} FROM jobs j WHERE j.status = 'running' AND j.lease_expires_at <= ? AND j.tenant = ?`,
-  jobsQueuedPastDeadline: `SELECT j.seq, j.tenant FROM jobs j WHERE j.status = 'queued' AND j.deadline_at IS NOT NULL AND j.deadline_at <= ?`,
+  jobsQueuedPastDeadline: `SELECT j.seq FROM jobs j WHERE j.status = 'queued' AND j.deadline_at IS NOT NULL AND j.deadline_at <= ?`,
 
   jobExpireToQueued: `UPDATE jobs SET status = 'queued', run_after = @now, lease_expires_at = NULL, last_outcome = 'expired',
-      last_error_code = 'lease_expired', last_error_message = @message
+      last_error_code = 'lease_expired', last_error_message = @message, last_error_class = 'lease_expired'
     WHERE seq = @seq AND status = 'running' AND lease_token = @token AND lease_expires_at <= @now`,
   jobExpireToEnd: `UPDATE jobs SET status = @status, lease_expires_at = NULL, last_outcome = @outcome, finished_at = @now,
-      last_error_code = @code, last_error_message = @message
+      last_error_code = @code, last_error_message = @message, last_error_class = @errorClass
     WHERE seq = @seq AND status = 'running' AND lease_token = @token AND lease_expires_at <= @now`,
   jobQueuedDeadline: `UPDATE jobs SET status = 'dead', finished_at = @now, last_error_code = 'deadline_exceeded',
-      last_error_message = @message WHERE seq = @seq AND status = 'queued'`,
+      last_error_message = @message, last_error_class = 'deadline_exceeded' WHERE seq = @seq AND status = 'queued'`,
 
   jobRenew: `UPDATE jobs SET lease_expires_at = @leaseExpiresAt, progress = COALESCE(@progress, progress)
     WHERE seq = @seq AND status = 'running' AND lease_token = @token AND lease_expires_at > @now`,
   jobSucceed: `UPDATE jobs SET status = 'succeeded', finished_at = @now, lease_expires_at = NULL, last_outcome = 'succeeded',
-      last_error_code = NULL, last_error_message = NULL
+      last_error_code = NULL, last_error_message = NULL, last_error_class = NULL
     WHERE seq = @seq AND status = 'running' AND lease_token = @token AND lease_expires_at > @now`,
   jobDeadFromRunning: `UPDATE jobs SET status = @status, finished_at = @now, lease_expires_at = NULL, last_outcome = @outcome,
-      last_error_code = @code, last_error_message = @message
+      last_error_code = @code, last_error_message = @message, last_error_class = @errorClass
     WHERE seq = @seq AND status = 'running' AND lease_token = @token AND lease_expires_at > @now`,
   jobRetry: `UPDATE jobs SET status = 'queued', run_after = @runAfter, lease_expires_at = NULL, last_outcome = 'failed',
-      last_error_code = @code, last_error_message = @message
+      last_error_code = @code, last_error_message = @message, last_error_class = 'transient'
     WHERE seq = @seq AND status = 'running' AND lease_token = @token AND lease_expires_at > @now`,
   resultInsert: `INSERT INTO job_results (job_seq, content_type, body, checksum, size_bytes) VALUES (?, ?, ?, ?, ?)`,
   jobCheckpoint: `UPDATE jobs SET checkpoint_step = @step, checkpoint_state = @state
@@ -111,13 +110,14 @@ export const SQL = {
       finished_at = NULL, lease_expires_at = NULL, cancel_requested = 0, effect_started_at = NULL
     WHERE seq = @seq AND status = @fromStatus`,
   jobCancelNow: `UPDATE jobs SET status = 'cancelled', finished_at = @now, lease_expires_at = NULL,
-      last_error_code = 'cancelled', last_error_message = 'cancelled by request'
+      last_error_code = 'cancelled', last_error_message = 'cancelled by request', last_error_class = 'cancelled'
     WHERE seq = @seq AND status = 'queued'`,
   jobCancelRequest: `UPDATE jobs SET cancel_requested = 1 WHERE seq = @seq AND status = 'running'`,
-  jobReconcileSucceeded: `UPDATE jobs SET status = 'succeeded', finished_at = @now, last_error_code = NULL, last_error_message = NULL
-    WHERE seq = @seq AND status = 'unknown'`,
+  jobReconcileSucceeded: `UPDATE jobs SET status = 'succeeded', finished_at = @now, last_error_code = NULL, last_error_message = NULL,
+      last_error_class = NULL WHERE seq = @seq AND status = 'unknown'`,
   jobReconcileDead: `UPDATE jobs SET status = 'dead', finished_at = @now, last_error_code = 'reconciled_dead',
-      last_error_message = 'marked dead by an operator after reconciliation' WHERE seq = @seq AND status = 'unknown'`,
+      last_error_message = 'marked dead by an operator after reconciliation', last_error_class = 'reconciled_dead'
+    WHERE seq = @seq AND status = 'unknown'`,
 
   statsCounts: `SELECT status, COUNT(*) AS n FROM jobs WHERE tenant = ? GROUP BY status`,
   statsTimes: `SELECT AVG(started_at - created_at) AS mean_wait, AVG(CASE WHEN status = 'succeeded' THEN finished_at - started_at END) AS mean_run

@@ -4,6 +4,7 @@
  */
 
 import type { JobStatus, Role } from '../../core/states.js';
+import { inferFailureClass, isFailureClass } from '../../core/failure-classes.js';
 import type { AttemptOutcome, JobSnapshot } from '../../core/transitions.js';
 import type { ApiKeyRecord, AttemptRecord, JobRecord, KindRecord } from '../store.js';
 
@@ -31,6 +32,7 @@ export interface JobRow {
   finished_at: number | null;
   last_error_code: string | null;
   last_error_message: string | null;
+  last_error_class: string | null;
   progress: string | null;
   cancel_requested: number;
   effect_started_at: number | null;
@@ -133,7 +135,16 @@ export function toJobRecord(row: JobWithResultRow): JobRecord {
     createdAt: row.created_at,
     startedAt: row.started_at,
     finishedAt: row.finished_at,
-    lastError: row.last_error_code === null ? null : { code: row.last_error_code, message: row.last_error_message ?? '' },
+    lastError:
+      row.last_error_code === null
+        ? null
+        : {
+            code: row.last_error_code,
+            message: row.last_error_message ?? '',
+            class: isFailureClass(row.last_error_class)
+              ? row.last_error_class
+              : inferFailureClass({ status: row.status, attempts: row.attempts, maxAttempts: row.max_attempts }, row.last_error_code),
+          },
     progress: parseJsonOrNull(row.progress),
     cancelRequested: row.cancel_requested === 1,
     effectStartedAt: row.effect_started_at,

@@ -16,6 +16,7 @@ import { dirname } from 'node:path';
 import { canonicalJson } from '../../core/canonical-json.js';
 import { systemClock, type Clock } from '../../core/clock.js';
 import { StoreUnavailableError } from '../../core/errors.js';
+import { expiryClassOf, failureClassOf } from '../../core/failure-classes.js';
 import { newJobId, newLeaseToken, sha256Hex } from '../../core/ids.js';
 import { JOB_STATUSES, type JobStatus } from '../../core/states.js';
 import {
@@ -275,7 +276,8 @@ export class SqliteStore implements Store {
 
   jobLease(params: LeaseParams): Promise<readonly LeasedJob[]> {
     return this.write((now) => {
-      this.reapInTransaction(now, params.tenant);
+      // Expired leases of every tenant are settled here (one indexed probe), so an expired job is claimable at once.
+      this.reapInTransaction(now);
       const kinds = params.kinds !== undefined && params.kinds.length > 0 ? params.kinds : null;
       const bindings = { tenant: params.tenant, workerId: params.workerId, leaseMs: params.leaseMs, max: params.max, now };
       const rows = (
@@ -351,7 +353,7 @@ export class SqliteStore implements Store {
         case 'unknown':
         case 'dead': {
           const status = decision.kind;
-          this.expectOne(this.statements.jobDeadFromRunning.run({ ...base, status, outcome: 'failed' }).changes);
+          this.expectOne(this.statements.jobDeadFromRunning.run({ ...base, status, outcome: 'failed', errorClass: failureClassOf(decision) }).changes);
           this.endAttempt(row, now, 'failed', params.error.code);
           return { kind: 'failed', status, runAfter: null, replayed: false };
         }
@@ -427,7 +429,7 @@ export class SqliteStore implements Store {
   }
 
   jobReapExpired(): Promise<ReapOutcome> {
-    return this.write((now) => this.reapInTransaction(now, null), true);
+    return this.write((now) => this.reapInTransaction(now), true);
   }
 
   async stats(params: { readonly tenant: string }): Promise<TenantStats> {
@@ -533,6 +535,7 @@ export class SqliteStore implements Store {
           outcome: 'failed',
           code: 'result_too_large',
           message: `the result is ${result.body.length} bytes; the kind allows ${params.maxResultBytes}`,
+          errorClass: 'result_too_large',
         }).changes,
       );
       this.endAttempt(row, now, 'failed', 'result_too_large');
@@ -547,14 +550,12 @@ export class SqliteStore implements Store {
     return { kind: 'completed', replayed: false };
   }
 
-  private reapInTransaction(now: number, tenant: string | null): ReapOutcome {
+  private reapInTransaction(now: number): ReapOutcome {
     const counts = { requeued: 0, dead: 0, unknown: 0, cancelled: 0, deadlineExpired: 0 };
-    const expired = (
-      tenant === null ? this.statements.jobsExpiredLeases.all(now) : this.statements.jobsExpiredLeasesForTenant.all(now, tenant)
-    ) as JobRow[];
+    const expired = this.statements.jobsExpiredLeases.all(now) as JobRow[];
     for (const row of expired) {
       const decision = decideLeaseExpiry(toSnapshot(row), now);
-      const bindings = { seq: row.seq, token: row.lease_token, now };
+      const bindings = { seq: row.seq, token: row.lease_token, now, errorClass: expiryClassOf(decision) };
       this.statements.counterAddExpiration.run(row.tenant);
       switch (decision.kind) {
         case 'requeue':
@@ -593,8 +594,7 @@ export class SqliteStore implements Store {
         }
       }
     }
-    for (const row of this.statements.jobsQueuedPastDeadline.all(now) as { seq: number; tenant: string }[]) {
-      if (tenant !== null && row.tenant !== tenant) continue;
+    for (const row of this.statements.jobsQueuedPastDeadline.all(now) as { seq: number }[]) {
       counts.deadlineExpired += this.statements.jobQueuedDeadline.run({ seq: row.seq, now, message: DEADLINE_MESSAGE }).changes;
     }
     return counts;
