@@ -41,7 +41,7 @@ export function toWireJob(record: JobRecord): Job {
     createdAt: toRfc3339(record.createdAt),
     startedAt: toRfc3339OrNull(record.startedAt),
     finishedAt: toRfc3339OrNull(record.finishedAt),
-    lastError: record.lastError === null ? null : { code: record.lastError.code, message: record.lastError.message },
+    lastError: record.lastError === null ? null : { code: record.lastError.code, message: record.lastError.message, class: record.lastError.class },
     result: jsonResultOf(record),
     progress: record.progress ?? null,
     cancelRequested: record.cancelRequested,

@@ -8,6 +8,7 @@
  */
 
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
+import { FAILURE_CLASS_NAMES } from '../core/failure-classes.js';
 import { JOB_STATUSES } from '../core/states.js';
 
 const Timestamp = Type.String({ format: 'date-time', description: 'RFC 3339, UTC' });
@@ -34,6 +35,11 @@ export const LIMITS = Object.freeze({
 });
 
 export const JobStatusSchema = Type.Union(JOB_STATUSES.map((s) => Type.Literal(s)));
+
+export const FailureClassSchema = Type.Union(
+  FAILURE_CLASS_NAMES.map((c) => Type.Literal(c)),
+  { description: 'Which rule of the queue applied to the last error (docs/ERRORS.md, "Failure classes")' },
+);
 
 export const KindName = Type.String({ minLength: 1, maxLength: LIMITS.kindLength, pattern: '^[A-Za-z0-9][A-Za-z0-9._:-]*$' });
 
@@ -86,7 +92,14 @@ export const Job = Type.Object(
     createdAt: Timestamp,
     startedAt: NullableTimestamp,
     finishedAt: NullableTimestamp,
-    lastError: Type.Union([Type.Object({ code: Type.String(), message: Type.String() }), Type.Null()]),
+    lastError: Type.Union([
+      Type.Object({
+        code: Type.String({ description: "The code that ended the attempt: the worker's own for a fail, else the queue's" }),
+        message: Type.String(),
+        class: FailureClassSchema,
+      }),
+      Type.Null(),
+    ]),
     result: Type.Unknown({ description: 'The JSON result once succeeded, else null' }),
     progress: Type.Unknown(),
     cancelRequested: Type.Boolean(),

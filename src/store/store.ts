@@ -16,6 +16,7 @@
  */
 
 import type { BackoffPolicy } from '../core/backoff.js';
+import type { FailureClass } from '../core/failure-classes.js';
 import type { JobStatus, Role } from '../core/states.js';
 import type { AttemptOutcome } from '../core/transitions.js';
 
@@ -31,6 +32,11 @@ export interface JobScope {
 export interface JobError {
   readonly code: string;
   readonly message: string;
+}
+
+/** A job's last error as stored: the code that ended the attempt, and the failure class the queue applied. */
+export interface StoredJobError extends JobError {
+  readonly class: FailureClass;
 }
 
 export interface Checkpoint {
@@ -64,7 +70,7 @@ export interface JobRecord {
   /** When the first attempt started. */
   readonly startedAt: number | null;
   readonly finishedAt: number | null;
-  readonly lastError: JobError | null;
+  readonly lastError: StoredJobError | null;
   readonly progress: unknown;
   readonly cancelRequested: boolean;
   readonly effectStartedAt: number | null;

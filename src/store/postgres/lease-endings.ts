@@ -7,6 +7,7 @@
  */
 
 import { JOB_FAILURE_CODES } from '../../core/errors.js';
+import { expiryClassOf, failureClassOf, type FailureClass } from '../../core/failure-classes.js';
 import {
   decideCompletion,
   decideLeaseExpiry,
@@ -25,6 +26,8 @@ export interface EndLease {
   /** Stored as the job's last error; null clears it. */
   readonly code: string | null;
   readonly message: string | null;
+  /** The failure class stored with the last error; null with a null code. */
+  readonly errorClass: FailureClass | null;
   /** For 'queued': when it may run again; null means now. */
   readonly runAfter: number | null;
   /** Stored on the attempt row. */
@@ -69,6 +72,7 @@ export function completeBatch(
         outcome: 'failed',
         code: 'result_too_large',
         message: `the result is ${result.body.length} bytes; the kind allows ${p.maxResultBytes}`,
+        errorClass: 'result_too_large',
         runAfter: null,
         attemptCode: 'result_too_large',
         result: null,
@@ -84,6 +88,7 @@ export function completeBatch(
       outcome: 'succeeded',
       code: null,
       message: null,
+      errorClass: null,
       runAfter: null,
       attemptCode: null,
       result,
@@ -108,6 +113,7 @@ export function failDecisionRow(
     outcome: 'failed',
     code: params.error.code,
     message: params.error.message,
+    errorClass: failureClassOf(decision),
     runAfter: decision.kind === 'retry' ? decision.runAfter : null,
     attemptCode: params.error.code,
     result: null,
@@ -124,7 +130,7 @@ export function reapBatch(rows: readonly SnapshotRow[]): {
   const counts = { requeued: 0, dead: 0, unknown: 0, cancelled: 0 };
   const endings = rows.map((row): EndLease => {
     const decision = decideLeaseExpiry(toSnapshot(row), row.now_ms);
-    const base = { id: row.id, token: row.lease_token ?? '', runAfter: null, result: null };
+    const base = { id: row.id, token: row.lease_token ?? '', runAfter: null, result: null, errorClass: expiryClassOf(decision) };
     switch (decision.kind) {
       case 'requeue':
         counts.requeued++;

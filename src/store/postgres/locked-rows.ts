@@ -57,6 +57,7 @@ export async function endLeases(tx: TxClient, endings: readonly EndLease[], live
       withResult.map((e) => e.result?.contentType ?? ''),
       withResult.map((e) => e.result?.body ?? Buffer.alloc(0)),
       withResult.map((e) => (e.result === null ? '' : sha256Hex(e.result.body))),
+      endings.map((e) => e.errorClass),
     ]),
   );
   if (moved.rows.length !== endings.length) {

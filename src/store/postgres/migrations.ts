@@ -153,4 +153,10 @@ CREATE TABLE tenant_counters (
 );
 `,
   },
+  {
+    version: 2,
+    name: 'failure_class',
+    // The failure class of the last error (src/core/failure-classes.ts); NULL on older rows, read as inferred.
+    sql: `ALTER TABLE jobs ADD COLUMN last_error_class text;`,
+  },
 ];

@@ -194,13 +194,13 @@ export const JOB_COMPLETE_MANY = namedQuery(
 export const JOB_END_LEASES = namedQuery(
   'lh_job_end_leases',
   `WITH d AS (
-     SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::float8[], $8::text[])
-       AS d(id, token, status, outcome, code, message, run_after, attempt_code)
+     SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::float8[], $8::text[], $14::text[])
+       AS d(id, token, status, outcome, code, message, run_after, attempt_code, error_class)
    ), moved AS (
      UPDATE jobs j SET status = d.status, last_outcome = d.outcome, lease_expires_at = NULL,
             run_after = CASE WHEN d.status = 'queued' THEN coalesce(${ts('d.run_after')}, now()) ELSE j.run_after END,
             finished_at = CASE WHEN d.status = 'queued' THEN j.finished_at ELSE now() END,
-            last_error_code = d.code, last_error_message = d.message
+            last_error_code = d.code, last_error_message = d.message, last_error_class = d.error_class
        FROM d
       WHERE j.id = d.id AND j.status = 'running' AND j.lease_token = d.token AND (j.lease_expires_at > now()) = $9
      RETURNING j.id, j.epoch, j.tenant, d.status, d.outcome, d.attempt_code
@@ -250,7 +250,8 @@ export const COUNTER_ADD_EXPIRATIONS = namedQuery(
 /** Queued jobs past their deadline are never leased (the lease WHERE); this ends them. */
 export const QUEUED_PAST_DEADLINE = namedQuery(
   'lh_queued_past_deadline',
-  `UPDATE jobs j SET status = 'dead', finished_at = now(), last_error_code = 'deadline_exceeded', last_error_message = $2
+  `UPDATE jobs j SET status = 'dead', finished_at = now(), last_error_code = 'deadline_exceeded', last_error_message = $2,
+          last_error_class = 'deadline_exceeded'
     WHERE j.id IN (SELECT id FROM jobs WHERE status = 'queued' AND deadline_at <= now() AND ($1::text IS NULL OR tenant = $1)
                    LIMIT $3 FOR UPDATE SKIP LOCKED)
       AND j.status = 'queued' AND j.deadline_at <= now()
@@ -270,7 +271,7 @@ export const JOB_REQUEUE = namedQuery(
 export const JOB_CANCEL_NOW = namedQuery(
   'lh_job_cancel_now',
   `UPDATE jobs j SET status = 'cancelled', finished_at = now(), lease_expires_at = NULL,
-          last_error_code = 'cancelled', last_error_message = 'cancelled by request'
+          last_error_code = 'cancelled', last_error_message = 'cancelled by request', last_error_class = 'cancelled'
     WHERE j.id = $1 AND j.status = 'queued'
    RETURNING j.id`,
 );
@@ -290,7 +291,7 @@ export const JOB_RECONCILE_SUCCEEDED = namedQuery(
 export const JOB_RECONCILE_DEAD = namedQuery(
   'lh_job_reconcile_dead',
   `UPDATE jobs j SET status = 'dead', finished_at = now(), last_error_code = 'reconciled_dead',
-          last_error_message = 'marked dead by an operator after reconciliation'
+          last_error_message = 'marked dead by an operator after reconciliation', last_error_class = 'reconciled_dead'
     WHERE j.id = $1 AND j.status = 'unknown'
    RETURNING j.id`,
 );

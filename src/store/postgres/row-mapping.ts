@@ -5,6 +5,7 @@
  * the values the schema constrains, so that a drifted schema fails loudly.
  */
 
+import { inferFailureClass, isFailureClass } from '../../core/failure-classes.js';
 import { isJobStatus, isRole, type JobStatus, type Role } from '../../core/states.js';
 import { ATTEMPT_OUTCOMES, type AttemptOutcome, type JobSnapshot } from '../../core/transitions.js';
 import type { ApiKeyRecord, AttemptRecord, Checkpoint, JobRecord, JobResult, KindRecord, LeasedJob } from '../store.js';
@@ -34,6 +35,7 @@ export interface JobRow {
   readonly finished_at: number | null;
   readonly last_error_code: string | null;
   readonly last_error_message: string | null;
+  readonly last_error_class: string | null;
   readonly progress: unknown;
   readonly cancel_requested: boolean;
   readonly effect_started_at: number | null;
@@ -88,7 +90,16 @@ export function toJobRecord(row: JobRow): JobRecord {
     createdAt: row.created_at,
     startedAt: row.started_at,
     finishedAt: row.finished_at,
-    lastError: row.last_error_code === null ? null : { code: row.last_error_code, message: row.last_error_message ?? '' },
+    lastError:
+      row.last_error_code === null
+        ? null
+        : {
+            code: row.last_error_code,
+            message: row.last_error_message ?? '',
+            class: isFailureClass(row.last_error_class)
+              ? row.last_error_class
+              : inferFailureClass({ status: toStatus(row.status), attempts: row.attempts, maxAttempts: row.max_attempts }, row.last_error_code),
+          },
     progress: row.progress ?? null,
     cancelRequested: row.cancel_requested,
     effectStartedAt: row.effect_started_at,

@@ -72,7 +72,7 @@ export const JOB_COLUMNS = `
   ${ms('j.run_after')} AS run_after, ${ms('j.deadline_at')} AS deadline_at,
   j.lease_owner, ${ms('j.lease_expires_at')} AS lease_expires_at, j.epoch, j.lease_token, j.last_outcome,
   ${ms('j.created_at')} AS created_at, ${ms('j.started_at')} AS started_at, ${ms('j.finished_at')} AS finished_at,
-  j.last_error_code, j.last_error_message, j.progress, j.cancel_requested,
+  j.last_error_code, j.last_error_message, j.last_error_class, j.progress, j.cancel_requested,
   ${ms('j.effect_started_at')} AS effect_started_at, j.checkpoint_step, j.checkpoint_state`;
 
 /** The result columns, from alias `r` (a LEFT JOIN, so all may be NULL). */
