@@ -26,7 +26,9 @@ export interface JobContext<Payload = unknown> {
    * Aborted when the lease is lost (renewal answered 409 or could not reach
    * the coordinator before the lease ran out), the job was cancelled or
    * passed its deadline, or a shutdown's grace period ended. After an abort
-   * the worker neither completes nor fails the job: the lease decides.
+   * the worker does not complete the job: the lease decides. After a cancel
+   * (`signal.reason.code === 'cancelled'`) it fails the job with its still
+   * live token, so the job is `cancelled` at once.
    */
   readonly signal: AbortSignal;
   /** The job's overall deadline, or null. */

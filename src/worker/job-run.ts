@@ -5,8 +5,14 @@
  * renewal refused with 409 (the lease went stale, the job was cancelled or
  * passed its deadline) aborts the handler's signal; so does a renewal that
  * cannot reach the coordinator before the lease would have run out. Once
- * aborted, the run neither completes nor fails the job: another worker may
- * hold it now, and the coordinator's lease expiry decides what happens.
+ * aborted, the run does not complete the job: another worker may hold it
+ * now, and the coordinator's lease expiry decides what happens.
+ *
+ * One abort is different: `cancelled`. The coordinator refuses the renewal
+ * because someone cancelled the job, not because this lease is gone, so the
+ * token is still live. The run sends a fail with it (code `cancelled`, not
+ * retryable), which the store turns into `cancelled` at once instead of one
+ * lease length later.
  *
  * Lease horizons are measured on this host's clock from the moment the lease
  * or renew request was sent, which is never later than the coordinator's own
@@ -83,11 +89,20 @@ export class JobRun {
     return { handlerDone, settled };
   }
 
-  /** Aborts the handler's signal and gives up the job without touching its lease. */
+  /**
+   * Aborts the handler's signal and gives up the job. The lease is left alone,
+   * except after a cancel: then the still-live token acknowledges it with a
+   * fail, and the run settles once that answer arrived (or the lease ran out).
+   */
   abandon(code: AbortCode, message: string): void {
     if (this.controller.signal.aborted) return;
     this.controller.abort(new JobAbortedError(code, message));
     this.finish();
+    if (code === 'cancelled') {
+      this.deps.logger.info({ ...this.fields, reason: code }, 'job cancelled; handler aborted');
+      void this.fail({ code: 'cancelled', message: 'the job was cancelled; the worker aborted its handler', retryable: false }).finally(() => this.onAbandon?.());
+      return;
+    }
     this.onAbandon?.();
     this.deps.logger.warn({ ...this.fields, reason: code }, 'job aborted; leaving it to its lease');
   }

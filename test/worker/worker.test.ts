@@ -99,7 +99,7 @@ describe('worker', () => {
       return current.status === 'dead' ? current : undefined;
     });
     expect(dead.attempts).toBe(1);
-    expect(dead.lastError).toEqual({ code: 'bad_input', message: 'input is not valid' });
+    expect(dead.lastError).toEqual({ code: 'bad_input', message: 'input is not valid', class: 'permanent' });
   });
 
   it('aborts the handler when a renewal is refused (stale lease) and does not complete that attempt', async () => {
@@ -139,7 +139,7 @@ describe('worker', () => {
     expect(attempts[attempts.length - 1]?.outcome).toBe('succeeded');
   });
 
-  it('aborts a running handler when its job is cancelled, and neither completes nor fails it', async () => {
+  it('cancelling a running job aborts its handler, and the worker ends the job cancelled at once with its live token', async () => {
     const live = await coordinator();
     const started = deferred<string>();
     const reason = deferred<unknown>();
@@ -152,7 +152,9 @@ describe('worker', () => {
           return { finished: true };
         },
       },
-      { leaseMs: 1_000 },
+      // Renewed every second: the cancel is seen within about a second, while the lease itself
+      // would only run out at least two seconds after the cancel.
+      { leaseMs: 3_000 },
     );
     const producer = live.client('producer');
     const { job } = await producer.enqueue({ kind: 'long', payload: {} });
@@ -166,6 +168,12 @@ describe('worker', () => {
     });
     expect(final.status).toBe('cancelled');
     expect(final.result).toBeNull();
+    expect(final.lastError).toMatchObject({ code: 'cancelled', class: 'cancelled' });
+    // Ended by the worker's fail under the live token (outcome `failed`), not by the lease running out
+    // (which would record the outcome `cancelled`).
+    const attempts = await live.client('admin').attempts(job.id);
+    expect(attempts).toHaveLength(1);
+    expect(attempts[0]).toMatchObject({ outcome: 'failed', errorCode: 'cancelled' });
   });
 
   it('sends progress with the next renewal and completes with a binary result', async () => {
