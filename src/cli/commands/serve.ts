@@ -1,6 +1,7 @@
 /**
- * `leasehold serve`: opens the store named by --db, builds the coordinator
- * and listens. SIGINT/SIGTERM close the HTTP server first (parked long polls
+ * `leasehold serve`: checks the configuration (--config and the setting
+ * flags, see serve-config.ts), opens the store named by --db, builds the
+ * coordinator and listens. SIGINT/SIGTERM close the HTTP server first (parked long polls
  * answer 204, requests in flight finish) and the store after it, so no
  * acknowledged write is cut off.
  */
@@ -10,36 +11,40 @@ import type { FastifyInstance } from 'fastify';
 import type { Store } from '../../store/store.js';
 import { integerOption, requireOption, stringOption, type Command } from '../command.js';
 import { describeDb, openStore } from '../open-store.js';
+import { CONFIG_DETAILS, CONFIG_OPTIONS, serveConfig } from '../serve-config.js';
 
 export const serveCommand: Command = {
   name: 'serve',
   summary: 'Run the coordinator over a SQLite file or a PostgreSQL database.',
-  usage: 'serve --db FILE|postgres://… --port N [--host H]',
+  usage: 'serve --db FILE|postgres://… --port N [--host H] [--config FILE.json] [setting flags]',
   details: [
     '--db FILE|URL          SQLite file or postgres:// URL (default: $LEASEHOLD_DB)',
     '--port N               port to listen on (0: any free port; default $PORT or 8080)',
     '--host H               address to bind (default 127.0.0.1)',
     '--log-level LEVEL      pino level (default info)',
+    ...CONFIG_DETAILS,
   ],
-  options: { db: { type: 'string' }, port: { type: 'string' }, host: { type: 'string' }, 'log-level': { type: 'string' } },
+  options: { db: { type: 'string' }, port: { type: 'string' }, host: { type: 'string' }, 'log-level': { type: 'string' }, ...CONFIG_OPTIONS },
   forceExit: true,
   async run({ values, io }) {
     const db = requireOption(values, 'db', serveCommand, io.env['LEASEHOLD_DB']);
     const port = integerOption(values, 'port', serveCommand, { min: 0, max: 65_535 }) ?? defaultPort(io.env['PORT']);
     const host = stringOption(values, 'host') ?? '127.0.0.1';
+    // Before the store is opened: a configuration mistake should not touch the database.
+    const config = await serveConfig(values, serveCommand);
     // Loaded here, not at the top: `leasehold --help` should not pay for Fastify.
     const [{ pino }, { buildCoordinator }] = await Promise.all([import('pino'), import('../../coordinator/app.js')]);
     const logger = pino({ name: 'leasehold', level: stringOption(values, 'log-level') ?? 'info' });
     const store = await openStore(db);
     let app: FastifyInstance;
     try {
-      app = await buildCoordinator({ store, logger });
+      app = await buildCoordinator({ store, logger, config });
       await app.listen({ port, host });
     } catch (error) {
       await store.close();
       throw error;
     }
-    logger.info({ db: describeDb(db), backend: store.backend }, `listening on ${listeningUrl(app, host)}`);
+    logger.info({ db: describeDb(db), backend: store.backend, config }, `listening on ${listeningUrl(app, host)}`);
     await untilSignal(logger);
     await closeAll(app, store, logger);
     return 0;

@@ -1,0 +1,112 @@
+/**
+ * Where `leasehold serve` takes the coordinator's configuration from: an
+ * optional JSON file (`--config FILE`, the shape of CoordinatorConfigInput)
+ * with flags on top, one flag per setting. Everything is checked before the
+ * store is opened, and every problem — an unreadable file, a flag that is not
+ * a number, a value out of range — is reported in one error, so an operator
+ * fixes them all in one go.
+ */
+
+import { readFileSync } from 'node:fs';
+import type { CoordinatorConfig } from '../coordinator/config.js';
+import { UsageError, type Command, type OptionSpec, type Values } from './command.js';
+
+interface ConfigFlag {
+  readonly flag: string;
+  /** Where the value goes in the config object. */
+  readonly path: readonly [string] | readonly [string, string];
+  readonly type: 'integer' | 'limit' | 'boolean';
+  readonly help: string;
+}
+
+/** Every setting of the coordinator that `serve` exposes as a flag, in the order --help shows them. */
+export const CONFIG_FLAGS: readonly ConfigFlag[] = [
+  { flag: 'max-pending-jobs', path: ['backpressure', 'maxPendingJobs'], type: 'limit', help: 'queued + running jobs per tenant before POST /jobs answers 503 (default unlimited)' },
+  { flag: 'max-oldest-available-age-ms', path: ['backpressure', 'maxOldestAvailableAgeMs'], type: 'limit', help: 'age of the oldest available job per tenant before 503 (default unlimited)' },
+  { flag: 'max-storage-bytes', path: ['backpressure', 'maxStorageBytes'], type: 'limit', help: 'payload + result bytes per tenant before 503 (default unlimited)' },
+  { flag: 'backpressure-stats-cache-ms', path: ['backpressure', 'statsCacheMs'], type: 'integer', help: 'how long a tenant\'s backpressure snapshot is reused (default 1000)' },
+  { flag: 'require-registered-kinds', path: ['requireRegisteredKinds'], type: 'boolean', help: 'refuse unregistered kinds even for tenants that registered none' },
+  { flag: 'default-lease-ms', path: ['defaultLeaseMs'], type: 'integer', help: 'lease length when the request and the kind name none (default 30000)' },
+  { flag: 'default-max-attempts', path: ['defaultMaxAttempts'], type: 'integer', help: 'attempt budget when the request and the kind name none (default 5)' },
+  { flag: 'backoff-base-ms', path: ['defaultBackoff', 'baseMs'], type: 'integer', help: 'retry backoff base for jobs without a kind (default 1000)' },
+  { flag: 'backoff-max-ms', path: ['defaultBackoff', 'maxMs'], type: 'integer', help: 'retry backoff cap for jobs without a kind (default 300000)' },
+  { flag: 'reaper-interval-ms', path: ['reaperIntervalMs'], type: 'integer', help: 'how often expired leases and deadlines are applied; 0 disables (default 1000)' },
+  { flag: 'poll-interval-seconds', path: ['pollIntervalSeconds'], type: 'integer', help: 'Retry-After suggested to producers polling a job (default 1)' },
+  { flag: 'body-limit-bytes', path: ['bodyLimitBytes'], type: 'integer', help: 'largest request body (default 1048576)' },
+  { flag: 'batch-body-limit-bytes', path: ['batchBodyLimitBytes'], type: 'integer', help: 'largest POST /jobs/batch and POST /complete body (default 16777216)' },
+  { flag: 'lease-recheck-ms', path: ['leaseRecheckMs'], type: 'integer', help: 'how often a long poll re-checks for delayed jobs (default 250)' },
+  { flag: 'auth-cache-ms', path: ['authCacheMs'], type: 'integer', help: 'how long a looked-up API key is trusted (default 1000)' },
+  { flag: 'kind-cache-ms', path: ['kindCacheMs'], type: 'integer', help: 'how long a tenant\'s kind registry is reused (default 1000)' },
+];
+
+export const CONFIG_OPTIONS: OptionSpec = Object.fromEntries([
+  ['config', { type: 'string' }],
+  ...CONFIG_FLAGS.map((f) => [f.flag, { type: f.type === 'boolean' ? 'boolean' : 'string' }]),
+]) as OptionSpec;
+
+export const CONFIG_DETAILS: readonly string[] = [
+  '--config FILE          JSON file with any of the settings below (nested: {"backpressure":{"maxPendingJobs":1000}}); flags win',
+  ...CONFIG_FLAGS.map((f) => {
+    const name = `--${f.flag}${f.type === 'boolean' ? '' : f.type === 'limit' ? ' N|unlimited' : ' N'}`;
+    return name.length < 23 ? `${name.padEnd(23)}${f.help}` : `${name}  ${f.help}`;
+  }),
+];
+
+/**
+ * The resolved, frozen configuration from --config and the flags, or a
+ * UsageError that lists every problem found.
+ */
+export async function serveConfig(values: Values, command: Command, read: (path: string) => string = (p) => readFileSync(p, 'utf8')): Promise<CoordinatorConfig> {
+  const problems: string[] = [];
+  let input: Record<string, unknown> = {};
+  const file = values['config'];
+  if (typeof file === 'string') {
+    try {
+      const parsed: unknown = JSON.parse(read(file));
+      if (parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed)) input = parsed as Record<string, unknown>;
+      else problems.push(`--config ${file}: the file must hold a JSON object`);
+    } catch (error) {
+      const reason = error instanceof SyntaxError ? `not valid JSON (${error.message})` : `cannot be read (${(error as { code?: string }).code ?? 'error'})`;
+      problems.push(`--config ${file}: ${reason}`);
+    }
+  }
+  for (const spec of CONFIG_FLAGS) {
+    const raw = values[spec.flag];
+    if (raw === undefined) continue;
+    let value: unknown = raw;
+    if (spec.type !== 'boolean') {
+      const text = String(raw).trim();
+      if (spec.type === 'limit' && text === 'unlimited') value = null;
+      else if (/^-?\d+$/.test(text)) value = Number(text);
+      else {
+        problems.push(`--${spec.flag} must be an integer${spec.type === 'limit' ? ' or "unlimited"' : ''}`);
+        continue;
+      }
+    }
+    input = withValue(input, spec.path, value);
+  }
+  const { CoordinatorConfigError, resolveConfig } = await import('../coordinator/config.js');
+  try {
+    const config = resolveConfig(input);
+    if (problems.length === 0) return config;
+  } catch (error) {
+    if (!(error instanceof CoordinatorConfigError)) throw error;
+    problems.push(...error.problems.map(nameFlag));
+  }
+  throw new UsageError(`invalid configuration:\n  - ${problems.join('\n  - ')}`, command);
+}
+
+function withValue(input: Record<string, unknown>, path: ConfigFlag['path'], value: unknown): Record<string, unknown> {
+  const [head, leaf] = path;
+  if (leaf === undefined) return { ...input, [head]: value };
+  const inner = input[head];
+  // A non-object here is reported by resolveConfig; the flag then replaces it so its own value is still checked.
+  const base = inner !== null && typeof inner === 'object' && !Array.isArray(inner) ? (inner as Record<string, unknown>) : {};
+  return { ...input, [head]: { ...base, [leaf]: value } };
+}
+
+/** resolveConfig names settings by their config path; add the flag that sets each. */
+function nameFlag(problem: string): string {
+  const spec = CONFIG_FLAGS.find((f) => problem.startsWith(`${f.path.join('.')} `));
+  return spec === undefined ? problem : `${problem} (--${spec.flag})`;
+}
