@@ -229,6 +229,43 @@ describe('client: errors', () => {
     }
   });
 
+  it('accepts a result only when its bytes match every checksum header it came with', async () => {
+    const original = Buffer.from('{"value":1}');
+    const sha = createHash('sha256').update(original).digest();
+    const etag = `"${sha.toString('hex')}"`;
+    const digest = `sha-256=:${sha.toString('base64')}:`;
+    // What an intermediary could do to the answer: change the bytes, or the digest header, or drop both headers.
+    const answers: Record<string, { body: Buffer; headers: Record<string, string> }> = {
+      '/jobs/intact/result': { body: original, headers: { etag, 'repr-digest': digest } },
+      '/jobs/body-changed/result': { body: Buffer.from('{"value":2}'), headers: { etag, 'repr-digest': digest } },
+      '/jobs/digest-changed/result': { body: original, headers: { etag, 'repr-digest': `sha-256=:${Buffer.alloc(32).toString('base64')}:` } },
+      '/jobs/unchecked/result': { body: original, headers: {} },
+    };
+    const server: Server = createServer((request, response) => {
+      const answer = answers[request.url ?? ''];
+      response.writeHead(answer === undefined ? 404 : 200, { 'content-type': 'application/json', ...(answer?.headers ?? {}) });
+      response.end(answer?.body ?? '{"error":{"code":"not_found","message":"no"}}');
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as { port: number };
+    const client = new LeaseholdClient({ baseUrl: `http://127.0.0.1:${port}`, apiKey: 'k' });
+    try {
+      expect((await client.getResult('intact')).value).toEqual({ value: 1 });
+      const codes = await Promise.all(
+        ['body-changed', 'digest-changed', 'unchecked'].map((id) =>
+          client.getResult(id).then(
+            () => 'accepted',
+            (error: unknown) => (error instanceof LeaseholdIntegrityError ? error.code : String(error)),
+          ),
+        ),
+      );
+      expect(codes).toEqual(['checksum_mismatch', 'checksum_mismatch', 'checksum_missing']);
+    } finally {
+      await client.close();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
+  });
+
   it('reads a 404 result_not_ready before the job succeeded', async () => {
     const { job } = await producer.enqueue({ kind: 'c-not-ready', payload: null });
     const error = await producer.getResult(job.id).catch((e: unknown) => e);

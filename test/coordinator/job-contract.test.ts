@@ -169,6 +169,11 @@ describe('cancellation', () => {
     const renew = await post(h.app, h.keys.worker, `/jobs/${id}/renew`, { token });
     expect(renew.statusCode).toBe(409);
     expect(errorCode(renew)).toBe('cancelled');
+    // The worker's answer to that 409: a fail with its still-live token ends the job cancelled at once.
+    const acknowledged = await post(h.app, h.keys.worker, `/jobs/${id}/fail`, { token, error: { code: 'cancelled', message: 'aborted' }, retryable: false });
+    expect(acknowledged.json()).toEqual({ status: 'cancelled' });
+    const job = (await get(h.app, h.keys.producer, `/jobs/${id}`)).json() as { status: string; lastError: unknown };
+    expect(job).toMatchObject({ status: 'cancelled', lastError: { code: 'cancelled', class: 'cancelled' } });
 
     // Cancelling a cancelled job again is harmless.
     const ended = await post(h.app, h.keys.producer, `/jobs/${queued}/cancel`);
