@@ -110,7 +110,7 @@ export const deadCommand: Command = {
     }
     if (page.jobs.length === 0) io.out('no dead jobs');
     for (const job of page.jobs) {
-      io.out(`${job.id}  ${job.kind}  attempts ${job.attempts}/${job.maxAttempts}  ${job.finishedAt ?? ''}  ${job.lastError === null ? '' : `${job.lastError.code}: ${job.lastError.message}`}`);
+      io.out(`${job.id}  ${job.kind}  attempts ${job.attempts}/${job.maxAttempts}  ${job.finishedAt ?? ''}  ${job.lastError === null ? '' : `${job.lastError.class} ${job.lastError.code}: ${job.lastError.message}`}`);
     }
     if (page.nextCursor !== null) io.out(`more: --cursor ${page.nextCursor}`);
     return 0;
@@ -159,7 +159,7 @@ function printJob(io: Io, job: Job): void {
   io.out(`attempts ${job.attempts}/${job.maxAttempts}  priority ${job.priority}  epoch ${job.epoch}`);
   io.out(`created ${job.createdAt}  run after ${job.runAfter}  started ${job.startedAt ?? '-'}  finished ${job.finishedAt ?? '-'}`);
   if (job.deadlineAt !== null) io.out(`deadline ${job.deadlineAt}`);
-  if (job.lastError !== null) io.out(`last error ${job.lastError.code}: ${job.lastError.message}`);
+  if (job.lastError !== null) io.out(`last error ${job.lastError.code} (${job.lastError.class}): ${job.lastError.message}`);
   if (job.progress !== null && job.progress !== undefined) io.out(`progress ${JSON.stringify(job.progress)}`);
   if (job.result !== null && job.result !== undefined) io.out(`result ${JSON.stringify(job.result)}`);
 }
