@@ -30,12 +30,18 @@ export const ERROR_CODES = {
 
 export type ErrorCode = keyof typeof ERROR_CODES;
 
-/** Codes stored on a job as its last error when the queue itself ends an attempt. */
+/**
+ * Codes stored on a job as its last error when the queue itself ends an
+ * attempt or a job. A worker's fail stores the worker's own code instead; the
+ * failure class (failure-classes.ts) says which rule applied in both cases.
+ */
 export const JOB_FAILURE_CODES = {
   lease_expired: 'the lease expired before the worker completed or failed the job',
   deadline_exceeded: 'the job passed its overall deadline',
   result_too_large: "the result is larger than the kind's maxResultBytes",
-  attempts_exhausted: 'the job failed on its last allowed attempt',
+  effect_unknown: 'the lease expired after the handler started an external effect; reconcile it',
+  cancelled: 'cancelled by request',
+  reconciled_dead: 'marked dead by an operator after reconciliation',
 } as const;
 
 export class LeaseholdError extends Error {

@@ -82,8 +82,9 @@ export function decideFailure(job: JobSnapshot, token: string, input: FailureInp
     return { kind: 'replay' };
   }
   if (!holdsLiveLease(job, token, now)) return { kind: 'reject', code: 'stale_lease' };
-  if (job.cancelRequested) return { kind: 'cancelled' };
+  // As at lease expiry, a declared effect comes first: even a cancelled job must show that the effect may have happened.
   if (job.effectStartedAt !== null) return { kind: 'unknown' };
+  if (job.cancelRequested) return { kind: 'cancelled' };
   if (!input.retryable) return { kind: 'dead', code: 'permanent' };
   if (job.attempts >= job.maxAttempts) return { kind: 'dead', code: 'attempts_exhausted' };
   const runAfter = now + backoffDelayMs(job.attempts, input.backoff, input.random);

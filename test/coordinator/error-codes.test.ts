@@ -1,19 +1,22 @@
 /**
- * docs/ERRORS.md documents every error code with its HTTP status, and every
- * job failure code. Adding a code to src/core/errors.ts without documenting
- * it fails here.
+ * docs/ERRORS.md documents every error code with its HTTP status, every job
+ * failure code and every failure class, and the table in docs/DESIGN.md
+ * agrees with it. Adding a code to src/core/errors.ts (or a class to
+ * src/core/failure-classes.ts) without documenting it fails here.
  */
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { ERROR_CODES, JOB_FAILURE_CODES } from '../../src/core/errors.js';
+import { FAILURE_CLASS_NAMES } from '../../src/core/failure-classes.js';
 
 const doc = readFileSync(fileURLToPath(new URL('../../docs/ERRORS.md', import.meta.url)), 'utf8');
+const design = readFileSync(fileURLToPath(new URL('../../docs/DESIGN.md', import.meta.url)), 'utf8');
 
 /** Table rows whose first cell is a code: `| \`code\` | status | …`. */
-function rows(): Map<string, string[][]> {
+function rows(text = doc): Map<string, string[][]> {
   const found = new Map<string, string[][]>();
-  for (const line of doc.split('\n')) {
+  for (const line of text.split('\n')) {
     const match = /^\|\s*`([a-z_]+)`\s*\|(.*)\|\s*$/.exec(line);
     if (match?.[1] !== undefined && match[2] !== undefined) {
       found.set(match[1], [...(found.get(match[1]) ?? []), match[2].split('|').map((cell) => cell.trim())]);
@@ -36,8 +39,28 @@ describe('docs/ERRORS.md', () => {
     expect(table.has(code), `${code} has no row in docs/ERRORS.md`).toBe(true);
   });
 
+  it.each(FAILURE_CLASS_NAMES)('documents the failure class %s', (name) => {
+    expect(table.has(name), `${name} has no row in docs/ERRORS.md`).toBe(true);
+  });
+
   it('documents no code that does not exist', () => {
-    const known = new Set<string>([...Object.keys(ERROR_CODES), ...Object.keys(JOB_FAILURE_CODES)]);
+    const known = new Set<string>([...Object.keys(ERROR_CODES), ...Object.keys(JOB_FAILURE_CODES), ...FAILURE_CLASS_NAMES]);
     for (const code of table.keys()) expect(known.has(code), `${code} is documented but not defined`).toBe(true);
+  });
+});
+
+describe('docs/DESIGN.md', () => {
+  const table = rows(design);
+
+  it('has every error code with the same HTTP status as docs/ERRORS.md', () => {
+    for (const [code, status] of Object.entries(ERROR_CODES)) {
+      const withStatus = (table.get(code) ?? []).find((cells) => /^\d{3}$/.test(cells[0] ?? ''));
+      expect(withStatus?.[0], `${code} in docs/DESIGN.md`).toBe(String(status));
+    }
+  });
+
+  it('draws every state of the job in its diagram', () => {
+    const diagram = /```mermaid\n([\s\S]*?)```/.exec(design)?.[1] ?? '';
+    for (const status of ['queued', 'running', 'succeeded', 'dead', 'unknown', 'cancelled']) expect(diagram).toContain(status);
   });
 });

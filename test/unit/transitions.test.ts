@@ -53,6 +53,10 @@ describe('decideFailure', () => {
   });
   it('never retries a failure after the handler declared an external effect', () => {
     expect(decideFailure({ ...running, effectStartedAt: NOW - 5 }, 'tok', policy, NOW)).toEqual({ kind: 'unknown' });
+    // A cancel does not hide a declared effect, on fail as on lease expiry.
+    expect(decideFailure({ ...running, effectStartedAt: NOW - 5, cancelRequested: true }, 'tok', policy, NOW)).toEqual({ kind: 'unknown' });
+    expect(decideLeaseExpiry({ ...running, effectStartedAt: NOW - 5, cancelRequested: true }, NOW)).toEqual({ kind: 'unknown' });
+    expect(decideFailure({ ...running, cancelRequested: true }, 'tok', policy, NOW)).toEqual({ kind: 'cancelled' });
   });
 });
 
