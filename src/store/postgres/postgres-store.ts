@@ -230,8 +230,8 @@ export class PostgresStore implements Store {
   // --- the lease protocol ---------------------------------------------------
 
   async jobLease(params: LeaseParams): Promise<readonly LeasedJob[]> {
-    const due = await this.first<{ due: boolean }>(Q.DUE_PROBE, [params.tenant]);
-    if (due?.due === true) await this.reap(params.tenant);
+    const due = await this.first<{ due: boolean }>(Q.DUE_PROBE, []);
+    if (due?.due === true) await this.reap();
     const tokens = Array.from({ length: params.max }, () => newLeaseToken());
     const base = [params.tenant, params.max, tokens, params.workerId, params.leaseMs];
     const kinds = params.kinds !== undefined && params.kinds.length > 0 ? [...params.kinds] : null;
@@ -322,7 +322,7 @@ export class PostgresStore implements Store {
     const total = { requeued: 0, dead: 0, unknown: 0, cancelled: 0, deadlineExpired: 0 };
     // Bounded, so one call cannot run forever while leases keep expiring.
     for (let round = 0; round < 20; round++) {
-      const counts = await this.reap(null);
+      const counts = await this.reap();
       total.requeued += counts.requeued;
       total.dead += counts.dead;
       total.unknown += counts.unknown;
@@ -370,9 +370,9 @@ export class PostgresStore implements Store {
 
   // --- helpers --------------------------------------------------------------
 
-  /** Applies lease expiries and passed deadlines (of one tenant, or all), one batch, in one transaction. */
-  private async reap(tenant: string | null): Promise<ReapCounts> {
-    return this.announced(await this.db.transaction((tx) => reapInTx(tx, tenant, REAP_BATCH)));
+  /** Applies due lease expiries and passed deadlines of every tenant, one batch, in one transaction. */
+  private async reap(): Promise<ReapCounts> {
+    return this.announced(await this.db.transaction((tx) => reapInTx(tx, null, REAP_BATCH)));
   }
 
   private async insert(items: readonly PreparedEnqueue[]): Promise<readonly EnqueueOutcome[]> {

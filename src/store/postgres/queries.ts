@@ -76,11 +76,15 @@ export const JOB_PEEK_MANY = namedQuery(
   `SELECT ${JOB_COLUMNS}, ${NOW_MS} FROM jobs j WHERE j.id = ANY($1::uuid[])`,
 );
 
-/** Does this tenant have leases or deadlines due? A cheap probe before each lease. */
+/**
+ * Are leases or deadlines due, in any tenant? Two index probes, run before each
+ * lease; like the SQLite store, a lease settles every tenant's due expiries, so
+ * the probe needs no tenant filter (which would scan other tenants' entries).
+ */
 export const DUE_PROBE = namedQuery(
   'lh_due_probe',
-  `SELECT EXISTS (SELECT 1 FROM jobs WHERE status = 'running' AND lease_expires_at <= now() AND tenant = $1)
-       OR EXISTS (SELECT 1 FROM jobs WHERE status = 'queued' AND deadline_at <= now() AND tenant = $1) AS due`,
+  `SELECT EXISTS (SELECT 1 FROM jobs WHERE status = 'running' AND lease_expires_at <= now())
+       OR EXISTS (SELECT 1 FROM jobs WHERE status = 'queued' AND deadline_at <= now()) AS due`,
 );
 
 function leaseStatement(name: string, kindFilter: string): ReturnType<typeof namedQuery> {
@@ -143,7 +147,7 @@ export const JOB_COMPLETE_ONE = namedQuery(
   'lh_job_complete_one',
   `WITH done AS (
      UPDATE jobs j SET status = 'succeeded', finished_at = now(), lease_expires_at = NULL, last_outcome = 'succeeded',
-            last_error_code = NULL, last_error_message = NULL
+            last_error_code = NULL, last_error_message = NULL, last_error_class = NULL
       WHERE j.id = $1 AND j.tenant = $2 AND j.status = 'running' AND j.lease_token = $3 AND j.lease_expires_at > now()
         AND (j.deadline_at IS NULL OR j.deadline_at > now())
      RETURNING j.id, j.epoch
@@ -169,7 +173,7 @@ export const JOB_COMPLETE_MANY = namedQuery(
        AS c(id, tenant, token, content_type, body, checksum)
    ), done AS (
      UPDATE jobs j SET status = 'succeeded', finished_at = now(), lease_expires_at = NULL, last_outcome = 'succeeded',
-            last_error_code = NULL, last_error_message = NULL
+            last_error_code = NULL, last_error_message = NULL, last_error_class = NULL
        FROM c
       WHERE j.id = c.id AND j.tenant = c.tenant AND j.status = 'running' AND j.lease_token = c.token
         AND j.lease_expires_at > now() AND (j.deadline_at IS NULL OR j.deadline_at > now())
@@ -283,7 +287,7 @@ export const JOB_CANCEL_REQUEST = namedQuery(
 
 export const JOB_RECONCILE_SUCCEEDED = namedQuery(
   'lh_job_reconcile_succeeded',
-  `UPDATE jobs j SET status = 'succeeded', finished_at = now(), last_error_code = NULL, last_error_message = NULL
+  `UPDATE jobs j SET status = 'succeeded', finished_at = now(), last_error_code = NULL, last_error_message = NULL, last_error_class = NULL
     WHERE j.id = $1 AND j.status = 'unknown'
    RETURNING j.id`,
 );
