@@ -234,7 +234,7 @@ describe.each(backends)('store conformance ($name): leases', (factory) => {
     const lease = await leaseOne(store);
     const outcome = await store.jobComplete({ tenant: TENANT, id: job.id, token: lease.token, result: { contentType: 'text/plain', body: Buffer.alloc(100) }, maxResultBytes: 99 });
     expect(outcome).toEqual({ kind: 'result_too_large' });
-    expect(await getJob(store, job.id)).toMatchObject({ status: 'dead', result: null, lastError: { code: 'result_too_large' } });
+    expect(await getJob(store, job.id)).toMatchObject({ status: 'dead', result: null, lastError: { code: 'result_too_large', class: 'result_too_large' } });
   });
 
   it('retries a retryable failure after a backoff delay', async () => {
@@ -247,7 +247,9 @@ describe.each(backends)('store conformance ($name): leases', (factory) => {
     if (outcome.kind !== 'failed' || outcome.runAfter === null) throw new Error('expected a runAfter');
     expect(outcome.runAfter).toBeGreaterThan(before);
     expect(outcome.runAfter).toBeLessThanOrEqual(before + 3_600_000 + 60_000);
-    expect(await getJob(store, job.id)).toMatchObject({ status: 'queued', attempts: 1, runAfter: outcome.runAfter, lastError: ERROR, leaseExpiresAt: null });
+    expect(await getJob(store, job.id)).toMatchObject({
+      status: 'queued', attempts: 1, runAfter: outcome.runAfter, lastError: { ...ERROR, class: 'transient' }, leaseExpiresAt: null,
+    });
     expect(await store.jobLease(leaseParams())).toEqual([]);
   });
 
@@ -275,14 +277,14 @@ describe.each(backends)('store conformance ($name): leases', (factory) => {
       runAfter: null,
       replayed: false,
     });
-    expect(await getJob(store, once.id)).toMatchObject({ status: 'dead', attempts: 1 });
+    expect(await getJob(store, once.id)).toMatchObject({ status: 'dead', attempts: 1, lastError: { code: ERROR.code, class: 'attempts_exhausted' } });
     expect((await getJob(store, once.id)).finishedAt).not.toBeNull();
 
     const permanent = await enqueue(store, 'permanent', { maxAttempts: 5 });
     const lease2 = await leaseOne(store);
     const outcome = await store.jobFail({ tenant: TENANT, id: permanent.id, token: lease2.token, error: { code: 'bad_input', message: 'no' }, retryable: false, backoff: IMMEDIATE_BACKOFF });
     expect(outcome).toMatchObject({ kind: 'failed', status: 'dead' });
-    expect(await getJob(store, permanent.id)).toMatchObject({ status: 'dead', attempts: 1, lastError: { code: 'bad_input', message: 'no' } });
+    expect(await getJob(store, permanent.id)).toMatchObject({ status: 'dead', attempts: 1, lastError: { code: 'bad_input', message: 'no', class: 'permanent' } });
     const replay = await store.jobFail({ tenant: TENANT, id: permanent.id, token: lease2.token, error: ERROR, retryable: false, backoff: IMMEDIATE_BACKOFF });
     expect(replay).toEqual({ kind: 'failed', status: 'dead', runAfter: null, replayed: true });
   });
@@ -301,5 +303,6 @@ describe.each(backends)('store conformance ($name): leases', (factory) => {
     const lease = await leaseOne(store);
     expect(lease).toMatchObject({ attempt: 1, epoch: 3 });
     expect(await store.jobComplete({ tenant: TENANT, id: job.id, token: lease.token })).toEqual({ kind: 'completed', replayed: false });
+    expect(await getJob(store, job.id)).toMatchObject({ status: 'succeeded', lastError: null });
   });
 });

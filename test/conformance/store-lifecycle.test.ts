@@ -32,7 +32,9 @@ describe.each(backends)('store conformance ($name): lifecycle', (factory) => {
     await waitUntilStoreTimePasses(store, lease.leaseExpiresAt);
     const reaped = await store.jobReapExpired();
     expect(reaped).toMatchObject({ requeued: 1, dead: 0, unknown: 0, cancelled: 0 });
-    expect(await getJob(store, job.id)).toMatchObject({ status: 'queued', attempts: 1, leaseExpiresAt: null, lastError: { code: 'lease_expired' } });
+    expect(await getJob(store, job.id)).toMatchObject({
+      status: 'queued', attempts: 1, leaseExpiresAt: null, lastError: { code: 'lease_expired', class: 'lease_expired' },
+    });
     expect((await store.stats({ tenant: TENANT })).leaseExpirations).toBe(1);
     expect(await store.jobReapExpired()).toMatchObject({ requeued: 0, dead: 0 });
   });
@@ -59,7 +61,7 @@ describe.each(backends)('store conformance ($name): lifecycle', (factory) => {
     const lease = await leaseOne(store, { leaseMs: 50 });
     await waitUntilStoreTimePasses(store, lease.leaseExpiresAt);
     expect(await store.jobReapExpired()).toMatchObject({ requeued: 0, dead: 1 });
-    expect(await getJob(store, job.id)).toMatchObject({ status: 'dead', attempts: 1, lastError: { code: 'lease_expired' } });
+    expect(await getJob(store, job.id)).toMatchObject({ status: 'dead', attempts: 1, lastError: { code: 'lease_expired', class: 'lease_expired' } });
   });
 
   it('makes a job unknown when its lease expires after an effect started, and never retries it', async () => {
@@ -71,7 +73,7 @@ describe.each(backends)('store conformance ($name): lifecycle', (factory) => {
     expect((await getJob(store, job.id)).effectStartedAt).not.toBeNull();
     await waitUntilStoreTimePasses(store, (await shortenLease(store, lease)).leaseExpiresAt);
     expect(await store.jobReapExpired()).toMatchObject({ unknown: 1, requeued: 0 });
-    expect((await getJob(store, job.id)).status).toBe('unknown');
+    expect(await getJob(store, job.id)).toMatchObject({ status: 'unknown', lastError: { class: 'effect_unknown' } });
     expect(await store.jobLease(leaseParams())).toEqual([]);
     expect(await store.jobRequeue({ scope: { tenant: TENANT }, id: job.id })).toEqual({ kind: 'rejected', code: 'not_dead' });
     expect(await store.jobCancel({ scope: { tenant: TENANT }, id: job.id })).toEqual({ kind: 'rejected', code: 'invalid_state' });
@@ -85,7 +87,7 @@ describe.each(backends)('store conformance ($name): lifecycle', (factory) => {
     const params = { tenant: TENANT, id: job.id, token: lease.token, error: ERROR, retryable: true, backoff: IMMEDIATE_BACKOFF };
     expect(await store.jobFail(params)).toEqual({ kind: 'failed', status: 'unknown', runAfter: null, replayed: false });
     expect(await store.jobFail(params)).toEqual({ kind: 'failed', status: 'unknown', runAfter: null, replayed: true });
-    expect(await getJob(store, job.id)).toMatchObject({ status: 'unknown', attempts: 1 });
+    expect(await getJob(store, job.id)).toMatchObject({ status: 'unknown', attempts: 1, lastError: { code: ERROR.code, class: 'effect_unknown' } });
     expect(await store.jobLease(leaseParams())).toEqual([]);
   });
 
@@ -101,8 +103,11 @@ describe.each(backends)('store conformance ($name): lifecycle', (factory) => {
     }
     const [s, d, r] = ids as [string, string, string];
     const scope = { tenant: TENANT };
-    expect(await store.jobReconcile({ scope, id: s, outcome: 'succeeded' })).toMatchObject({ kind: 'reconciled', job: { status: 'succeeded' } });
-    expect(await store.jobReconcile({ scope, id: d, outcome: 'dead' })).toMatchObject({ kind: 'reconciled', job: { status: 'dead' } });
+    expect(await store.jobReconcile({ scope, id: s, outcome: 'succeeded' })).toMatchObject({ kind: 'reconciled', job: { status: 'succeeded', lastError: null } });
+    expect(await store.jobReconcile({ scope, id: d, outcome: 'dead' })).toMatchObject({
+      kind: 'reconciled',
+      job: { status: 'dead', lastError: { class: 'reconciled_dead' } },
+    });
     const requeued = await store.jobReconcile({ scope, id: r, outcome: 'requeue' });
     expect(requeued).toMatchObject({ kind: 'reconciled', job: { status: 'queued', attempts: 0, effectStartedAt: null } });
     expect(await store.jobReconcile({ scope, id: s, outcome: 'dead' })).toEqual({ kind: 'rejected', code: 'not_unknown' });
@@ -121,7 +126,7 @@ describe.each(backends)('store conformance ($name): lifecycle', (factory) => {
     expect(await store.jobLease(leaseParams())).toEqual([]);
     expect(await store.jobLease(leaseParams({ tenant: 'tenant-b' }))).toEqual([]);
     await store.jobReapExpired();
-    expect(await getJob(store, job.id)).toMatchObject({ status: 'dead', attempts: 0, lastError: { code: 'deadline_exceeded' } });
+    expect(await getJob(store, job.id)).toMatchObject({ status: 'dead', attempts: 0, lastError: { code: 'deadline_exceeded', class: 'deadline_exceeded' } });
     const otherJob = await store.jobGet({ scope: { tenant: 'tenant-b' }, id: other.id });
     expect(otherJob).toMatchObject({ status: 'dead', lastError: { code: 'deadline_exceeded' } });
   });
@@ -146,7 +151,7 @@ describe.each(backends)('store conformance ($name): lifecycle', (factory) => {
     expect(await getJob(store, job.id)).toMatchObject({ result: null });
     expect(await store.jobRenew({ tenant: TENANT, id: job.id, token: lease.token, leaseMs: 1_000 })).toMatchObject({ kind: 'rejected' });
     expect(await store.jobReapExpired()).toMatchObject({ dead: 1 });
-    expect(await getJob(store, job.id)).toMatchObject({ status: 'dead', lastError: { code: 'deadline_exceeded' } });
+    expect(await getJob(store, job.id)).toMatchObject({ status: 'dead', lastError: { code: 'deadline_exceeded', class: 'deadline_exceeded' } });
   });
 
   it('never renews a lease past the deadline', async () => {
@@ -165,7 +170,7 @@ describe.each(backends)('store conformance ($name): lifecycle', (factory) => {
     const backoff = { baseMs: 1_000_000_000, maxMs: 1_000_000_000 };
     const outcome = await store.jobFail({ tenant: TENANT, id: job.id, token: lease.token, error: ERROR, retryable: true, backoff });
     expect(outcome).toMatchObject({ kind: 'failed', status: 'dead', runAfter: null });
-    expect((await getJob(store, job.id)).status).toBe('dead');
+    expect(await getJob(store, job.id)).toMatchObject({ status: 'dead', lastError: { code: ERROR.code, class: 'deadline_exceeded' } });
   });
 
   it('gives a requeued job a fresh deadline', async () => {
@@ -209,7 +214,7 @@ describe.each(backends)('store conformance ($name): lifecycle', (factory) => {
     const store = backend.store;
     const job = await enqueue(store, 'k');
     const outcome = await store.jobCancel({ scope: { tenant: TENANT, owner: OWNER }, id: job.id });
-    expect(outcome).toMatchObject({ kind: 'cancelled', job: { status: 'cancelled' } });
+    expect(outcome).toMatchObject({ kind: 'cancelled', job: { status: 'cancelled', lastError: { class: 'cancelled' } } });
     expect(outcome.kind === 'cancelled' ? outcome.job.finishedAt : null).not.toBeNull();
     expect(await store.jobCancel({ scope: { tenant: TENANT }, id: job.id })).toMatchObject({ kind: 'cancelled' });
     expect(await store.jobLease(leaseParams())).toEqual([]);
@@ -227,7 +232,7 @@ describe.each(backends)('store conformance ($name): lifecycle', (factory) => {
     expect(await store.jobRenew({ tenant: TENANT, id: job.id, token: lease.token, leaseMs: 30_000 })).toEqual({ kind: 'rejected', code: 'cancelled' });
     const failed = await store.jobFail({ tenant: TENANT, id: job.id, token: lease.token, error: { code: 'aborted', message: 'cancelled' }, retryable: true, backoff: IMMEDIATE_BACKOFF });
     expect(failed).toMatchObject({ kind: 'failed', status: 'cancelled' });
-    expect((await getJob(store, job.id)).status).toBe('cancelled');
+    expect(await getJob(store, job.id)).toMatchObject({ status: 'cancelled', lastError: { code: 'aborted', class: 'cancelled' } });
   });
 
   it('ends a cancel-requested job cancelled when its lease expires', async () => {
@@ -237,7 +242,7 @@ describe.each(backends)('store conformance ($name): lifecycle', (factory) => {
     expect(await store.jobCancel({ scope: { tenant: TENANT }, id: job.id })).toMatchObject({ kind: 'cancel_requested' });
     await waitUntilStoreTimePasses(store, lease.leaseExpiresAt);
     expect(await store.jobReapExpired()).toMatchObject({ cancelled: 1 });
-    expect((await getJob(store, job.id)).status).toBe('cancelled');
+    expect(await getJob(store, job.id)).toMatchObject({ status: 'cancelled', lastError: { class: 'cancelled' } });
   });
 
   it('refuses to cancel a finished job', async () => {
