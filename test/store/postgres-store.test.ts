@@ -10,6 +10,7 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { StoreUnavailableError } from '../../src/core/errors.js';
+import { migrate } from '../../src/store/postgres/migrate.js';
 import { MIGRATIONS } from '../../src/store/postgres/migrations.js';
 import { translatePgError } from '../../src/store/postgres/pg-errors.js';
 import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
@@ -123,6 +124,18 @@ describe.skipIf(url === '')('PostgresStore (DATABASE_URL)', () => {
     await direct.connect();
     expect((await direct.query('SHOW synchronous_commit')).rows).toEqual([{ synchronous_commit: 'off' }]);
     await direct.end();
+  });
+
+  it('applies only the migrations a schema is missing', async () => {
+    const schema = freshSchema();
+    const client = await admin();
+    const first = MIGRATIONS[0];
+    if (first === undefined) throw new Error('no migrations');
+    expect((await migrate(client, schema, [first])).applied).toEqual([first.version]);
+    await connect(schema);
+    const rows = await client.query(`SELECT version FROM ${schema}.schema_migrations ORDER BY version`);
+    expect(rows.rows.map((r: { version: number }) => r.version)).toEqual(MIGRATIONS.map((m) => m.version));
+    expect((await migrate(client, schema)).applied).toEqual([]);
   });
 
   it('creates the jobs table with a fill factor below 100', async () => {
