@@ -49,6 +49,17 @@ describe('docs/ERRORS.md', () => {
   });
 });
 
+describe('README.md', () => {
+  it("lists every error code in its API section's status table", () => {
+    const readme = readFileSync(fileURLToPath(new URL('../../README.md', import.meta.url)), 'utf8');
+    for (const [code, status] of Object.entries(ERROR_CODES)) {
+      const row = readme.split('\n').find((line) => line.startsWith(`| ${status} |`));
+      expect(row, `README has no row for HTTP ${status}`).toBeDefined();
+      expect(row, `README does not list ${code} under ${status}`).toContain(`\`${code}\``);
+    }
+  });
+});
+
 describe('docs/DESIGN.md', () => {
   const table = rows(design);
 
