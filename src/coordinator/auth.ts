@@ -15,7 +15,7 @@
 import { performance } from 'node:perf_hooks';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { LeaseholdError } from '../core/errors.js';
-import { hashApiKey } from '../core/ids.js';
+import { constantTimeEqual, hashApiKey } from '../core/ids.js';
 import type { Role } from '../core/states.js';
 import type { ApiKeyRecord, JobScope, Store } from '../store/store.js';
 
@@ -55,7 +55,9 @@ export function installAuth(app: FastifyInstance, options: AuthOptions): void {
       if (hit !== undefined && hit.expiresAt > performance.now()) return hit.principal;
     }
     const record: ApiKeyRecord | null = await options.store.apiKeyFindByHash(keyHash);
-    if (record === null || record.revokedAt !== null) {
+    // The index finds the row by the hash of a 192-bit secret, which reveals nothing useful about the key;
+    // the stored hash is still compared in constant time before the key is trusted.
+    if (record === null || record.revokedAt !== null || !constantTimeEqual(record.keyHash, keyHash)) {
       cache.delete(keyHash);
       return null;
     }
