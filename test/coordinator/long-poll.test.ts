@@ -2,104 +2,109 @@
  * POST /lease as a long poll: new work wakes a parked request at once (the
  * re-check interval is set far beyond the test so only the wake-up can
  * deliver the job), an empty wait ends in 204 without a body, a kinds filter
- * is respected, and closing the app ends parked requests.
+ * is respected, and closing the app ends parked requests. Runs on every
+ * backend; test/coordinator/cross-coordinator.test.ts wakes a long poll on
+ * one coordinator from another.
  */
 import { performance } from 'node:perf_hooks';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { request as httpRequest } from 'node:http';
-import { bearer, enqueue, get, startCoordinator, type Harness } from '../support/http-fixtures.js';
-
-let h: Harness;
-
-beforeEach(async () => {
-  h = await startCoordinator({ leaseRecheckMs: 60_000 });
-});
-afterEach(async () => {
-  await h.close();
-});
-
-function longPoll(body: Record<string, unknown>) {
-  return h.app.inject({ method: 'POST', url: '/lease', headers: bearer(h.keys.worker), payload: { workerId: 'w', ...body } });
-}
+import { backends, bearer, drainAfterAll, enqueue, get, startCoordinator, type Harness } from '../support/http-fixtures.js';
 
 const tick = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-describe('long poll', () => {
-  it('is woken by an enqueue well before waitMs', async () => {
-    const started = performance.now();
-    const pending = longPoll({ waitMs: 20_000 });
-    await tick(50);
-    const enqueued = await enqueue(h.app, h.keys.producer, { kind: 'email', payload: { n: 1 } });
-    const response = await pending;
-    const elapsed = performance.now() - started;
-    expect(response.statusCode).toBe(200);
-    expect((response.json() as { jobs: { id: string }[] }).jobs.map((j) => j.id)).toEqual([(enqueued.json() as { id: string }).id]);
-    expect(elapsed).toBeLessThan(5_000);
+describe.each(backends)('HTTP contract ($name)', (backend) => {
+  let h: Harness;
+  drainAfterAll(backend);
+
+  beforeEach(async () => {
+    h = await startCoordinator({ leaseRecheckMs: 60_000 }, { backend });
+  });
+  afterEach(async () => {
+    await h.close();
   });
 
-  it('wakes as many waiters as there are new jobs, each getting its own job', async () => {
-    const polls = Array.from({ length: 4 }, (_, i) => longPoll({ waitMs: 20_000, workerId: `w${i}` }));
-    await tick(50);
-    await Promise.all(Array.from({ length: 4 }, (_, i) => enqueue(h.app, h.keys.producer, { kind: 'email', payload: i })));
-    const responses = await Promise.all(polls);
-    const ids = responses.map((r) => (r.json() as { jobs: { id: string }[] }).jobs[0]?.id);
-    expect(responses.map((r) => r.statusCode)).toEqual([200, 200, 200, 200]);
-    expect(new Set(ids).size).toBe(4);
-  });
+  function longPoll(body: Record<string, unknown>) {
+    return h.app.inject({ method: 'POST', url: '/lease', headers: bearer(h.keys.worker), payload: { workerId: 'w', ...body } });
+  }
 
-  it('answers 204 without a body when nothing arrives', async () => {
-    const started = performance.now();
-    const response = await longPoll({ waitMs: 200 });
-    expect(response.statusCode).toBe(204);
-    expect(response.body).toBe('');
-    expect(performance.now() - started).toBeGreaterThanOrEqual(190);
-  });
-
-  it('answers 204 at once when waitMs is absent', async () => {
-    const response = await longPoll({});
-    expect(response.statusCode).toBe(204);
-  });
-
-  it('only takes jobs of the kinds it asked for', async () => {
-    const pending = longPoll({ waitMs: 1_000, kinds: ['sms'] });
-    await tick(50);
-    await enqueue(h.app, h.keys.producer, { kind: 'email', payload: 1 });
-    expect((await pending).statusCode).toBe(204);
-    const sms = longPoll({ waitMs: 20_000, kinds: ['sms'] });
-    await tick(50);
-    await enqueue(h.app, h.keys.producer, { kind: 'sms', payload: 2 });
-    const response = await sms;
-    expect((response.json() as { jobs: { kind: string }[] }).jobs.map((j) => j.kind)).toEqual(['sms']);
-  });
-
-  it('ends parked requests when the app closes', async () => {
-    const pending = longPoll({ waitMs: 30_000 });
-    await tick(50);
-    const started = performance.now();
-    await h.app.close();
-    const response = await pending;
-    expect(response.statusCode).toBe(204);
-    expect(performance.now() - started).toBeLessThan(5_000);
-  });
-
-  it('stops waiting when the client disconnects, so it never takes a job nobody will run', async () => {
-    const address = await h.app.listen({ port: 0, host: '127.0.0.1' });
-    const { hostname, port } = new URL(address);
-    const closed = new Promise<void>((resolve) => {
-      const req = httpRequest({ hostname, port, method: 'POST', path: '/lease', headers: { ...bearer(h.keys.worker), 'content-type': 'application/json' } });
-      req.on('error', () => resolve());
-      req.end(JSON.stringify({ workerId: 'ghost', waitMs: 30_000 }));
-      // Give the request time to park, then hang up.
-      setTimeout(() => {
-        req.destroy();
-        resolve();
-      }, 200);
+  describe('long poll', () => {
+    it('is woken by an enqueue well before waitMs', async () => {
+      const started = performance.now();
+      const pending = longPoll({ waitMs: 20_000 });
+      await tick(50);
+      const enqueued = await enqueue(h.app, h.keys.producer, { kind: 'email', payload: { n: 1 } });
+      const response = await pending;
+      const elapsed = performance.now() - started;
+      expect(response.statusCode).toBe(200);
+      expect((response.json() as { jobs: { id: string }[] }).jobs.map((j) => j.id)).toEqual([(enqueued.json() as { id: string }).id]);
+      expect(elapsed).toBeLessThan(5_000);
     });
-    await closed;
-    await tick(100);
-    const id = ((await enqueue(h.app, h.keys.producer, { kind: 'email', payload: 1 })).json() as { id: string }).id;
-    await tick(300);
-    const job = (await get(h.app, h.keys.admin, `/jobs/${id}`)).json() as { status: string; attempts: number };
-    expect(job).toMatchObject({ status: 'queued', attempts: 0 });
+
+    it('wakes as many waiters as there are new jobs, each getting its own job', async () => {
+      const polls = Array.from({ length: 4 }, (_, i) => longPoll({ waitMs: 20_000, workerId: `w${i}` }));
+      await tick(50);
+      await Promise.all(Array.from({ length: 4 }, (_, i) => enqueue(h.app, h.keys.producer, { kind: 'email', payload: i })));
+      const responses = await Promise.all(polls);
+      const ids = responses.map((r) => (r.json() as { jobs: { id: string }[] }).jobs[0]?.id);
+      expect(responses.map((r) => r.statusCode)).toEqual([200, 200, 200, 200]);
+      expect(new Set(ids).size).toBe(4);
+    });
+
+    it('answers 204 without a body when nothing arrives', async () => {
+      const started = performance.now();
+      const response = await longPoll({ waitMs: 200 });
+      expect(response.statusCode).toBe(204);
+      expect(response.body).toBe('');
+      expect(performance.now() - started).toBeGreaterThanOrEqual(190);
+    });
+
+    it('answers 204 at once when waitMs is absent', async () => {
+      const response = await longPoll({});
+      expect(response.statusCode).toBe(204);
+    });
+
+    it('only takes jobs of the kinds it asked for', async () => {
+      const pending = longPoll({ waitMs: 1_000, kinds: ['sms'] });
+      await tick(50);
+      await enqueue(h.app, h.keys.producer, { kind: 'email', payload: 1 });
+      expect((await pending).statusCode).toBe(204);
+      const sms = longPoll({ waitMs: 20_000, kinds: ['sms'] });
+      await tick(50);
+      await enqueue(h.app, h.keys.producer, { kind: 'sms', payload: 2 });
+      const response = await sms;
+      expect((response.json() as { jobs: { kind: string }[] }).jobs.map((j) => j.kind)).toEqual(['sms']);
+    });
+
+    it('ends parked requests when the app closes', async () => {
+      const pending = longPoll({ waitMs: 30_000 });
+      await tick(50);
+      const started = performance.now();
+      await h.app.close();
+      const response = await pending;
+      expect(response.statusCode).toBe(204);
+      expect(performance.now() - started).toBeLessThan(5_000);
+    });
+
+    it('stops waiting when the client disconnects, so it never takes a job nobody will run', async () => {
+      const address = await h.app.listen({ port: 0, host: '127.0.0.1' });
+      const { hostname, port } = new URL(address);
+      const closed = new Promise<void>((resolve) => {
+        const req = httpRequest({ hostname, port, method: 'POST', path: '/lease', headers: { ...bearer(h.keys.worker), 'content-type': 'application/json' } });
+        req.on('error', () => resolve());
+        req.end(JSON.stringify({ workerId: 'ghost', waitMs: 30_000 }));
+        // Give the request time to park, then hang up.
+        setTimeout(() => {
+          req.destroy();
+          resolve();
+        }, 200);
+      });
+      await closed;
+      await tick(100);
+      const id = ((await enqueue(h.app, h.keys.producer, { kind: 'email', payload: 1 })).json() as { id: string }).id;
+      await tick(300);
+      const job = (await get(h.app, h.keys.admin, `/jobs/${id}`)).json() as { status: string; attempts: number };
+      expect(job).toMatchObject({ status: 'queued', attempts: 0 });
+    });
   });
 });

@@ -1,6 +1,8 @@
 /**
  * /openapi.json is generated from the route schemas: every route the app
  * serves appears with its method, and every route documents its responses.
+ * SQLite only: the document is built from the route schemas and never asks
+ * the store, so a second backend would test nothing new.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import Fastify from 'fastify';

@@ -1,19 +1,31 @@
 /**
- * Fixtures for coordinator tests driven by app.inject(): a fresh SQLite file
- * in a temporary directory, API keys for each role in two tenants, and small
- * helpers for requests and bounded waiting.
+ * Fixtures for coordinator tests driven by app.inject(): a coordinator over a
+ * fresh store of any backend in test/support/backends.ts (SQLite when none is
+ * named), API keys for each role in two tenants, the store's clock as the
+ * tests see it, and small helpers for requests and bounded waiting.
+ *
+ * Tests that move time ask for `manualClock`: on SQLite the store then reads
+ * a ManualClock and `time.advance` is instant; PostgreSQL's clock is the
+ * server's now() and cannot be moved, so there `time.advance` waits in real
+ * time until the store's clock has passed the mark. Written against
+ * `h.time`, one test body runs on both.
  */
 
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
+import { afterAll } from 'vitest';
 import { buildCoordinator } from '../../src/coordinator/app.js';
 import type { CoordinatorConfigInput } from '../../src/coordinator/config.js';
-import type { Clock } from '../../src/core/clock.js';
+import { ManualClock } from '../../src/core/clock.js';
 import { hashApiKey, newApiKey } from '../../src/core/ids.js';
 import type { Role } from '../../src/core/states.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import type { Store, StoreBackend } from '../../src/store/store.js';
+import { backends, type BackendFactory, type BackendInstance } from './backends.js';
+
+export { backends, type BackendFactory };
 
 export interface Keys {
   readonly producer: string;
@@ -27,52 +39,141 @@ export interface Keys {
   readonly otherAdmin: string;
 }
 
+/** The store's clock as a test sees it. */
+export interface StoreTime {
+  now(): Promise<number>;
+  /** Returns once the store's clock reads at least `ms` later than when called (at once on a ManualClock). */
+  advance(ms: number): Promise<void>;
+}
+
 export interface Harness {
   readonly app: FastifyInstance;
-  readonly store: SqliteStore;
-  readonly dir: string;
+  readonly store: Store;
+  readonly backend: StoreBackend;
   readonly keys: Keys;
+  readonly time: StoreTime;
+  /** A second coordinator over the same database, standing in for another host (closed by close()). */
+  openPeer(config?: CoordinatorConfigInput): Promise<FastifyInstance>;
   close(): Promise<void>;
 }
 
+export interface StartOptions {
+  /** The backend to run on; a fresh SQLite file when absent. */
+  readonly backend?: BackendFactory;
+  /** SQLite: the store reads a ManualClock. PostgreSQL: ignored, time.advance waits in real time. */
+  readonly manualClock?: boolean;
+}
+
+const SQLITE = backends.find((b) => b.name === 'sqlite');
+
 let keyCounter = 0;
 
-export async function createKey(store: SqliteStore, tenant: string, user: string, role: Role): Promise<string> {
+export async function createKey(store: Store, tenant: string, user: string, role: Role): Promise<string> {
   const key = newApiKey();
   keyCounter += 1;
   await store.apiKeyInsert({ id: `key-${process.pid}-${keyCounter}-${Date.now()}`, tenant, user, role, keyHash: hashApiKey(key) });
   return key;
 }
 
-export async function startCoordinator(
-  config: CoordinatorConfigInput = {},
-  options: { readonly clock?: Clock } = {},
-): Promise<Harness> {
+/** A SQLite store over a ManualClock, with the BackendInstance shape (the shared factory takes no clock). */
+function sqliteWithClock(clock: ManualClock): BackendInstance {
   const dir = mkdtempSync(join(tmpdir(), 'leasehold-coord-'));
-  const store = SqliteStore.open({ path: join(dir, 'jobs.db'), ...(options.clock === undefined ? {} : { clock: options.clock }) });
-  // Created together so they share one commit.
-  const [producer, producer2, worker, admin, otherProducer, otherWorker, otherAdmin] = await Promise.all([
-    createKey(store, 't1', 'alice', 'producer'),
-    createKey(store, 't1', 'bob', 'producer'),
-    createKey(store, 't1', 'worker-1', 'worker'),
-    createKey(store, 't1', 'root', 'admin'),
-    createKey(store, 't2', 'alice', 'producer'),
-    createKey(store, 't2', 'worker-1', 'worker'),
-    createKey(store, 't2', 'root', 'admin'),
-  ]);
-  const keys = { producer, producer2, worker, admin, otherProducer, otherWorker, otherAdmin } as Keys;
-  const app = await buildCoordinator({ store, logger: false, config: { reaperIntervalMs: 0, ...config } });
+  const path = join(dir, 'jobs.db');
+  const store = SqliteStore.open({ path, clock });
+  const peers: Store[] = [];
   return {
-    app,
     store,
-    dir,
-    keys,
-    async close() {
-      await app.close();
+    async openPeer() {
+      const peer = SqliteStore.open({ path, clock });
+      peers.push(peer);
+      return peer;
+    },
+    async cleanup() {
+      for (const peer of peers) await peer.close();
       await store.close();
       rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+function realTime(store: Store): StoreTime {
+  return {
+    now: () => store.now(),
+    async advance(ms) {
+      const mark = (await store.now()) + ms;
+      const deadline = performance.now() + ms + 10_000;
+      while ((await store.now()) < mark) {
+        if (performance.now() > deadline) throw new Error(`the store clock did not move ${ms} ms on`);
+        await new Promise((resolve) => setTimeout(resolve, Math.min(50, Math.max(5, ms / 10))));
+      }
+    },
+  };
+}
+
+export async function startCoordinator(config: CoordinatorConfigInput = {}, options: StartOptions = {}): Promise<Harness> {
+  const factory = options.backend ?? SQLITE;
+  if (factory === undefined) throw new Error('no SQLite backend');
+  const clock = options.manualClock === true && factory.name === 'sqlite' ? new ManualClock(Date.UTC(2026, 0, 1)) : undefined;
+  const instance = clock === undefined ? await factory.create() : sqliteWithClock(clock);
+  const store = instance.store;
+  const apps: FastifyInstance[] = [];
+  let keys: Keys;
+  try {
+    // Created together so they share one commit (SQLite) or run side by side (PostgreSQL).
+    const [producer, producer2, worker, admin, otherProducer, otherWorker, otherAdmin] = await Promise.all([
+      createKey(store, 't1', 'alice', 'producer'),
+      createKey(store, 't1', 'bob', 'producer'),
+      createKey(store, 't1', 'worker-1', 'worker'),
+      createKey(store, 't1', 'root', 'admin'),
+      createKey(store, 't2', 'alice', 'producer'),
+      createKey(store, 't2', 'worker-1', 'worker'),
+      createKey(store, 't2', 'root', 'admin'),
+    ]);
+    keys = { producer, producer2, worker, admin, otherProducer, otherWorker, otherAdmin } as Keys;
+    apps.push(await buildCoordinator({ store, logger: false, config: { reaperIntervalMs: 0, ...config } }));
+  } catch (error) {
+    await instance.cleanup();
+    throw error;
+  }
+  const app = apps[0] as FastifyInstance;
+  const time: StoreTime =
+    clock === undefined
+      ? realTime(store)
+      : {
+          now: async () => clock.now(),
+          advance: async (ms) => clock.advance(ms),
+        };
+  let closed = false;
+  return {
+    app,
+    store,
+    backend: factory.name,
+    keys,
+    time,
+    async openPeer(peerConfig: CoordinatorConfigInput = {}) {
+      const peerStore = await instance.openPeer();
+      const peer = await buildCoordinator({ store: peerStore, logger: false, config: { reaperIntervalMs: 0, ...config, ...peerConfig } });
+      apps.push(peer);
+      return peer;
+    },
+    async close() {
+      if (closed) return;
+      closed = true;
+      for (const each of apps) await each.close();
+      await instance.cleanup();
+    },
+  };
+}
+
+/**
+ * Registers, in the calling describe block, an afterAll that waits for the
+ * backend's pending cleanups (PostgreSQL drops each test's schema in the
+ * background, and the file's process must not end before the drops do).
+ */
+export function drainAfterAll(factory: BackendFactory): void {
+  afterAll(async () => {
+    await factory.drain();
+  });
 }
 
 export function bearer(key: string): Record<string, string> {
