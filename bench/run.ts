@@ -6,17 +6,20 @@
  *   enqueue-single  N single POST /jobs with 64 in flight
  *   enqueue-batch   N jobs through POST /jobs/batch (500 per request, 4 in flight)
  *   end-to-end      N no-op jobs already enqueued; worker processes with 32 handlers
- *                   in flight in total run them all (timed from the first success
- *                   seen to the last)
+ *                   in flight in total run them all (timed from the first job's
+ *                   start to the last one's finish, by the jobs' own timestamps);
+ *                   with several coordinators the workers are spread over them
  *   latency         500 jobs enqueued 5 ms apart onto an idle queue; enqueue to
- *                   handler start, p50 and p99
+ *                   handler start, p50 and p99. With several coordinators the
+ *                   jobs go to the last one and the worker polls the first, so
+ *                   every wake-up crosses coordinators (LISTEN/NOTIFY)
  *
  * Options: --db sqlite|postgres://… (default: a fresh SQLite file per run),
  * --runs 3, --jobs 20000, --coordinators 1, --workers 2, --only a,b.
  */
 
 import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { LeaseholdClient } from '../src/client/index.js';
@@ -39,6 +42,15 @@ const JOBS = Number(args.jobs);
 const COORDINATORS = Number(args.coordinators);
 const WORKER_PROCESSES = Number(args.workers);
 const HANDLERS = join(ROOT, 'dist', 'bench', 'handlers.js');
+function usageError(message: string): never {
+  process.stderr.write(`bench: ${message}\n`);
+  process.exit(2);
+}
+for (const [name, value] of [['runs', RUNS], ['jobs', JOBS], ['coordinators', COORDINATORS], ['workers', WORKER_PROCESSES]] as const) {
+  if (!Number.isInteger(value) || value < 1) usageError(`--${name} must be a positive integer`);
+}
+// SQLite is one coordinator on one host: a second process would share the file but not its wake-ups.
+if (COORDINATORS > 1 && args.db === 'sqlite') usageError('--coordinators above 1 needs --db postgres://…');
 const selected = new Set((args.only ?? 'enqueue-single,enqueue-batch,end-to-end,latency').split(','));
 
 interface Deployment {
@@ -149,7 +161,7 @@ async function endToEnd(d: Deployment): Promise<number> {
 
 async function latency(d: Deployment): Promise<{ p50: number; p99: number }> {
   const worker = startWorker({ url: d.urls[0] as string, key: d.workerKey, handlers: HANDLERS, concurrency: 8, workerId: 'latency' });
-  const client = new LeaseholdClient({ baseUrl: d.urls[0] as string, apiKey: d.adminKey, connections: 4 });
+  const client = new LeaseholdClient({ baseUrl: d.urls[d.urls.length - 1] as string, apiKey: d.adminKey, connections: 4 });
   // The worker is ready when it has run one job.
   const warm = await client.enqueue({ kind: 'stamp', payload: {} }, { idempotencyKey: 'warm-up' });
   while ((await client.getJob(warm.job.id)).status !== 'succeeded') await new Promise((resolve) => setTimeout(resolve, 20));
@@ -186,7 +198,10 @@ async function main(): Promise<void> {
     (figures[name] ??= []).push(value);
     process.stdout.write(`  ${name}: ${value.toFixed(name.includes('latency') ? 2 : 0)}\n`);
   };
+  // Figures from a shared or busy host mean little without it.
+  const load = (): string => loadavg().map((l) => l.toFixed(2)).join(' ');
   process.stdout.write(`leasehold bench: db=${args.db === 'sqlite' ? 'sqlite (fresh file per run)' : 'postgres'}, coordinators=${COORDINATORS}, jobs=${JOBS}, runs=${RUNS}\n`);
+  process.stdout.write(`load average at start: ${load()} (${cpus().length} CPUs)\n`);
   for (let run = 1; run <= RUNS; run++) {
     process.stdout.write(`run ${run}\n`);
     for (const scenario of ['enqueue-single', 'enqueue-batch', 'end-to-end', 'latency']) {
@@ -206,7 +221,8 @@ async function main(): Promise<void> {
       }
     }
   }
-  process.stdout.write(`\nmedians of ${RUNS} runs (${args.db === 'sqlite' ? 'SQLite' : 'PostgreSQL'}, ${COORDINATORS} coordinator(s), durable commits):\n`);
+  process.stdout.write(`\nload average at end: ${load()}\n`);
+  process.stdout.write(`medians of ${RUNS} runs (${args.db === 'sqlite' ? 'SQLite' : 'PostgreSQL'}, ${COORDINATORS} coordinator(s), durable commits):\n`);
   for (const [name, values] of Object.entries(figures)) {
     process.stdout.write(`  ${name.padEnd(24)} ${median(values).toFixed(name.includes('latency') ? 2 : 0)}   (runs: ${values.map((v) => v.toFixed(name.includes('latency') ? 2 : 0)).join(', ')})\n`);
   }
