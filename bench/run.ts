@@ -49,8 +49,6 @@ function usageError(message: string): never {
 for (const [name, value] of [['runs', RUNS], ['jobs', JOBS], ['coordinators', COORDINATORS], ['workers', WORKER_PROCESSES]] as const) {
   if (!Number.isInteger(value) || value < 1) usageError(`--${name} must be a positive integer`);
 }
-// SQLite is one coordinator on one host: a second process would share the file but not its wake-ups.
-if (COORDINATORS > 1 && args.db === 'sqlite') usageError('--coordinators above 1 needs --db postgres://…');
 const selected = new Set((args.only ?? 'enqueue-single,enqueue-batch,end-to-end,latency').split(','));
 
 interface Deployment {
