@@ -9,14 +9,14 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { ROOT, startWorker, type RunningProcess } from '../../bench/processes.js';
+import { ROOT, startWorker } from '../../bench/processes.js';
 import type { Job } from '../../src/protocol/schemas.js';
 import { waitFor } from '../support/wait-for.js';
 import { startCluster, type Cluster } from './cluster.js';
 
 const JOBS = 1000;
 let cluster: Cluster;
-const workers: RunningProcess[] = [];
+const workers: ReturnType<typeof startWorker>[] = [];
 
 beforeAll(async () => {
   cluster = await startCluster();
