@@ -1,9 +1,10 @@
 /**
  * Group commit for SQLite. Write operations that arrive while the event loop
  * is busy are collected and run in one BEGIN IMMEDIATE … COMMIT, so they share
- * one fsync (synchronous=FULL). Each operation runs inside its own SAVEPOINT:
- * one that throws is rolled back alone and rejected alone. Promises settle only
- * after COMMIT returns, that is, after the batch is on disk.
+ * one fsync (synchronous=FULL). An operation that throws is rejected alone:
+ * its batch is rolled back and run again with every operation in its own
+ * SAVEPOINT. Promises settle only after COMMIT returns, that is, after the
+ * batch is on disk.
  *
  * better-sqlite3 is synchronous, so a batch holds the event loop for its
  * duration (dominated by the fsync, ~0.5 ms here); requests that arrive
@@ -78,6 +79,12 @@ export class GroupCommit {
     const batch = this.queue.length <= this.maxBatch ? this.queue : this.queue.slice(0, this.maxBatch);
     this.queue = this.queue.length <= this.maxBatch ? [] : this.queue.slice(this.maxBatch);
     if (batch.length === 0) return;
+    // Operations throw only on a bug or a store failure, so the common case runs without savepoints;
+    // a batch in which one operation throws is rolled back and run again with each operation isolated.
+    if (this.runBatch(batch, false) === 'isolate') this.runBatch(batch, true);
+  }
+
+  private runBatch(batch: readonly Pending[], isolate: boolean): 'done' | 'isolate' {
     const { db } = this.options;
     const succeeded: Pending[] = [];
     try {
@@ -85,11 +92,22 @@ export class GroupCommit {
     } catch (error) {
       const translated = this.options.translateError(error);
       for (const item of batch) item.reject(translated);
-      return;
+      return 'done';
     }
     try {
       const now = this.options.now();
       for (const item of batch) {
+        if (!isolate) {
+          try {
+            item.result = item.run(now);
+          } catch (error) {
+            if (this.options.isFatal(error)) throw error;
+            db.exec('ROLLBACK');
+            return 'isolate';
+          }
+          succeeded.push(item);
+          continue;
+        }
         db.exec('SAVEPOINT op');
         try {
           item.result = item.run(now);
@@ -114,9 +132,11 @@ export class GroupCommit {
       // Nothing of this batch is on disk. Rejecting an already rejected item is a no-op.
       const translated = this.options.translateError(error);
       for (const item of batch) item.reject(translated);
-      return;
+      return 'done';
     }
     for (const item of succeeded) item.resolve(item.result);
     this.options.afterCommit?.();
+    return 'done';
   }
+
 }

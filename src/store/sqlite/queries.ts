@@ -10,6 +10,10 @@ const JOB_COLUMNS = `j.seq, j.id, j.tenant, j.owner, j.kind, j.payload, j.status
   j.created_at, j.started_at, j.finished_at, j.last_error_code, j.last_error_message, j.last_error_class, j.progress, j.cancel_requested,
   j.effect_started_at, j.checkpoint_step, j.checkpoint_state, j.request_hash`;
 
+/** Just what the decide* functions and the guarded writes need: no payload, progress or checkpoint to copy out. */
+const SNAPSHOT_COLUMNS = `j.seq, j.tenant, j.status, j.attempts, j.max_attempts, j.run_after, j.deadline_at, j.lease_expires_at, j.epoch,
+  j.lease_token, j.last_outcome, j.cancel_requested, j.effect_started_at`;
+
 const RESULT_COLUMNS = 'r.content_type AS result_content_type, r.body AS result_body, r.checksum AS result_checksum';
 
 export const SQL = {
@@ -47,7 +51,7 @@ export const SQL = {
     WHERE j.id = @id AND j.tenant = @tenant AND (@owner IS NULL OR j.owner = @owner)`,
   jobGetBySeq: `SELECT ${JOB_COLUMNS}, ${RESULT_COLUMNS} FROM jobs j LEFT JOIN job_results r ON r.job_seq = j.seq WHERE j.seq = ?`,
   jobGetByIdUnscoped: `SELECT ${JOB_COLUMNS}, ${RESULT_COLUMNS} FROM jobs j LEFT JOIN job_results r ON r.job_seq = j.seq WHERE j.id = ?`,
-  jobSnapshot: `SELECT ${JOB_COLUMNS} FROM jobs j WHERE j.id = ? AND j.tenant = ?`,
+  jobSnapshot: `SELECT ${SNAPSHOT_COLUMNS} FROM jobs j WHERE j.id = ? AND j.tenant = ?`,
   jobList: `SELECT ${JOB_COLUMNS}, ${RESULT_COLUMNS} FROM jobs j LEFT JOIN job_results r ON r.job_seq = j.seq
     WHERE j.tenant = @tenant AND (@owner IS NULL OR j.owner = @owner) AND (@status IS NULL OR j.status = @status)
       AND (@kind IS NULL OR j.kind = @kind) AND (@cursor IS NULL OR j.seq < @cursor)
@@ -77,7 +81,7 @@ export const SQL = {
   attemptList: `SELECT a.attempt, a.epoch, a.worker_id, a.started_at, a.ended_at, a.outcome, a.error_code
     FROM job_attempts a WHERE a.job_seq = ? ORDER BY a.epoch`,
 
-  jobsExpiredLeases: `SELECT ${JOB_COLUMNS} FROM jobs j WHERE j.status = 'running' AND j.lease_expires_at <= ?`,
+  jobsExpiredLeases: `SELECT ${SNAPSHOT_COLUMNS} FROM jobs j WHERE j.status = 'running' AND j.lease_expires_at <= ?`,
   jobsQueuedPastDeadline: `SELECT j.seq FROM jobs j WHERE j.status = 'queued' AND j.deadline_at IS NOT NULL AND j.deadline_at <= ?`,
 
   jobExpireToQueued: `UPDATE jobs SET status = 'queued', run_after = @now, lease_expires_at = NULL, last_outcome = 'expired',

@@ -41,6 +41,24 @@ export interface JobRow {
   request_hash: string;
 }
 
+/** The columns of SQL.jobSnapshot and SQL.jobsExpiredLeases. */
+export type SnapshotRow = Pick<
+  JobRow,
+  | 'seq'
+  | 'tenant'
+  | 'status'
+  | 'attempts'
+  | 'max_attempts'
+  | 'run_after'
+  | 'deadline_at'
+  | 'lease_expires_at'
+  | 'epoch'
+  | 'lease_token'
+  | 'last_outcome'
+  | 'cancel_requested'
+  | 'effect_started_at'
+>;
+
 export interface JobWithResultRow extends JobRow {
   result_content_type: string | null;
   result_body: Buffer | null;
@@ -102,7 +120,7 @@ function parseJsonOrNull(text: string | null): unknown {
   return text === null ? null : (JSON.parse(text) as unknown);
 }
 
-export function toSnapshot(row: JobRow): JobSnapshot {
+export function toSnapshot(row: SnapshotRow): JobSnapshot {
   return {
     status: row.status,
     attempts: row.attempts,

@@ -72,6 +72,7 @@ import {
   type ApiKeyRow,
   type AttemptRow,
   type JobRow,
+  type SnapshotRow,
   type JobWithResultRow,
   type KindRow,
   type LeasedRow,
@@ -552,7 +553,7 @@ export class SqliteStore implements Store {
 
   private reapInTransaction(now: number): ReapOutcome {
     const counts = { requeued: 0, dead: 0, unknown: 0, cancelled: 0, deadlineExpired: 0 };
-    const expired = this.statements.jobsExpiredLeases.all(now) as JobRow[];
+    const expired = this.statements.jobsExpiredLeases.all(now) as SnapshotRow[];
     for (const row of expired) {
       const decision = decideLeaseExpiry(toSnapshot(row), now);
       const bindings = { seq: row.seq, token: row.lease_token, now, errorClass: expiryClassOf(decision) };
@@ -600,7 +601,7 @@ export class SqliteStore implements Store {
     return counts;
   }
 
-  private withLiveLease(params: TokenParams, now: number, apply: (row: JobRow) => number): TokenOutcome {
+  private withLiveLease(params: TokenParams, now: number, apply: (row: SnapshotRow) => number): TokenOutcome {
     const row = this.snapshot(params.tenant, params.id);
     if (row === undefined) return { kind: 'rejected', code: 'not_found' };
     const snapshot = toSnapshot(row);
@@ -610,12 +611,12 @@ export class SqliteStore implements Store {
     return { kind: 'ok' };
   }
 
-  private endAttempt(row: JobRow, now: number, outcome: string, errorCode: string | null): void {
+  private endAttempt(row: SnapshotRow, now: number, outcome: string, errorCode: string | null): void {
     this.statements.attemptEnd.run(now, outcome, errorCode, row.seq, row.epoch);
   }
 
-  private snapshot(tenant: string, id: string): JobRow | undefined {
-    return this.statements.jobSnapshot.get(id, tenant) as JobRow | undefined;
+  private snapshot(tenant: string, id: string): SnapshotRow | undefined {
+    return this.statements.jobSnapshot.get(id, tenant) as SnapshotRow | undefined;
   }
 
   private scopedRow(ref: JobRef): JobRow | undefined {
