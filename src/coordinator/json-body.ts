@@ -5,7 +5,10 @@
  * object's prototype (`__proto__`, `constructor.prototype`), and integers
  * beyond Number.MAX_SAFE_INTEGER, which JSON.parse silently rounds — storing
  * them would hand back a different number than the one that was sent, and the
- * idempotency hash would compare the rounded value.
+ * idempotency hash would compare the rounded value. It also refuses nesting
+ * deeper than MAX_JSON_DEPTH: the parser copes with any depth, but everything
+ * after it (canonical JSON, schema compilation, serialization) recurses once
+ * per level, and a few thousand levels overflow the stack — a 500 for bad input.
  */
 
 import type { FastifyInstance, FastifyRequest } from 'fastify';
@@ -15,6 +18,8 @@ import { LeaseholdError } from '../core/errors.js';
 const SUSPECT_KEY = /"(?:_|\\u005[Ff])(?:_|\\u005[Ff])(?:p|\\u0070)|"(?:c|\\u0063)(?:o|\\u006[Ff])(?:n|\\u006[Ee])(?:s|\\u0073)/;
 /** A run of 16 digits is the shortest text that can hold an unsafe integer; most bodies skip the scan. */
 const LONG_DIGITS = /\d{16}/;
+/** Arrays and objects inside each other; far beyond any real payload, far below the stack. */
+export const MAX_JSON_DEPTH = 128;
 
 export function parseJsonBody(text: string): unknown {
   if (text.length === 0) return undefined;
@@ -23,6 +28,11 @@ export function parseJsonBody(text: string): unknown {
     value = JSON.parse(text);
   } catch {
     throw new LeaseholdError('invalid_json', 'the request body is not valid JSON');
+  }
+  // A text shorter than two brackets per level cannot be too deep; most bodies skip the scan.
+  // Checked first: the prototype-key scan below recurses too.
+  if (text.length > 2 * MAX_JSON_DEPTH && exceedsDepth(text, MAX_JSON_DEPTH)) {
+    throw new LeaseholdError('invalid_request', `the request body is nested deeper than ${MAX_JSON_DEPTH} levels`);
   }
   if (value !== null && typeof value === 'object' && SUSPECT_KEY.test(text)) {
     try {
@@ -38,6 +48,26 @@ export function parseJsonBody(text: string): unknown {
     );
   }
   return value;
+}
+
+/** Whether JSON text (already known to be valid) nests arrays and objects deeper than `max`. */
+export function exceedsDepth(text: string, max: number): boolean {
+  const length = text.length;
+  let depth = 0;
+  for (let i = 0; i < length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 34) {
+      // Skip a string literal, including escaped quotes.
+      for (i++; i < length; i++) {
+        const d = text.charCodeAt(i);
+        if (d === 92) i++;
+        else if (d === 34) break;
+      }
+    } else if (c === 91 || c === 123) {
+      if (++depth > max) return true;
+    } else if (c === 93 || c === 125) depth--;
+  }
+  return false;
 }
 
 /** Scans JSON text (already known to be valid) for an integer literal outside the safe range. */
