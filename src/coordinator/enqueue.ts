@@ -17,6 +17,13 @@ import { describePayloadError } from './kind-registry.js';
 import type { RouteContext } from './route-context.js';
 
 export const IDEMPOTENCY_KEY_MAX = 255;
+/**
+ * NUL and lone surrogates: PostgreSQL text holds neither and keeps both as
+ * U+FFFD, so two distinct keys would name one job (and the store, finding the
+ * conflicting row under another spelling, failed with a 500).
+ * The same rule is the batch schema's pattern (protocol/schemas.ts).
+ */
+const UNSTORABLE_KEY = /[\u0000\ud800-\udfff]/u;
 
 export function requireIdempotencyKey(value: string | string[] | undefined): string {
   const key = Array.isArray(value) ? value[0] : value;
@@ -25,6 +32,9 @@ export function requireIdempotencyKey(value: string | string[] | undefined): str
   }
   if (key.length > IDEMPOTENCY_KEY_MAX) {
     throw new LeaseholdError('invalid_request', `headers/idempotency-key must be at most ${IDEMPOTENCY_KEY_MAX} characters`);
+  }
+  if (UNSTORABLE_KEY.test(key)) {
+    throw new LeaseholdError('invalid_request', 'headers/idempotency-key must not contain NUL or unpaired surrogates');
   }
   return key;
 }

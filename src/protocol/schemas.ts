@@ -303,7 +303,11 @@ export const KindList = Type.Object({ kinds: Type.Array(Kind) });
 export type KindList = Static<typeof KindList>;
 
 export const EnqueueBatchItem = Type.Object(
-  { idempotencyKey: Type.String({ minLength: 1, maxLength: LIMITS.idempotencyKeyLength }), ...EnqueueRequest.properties },
+  {
+    // No NUL or unpaired surrogates: PostgreSQL keeps both as U+FFFD, so two distinct keys would name one job.
+    idempotencyKey: Type.String({ minLength: 1, maxLength: LIMITS.idempotencyKeyLength, pattern: '^[^\\u0000\\ud800-\\udfff]*$' }),
+    ...EnqueueRequest.properties,
+  },
   { additionalProperties: false },
 );
 export type EnqueueBatchItem = Static<typeof EnqueueBatchItem>;
