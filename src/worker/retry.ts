@@ -1,6 +1,10 @@
 /**
- * Retrying coordinator calls. Only errors that changed nothing on the
- * coordinator's side are retried: lost connections and 503s. Delays grow
+ * Retrying coordinator calls: lost connections, 503s, and a proxy's 502 or
+ * 504 in front of the coordinators (a load balancer whose backend died or
+ * timed out; the coordinator itself never answers either). A lost connection
+ * or a gateway error may come after the coordinator acted, which is safe:
+ * every worker call is idempotent under its token, and a lease whose answer
+ * was lost comes back when it expires. Delays grow
  * exponentially with full jitter (so many workers cut off together do not
  * come back together) and respect the coordinator's Retry-After. A call tied to
  * a lease stops once the lease has surely run out: after that the coordinator
@@ -35,7 +39,7 @@ export async function withRetry<T>(call: (signal: AbortSignal | undefined) => Pr
     try {
       return await call(options.signal);
     } catch (error) {
-      if (!isRetryableError(error) || options.signal?.aborted === true) throw error;
+      if (!isWorthRetrying(error) || options.signal?.aborted === true) throw error;
       const cap = Math.min(options.policy.maxMs, options.policy.baseMs * 2 ** Math.min(attempt - 1, 20));
       let delay = Math.floor(options.random() * cap);
       if (error instanceof LeaseholdApiError && error.retryAfterSeconds !== undefined) {
@@ -46,6 +50,13 @@ export async function withRetry<T>(call: (signal: AbortSignal | undefined) => Pr
       await (options.sleep ?? sleep)(delay, options.signal);
     }
   }
+}
+
+/** Gateway answers carry no coordinator error body, so their code is the client's `http_<status>`. */
+const GATEWAY_STATUSES = new Set([502, 504]);
+
+export function isWorthRetrying(error: unknown): boolean {
+  return isRetryableError(error) || (error instanceof LeaseholdApiError && GATEWAY_STATUSES.has(error.status));
 }
 
 /** Resolves after `ms`, or rejects with the signal's reason when it aborts first. */
