@@ -15,6 +15,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { buildCoordinator } from '../../src/coordinator/app.js';
 import type { Store } from '../../src/store/store.js';
 import { backends, bearer, drainAfterAll, enqueue, lease, post, startCoordinator, type Harness } from '../support/http-fixtures.js';
+import { SCHEMA_PREFIX } from '../support/reused-pg-schemas.js';
 import { waitFor } from '../support/wait-for.js';
 
 const WAIT_MS = 30_000;
@@ -26,7 +27,7 @@ const PROMPT_MS = 5_000;
  * listener connects in the background after the app is built; a NOTIFY sent
  * before that would be lost (a real deployment's re-check interval covers
  * that gap, this test's does not). Connections name their schema in
- * application_name, and backends.ts puts this process's pid in the schema.
+ * application_name, and this process's schemas share a prefix.
  */
 async function listenersUp(count: number): Promise<void> {
   const url = process.env['DATABASE_URL'] ?? '';
@@ -39,7 +40,7 @@ async function listenersUp(count: number): Promise<void> {
         const { rows } = await client.query<{ n: number }>(
           `SELECT count(*)::int AS n FROM pg_stat_activity
             WHERE application_name LIKE $1 AND query LIKE 'LISTEN %' AND state = 'idle'`,
-          [`leasehold:lh_test_${process.pid}_%`],
+          [`leasehold:${SCHEMA_PREFIX}%`],
         );
         return (rows[0]?.n ?? 0) >= count;
       },

@@ -4,6 +4,10 @@
  * named), API keys for each role in two tenants, the store's clock as the
  * tests see it, and small helpers for requests and bounded waiting.
  *
+ * PostgreSQL stores come from reused-pg-schemas.ts (a migrated schema
+ * emptied between tests) rather than the factory's create-and-drop, which
+ * costs more than most of these tests; the factory still picks the backend.
+ *
  * Tests that move time ask for `manualClock`: on SQLite the store then reads
  * a ManualClock and `time.advance` is instant; PostgreSQL's clock is the
  * server's now() and cannot be moved, so there `time.advance` waits in real
@@ -24,6 +28,7 @@ import type { Role } from '../../src/core/states.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import type { Store, StoreBackend } from '../../src/store/store.js';
 import { backends, type BackendFactory, type BackendInstance } from './backends.js';
+import { reusedPgSchemas } from './reused-pg-schemas.js';
 
 export { backends, type BackendFactory };
 
@@ -65,6 +70,14 @@ export interface StartOptions {
 }
 
 const SQLITE = backends.find((b) => b.name === 'sqlite');
+const DATABASE_URL = process.env['DATABASE_URL'] ?? '';
+const pgSchemas = DATABASE_URL === '' ? null : reusedPgSchemas(DATABASE_URL);
+
+async function createInstance(factory: BackendFactory, clock: ManualClock | undefined): Promise<BackendInstance> {
+  if (clock !== undefined) return sqliteWithClock(clock);
+  if (factory.name === 'postgres' && pgSchemas !== null) return pgSchemas.create();
+  return factory.create();
+}
 
 let keyCounter = 0;
 
@@ -114,7 +127,7 @@ export async function startCoordinator(config: CoordinatorConfigInput = {}, opti
   const factory = options.backend ?? SQLITE;
   if (factory === undefined) throw new Error('no SQLite backend');
   const clock = options.manualClock === true && factory.name === 'sqlite' ? new ManualClock(Date.UTC(2026, 0, 1)) : undefined;
-  const instance = clock === undefined ? await factory.create() : sqliteWithClock(clock);
+  const instance = await createInstance(factory, clock);
   const store = instance.store;
   const apps: FastifyInstance[] = [];
   let keys: Keys;
@@ -166,13 +179,14 @@ export async function startCoordinator(config: CoordinatorConfigInput = {}, opti
 }
 
 /**
- * Registers, in the calling describe block, an afterAll that waits for the
- * backend's pending cleanups (PostgreSQL drops each test's schema in the
- * background, and the file's process must not end before the drops do).
+ * Registers, in the calling describe block, an afterAll that drops what the
+ * backend's tests left behind (PostgreSQL schemas), so the file's process does
+ * not end with a schema still in the database.
  */
 export function drainAfterAll(factory: BackendFactory): void {
   afterAll(async () => {
     await factory.drain();
+    if (factory.name === 'postgres') await pgSchemas?.drain();
   });
 }
 
