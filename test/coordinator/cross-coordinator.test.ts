@@ -95,9 +95,9 @@ describe.each(backends)('HTTP contract ($name)', (backend) => {
 
   /**
    * Starts a long poll on A and resolves once its first lease attempt found
-   * nothing: from then on only a wake-up (or the re-check, an hour away in
-   * effect) can deliver a job. A notification arriving between that attempt
-   * and the wait is not lost (LeaseWaiters' generation counter).
+   * nothing: from then on only a wake-up can deliver a job before WAIT_MS
+   * (the re-check interval is longer). A notification arriving between that
+   * attempt and the wait is not lost (LeaseWaiters' generation counter).
    */
   async function parkedPollOnA(): Promise<{ readonly answer: Promise<LightMyRequestResponse> }> {
     const empty = new Promise<void>((resolve) => emptyLeases.push(resolve));
