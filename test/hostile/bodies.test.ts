@@ -33,20 +33,8 @@ import {
   RequeueRequest,
   TokenRequest,
 } from '../../src/protocol/schemas.js';
-import {
-  applyMutation,
-  contentType,
-  damageText,
-  hostileSegment,
-  hostileString,
-  jobIdRef,
-  mutation,
-  Ref,
-  resolveRefs,
-  textDamage,
-  toJsonText,
-  VALID_BODIES,
-} from '../support/arbitraries.js';
+import { contentType, hostileSegment, hostileString, jobIdRef, Ref, resolveRefs, toJsonText } from '../support/arbitraries.js';
+import { applyMutation, damageText, mutation, textDamage, VALID_BODIES } from '../support/body-mutations.js';
 import { backends, bearer, drainAfterAll, startCoordinator, type Harness } from '../support/http-fixtures.js';
 import { checkAnswer, ENDPOINTS, shortReport, storeSnapshot, Tally, World, type Endpoint, type SentRequest } from '../support/hostile-world.js';
 

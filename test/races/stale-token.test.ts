@@ -88,11 +88,13 @@ describe.each(backends)('stale tokens ($name)', (backend) => {
         expect(enqueued.statusCode).toBe(202);
         const id = (enqueued.json() as { id: string }).id;
 
-        const [a] = await lease(h.app, h.keys.worker, { workerId: workerA, kinds: [kind], leaseMs: 100 });
+        // A's lease is short; on PostgreSQL (a real clock) long enough for A's checkpoint on a loaded machine.
+        const leaseMsA = backend.name === 'sqlite' ? 100 : 1_500;
+        const [a] = await lease(h.app, h.keys.worker, { workerId: workerA, kinds: [kind], leaseMs: leaseMsA });
         expect(a?.id).toBe(id);
         const tokenA = a?.token ?? '';
         expect((await post(h.app, h.keys.worker, `/jobs/${id}/checkpoint`, { token: tokenA, step: 1, state: { from: 'A' } })).statusCode).toBe(200);
-        await h.time.advance(150);
+        await h.time.advance(leaseMsA + 50);
 
         // A's lease has run out and nobody holds the job: A is refused already, and stores nothing.
         await expectAllStale(
