@@ -1,10 +1,10 @@
 /**
  * Wakes long polls when another coordinator (or this one) commits work. One
  * dedicated connection LISTENs on the schema's channel; enqueue, requeue and
- * retry statements NOTIFY it in their own transaction, so the wake-up arrives
- * only after the change is committed. If the connection drops (a restart, a
- * failover) it reconnects with backoff and then wakes everyone once, because
- * notifications sent meanwhile are lost.
+ * retry NOTIFY it right after their commit, so a wake-up never precedes the
+ * change. Whenever LISTEN takes effect (the first connect, or a reconnect
+ * after a restart or failover) it wakes everyone once, because notifications
+ * sent before that reached nobody.
  */
 
 import pg from 'pg';
@@ -30,7 +30,7 @@ export class AvailabilityListener {
 
   /** Starts listening; resolves after the first attempt, whether or not it connected. */
   async start(): Promise<void> {
-    await this.connect(false);
+    await this.connect();
   }
 
   async stop(): Promise<void> {
@@ -42,7 +42,7 @@ export class AvailabilityListener {
     if (client !== null) await client.end().catch(() => undefined);
   }
 
-  private async connect(isReconnect: boolean): Promise<void> {
+  private async connect(): Promise<void> {
     if (this.stopped || this.connecting) return;
     this.connecting = true;
     const client = new pg.Client(this.options.clientConfig);
@@ -69,7 +69,8 @@ export class AvailabilityListener {
       }
       this.client = client;
       this.retryMs = this.options.minRetryMs ?? 100;
-      if (isReconnect) this.options.onAvailable();
+      // Commits made before this LISTEN took effect announced nobody: wake the waiters once so they look.
+      this.options.onAvailable();
     } catch {
       onDrop();
     } finally {
@@ -83,7 +84,7 @@ export class AvailabilityListener {
     this.retryMs = Math.min(this.retryMs * 2, this.options.maxRetryMs ?? 5_000);
     this.retryTimer = setTimeout(() => {
       this.retryTimer = null;
-      void this.connect(true);
+      void this.connect();
     }, delay);
     this.retryTimer.unref();
   }
