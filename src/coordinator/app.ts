@@ -17,7 +17,7 @@ import type { Store } from '../store/store.js';
 import { installAuth } from './auth.js';
 import { Backpressure } from './backpressure.js';
 import { resolveConfig, type CoordinatorConfig, type CoordinatorConfigInput } from './config.js';
-import { installErrorHandling, routeMethods, sendError, toHttpError } from './error-handler.js';
+import { answerClientError, installErrorHandling, routeMethods, sendError, toHttpError } from './error-handler.js';
 import { installJsonBodyParser } from './json-body.js';
 import { KindRegistry } from './kind-registry.js';
 import { LeaseWaiters } from './lease-waiters.js';
@@ -86,6 +86,7 @@ export async function buildCoordinator(options: CoordinatorOptions): Promise<Fas
     frameworkErrors: (error, _request, reply) => {
       sendError(reply, toHttpError(error));
     },
+    clientErrorHandler: answerClientError,
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 200 },
   }).withTypeProvider() as unknown as CoordinatorApp;
 

@@ -6,6 +6,7 @@
  * with its stack and the client gets a generic 500 without details.
  */
 
+import type { Duplex } from 'node:stream';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ERROR_CODES, LeaseholdError, type ErrorCode } from '../core/errors.js';
 
@@ -102,6 +103,27 @@ function publicMessage(code: ErrorCode, message: string | undefined): string {
 export function sendError(reply: FastifyReply, httpError: HttpError): FastifyReply {
   if (httpError.retryAfterSeconds !== undefined) reply.header('retry-after', String(httpError.retryAfterSeconds));
   return reply.code(httpError.status).send({ error: { code: httpError.code, message: httpError.message } });
+}
+
+/**
+ * Requests Node's HTTP parser refuses (broken framing, a NUL in a header,
+ * Content-Length with Transfer-Encoding, headers over Node's limit) never
+ * reach Fastify's routing; they get the same error body as every other
+ * answer, as a 400 (the codes have no 408 or 431), and the connection closes.
+ */
+export function answerClientError(error: Error & { code?: string }, socket: Duplex): void {
+  if (error.code === 'ECONNRESET' || socket.destroyed) return;
+  const message =
+    error.code === 'HPE_HEADER_OVERFLOW'
+      ? 'the request headers are too large'
+      : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? 'the request did not arrive in time'
+        : 'the request is not valid HTTP/1.1';
+  const body = JSON.stringify({ error: { code: 'invalid_request', message } });
+  if (socket.writable) {
+    socket.write(`HTTP/1.1 400 Bad Request\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+  }
+  socket.destroy(error);
 }
 
 export interface RouteMethods {
