@@ -29,6 +29,14 @@ export const LIMITS = Object.freeze({
   maxListLimit: 1000,
   errorCodeLength: 128,
   errorMessageLength: 4096,
+  /** Checkpoint step indexes are 32-bit (PostgreSQL integer). */
+  maxCheckpointStep: 2_147_483_647,
+  /** A kind's backoff delays; within a 32-bit count of milliseconds. */
+  maxBackoffMs: 7 * 24 * 60 * 60_000,
+  /** A job's overall deadline, from enqueue or from its kind. */
+  maxDeadlineMs: 365 * 24 * 60 * 60_000,
+  /** A kind's result limit: no result can arrive in a larger body than the largest body limit. */
+  maxResultBytes: 1024 ** 3,
   /** Default body limit; kinds may set a lower payload limit. */
   bodyLimitBytes: 1024 * 1024,
   batchBodyLimitBytes: 16 * 1024 * 1024,
@@ -66,7 +74,7 @@ export const EnqueueRequest = Type.Object(
     maxAttempts: Type.Optional(Type.Integer({ minimum: 1, maximum: LIMITS.maxAttempts })),
     runAfter: Type.Optional(Timestamp),
     priority: Type.Optional(Type.Integer({ minimum: -LIMITS.maxPriority, maximum: LIMITS.maxPriority })),
-    deadlineMs: Type.Optional(Type.Integer({ minimum: 1, maximum: 365 * 24 * 60 * 60_000 })),
+    deadlineMs: Type.Optional(Type.Integer({ minimum: 1, maximum: LIMITS.maxDeadlineMs })),
   },
   { additionalProperties: false },
 );
@@ -75,7 +83,7 @@ export type EnqueueRequest = Static<typeof EnqueueRequest>;
 export const ProgressSchema = Type.Unknown({ description: 'A small JSON value, e.g. {done, total}' });
 
 export const CheckpointSchema = Type.Object(
-  { step: Type.Integer({ minimum: 0 }), state: Type.Unknown() },
+  { step: Type.Integer({ minimum: 0, maximum: LIMITS.maxCheckpointStep }), state: Type.Unknown() },
   { additionalProperties: false },
 );
 
@@ -221,7 +229,7 @@ export const TokenRequest = Type.Object({ token: Token }, { additionalProperties
 export type TokenRequest = Static<typeof TokenRequest>;
 
 export const CheckpointRequest = Type.Object(
-  { token: Token, step: Type.Integer({ minimum: 0 }), state: Type.Unknown() },
+  { token: Token, step: Type.Integer({ minimum: 0, maximum: LIMITS.maxCheckpointStep }), state: Type.Unknown() },
   { additionalProperties: false },
 );
 export type CheckpointRequest = Static<typeof CheckpointRequest>;
@@ -264,7 +272,7 @@ export const IdParams = Type.Object({ id: Type.String({ minLength: 1, maxLength:
 export type IdParams = Static<typeof IdParams>;
 
 export const BackoffSchema = Type.Object(
-  { baseMs: Type.Integer({ minimum: 1 }), maxMs: Type.Integer({ minimum: 1 }) },
+  { baseMs: Type.Integer({ minimum: 1, maximum: LIMITS.maxBackoffMs }), maxMs: Type.Integer({ minimum: 1, maximum: LIMITS.maxBackoffMs }) },
   { additionalProperties: false },
 );
 
@@ -275,8 +283,8 @@ export const KindDefinition = Type.Object(
     maxAttempts: Type.Optional(Type.Integer({ minimum: 1, maximum: LIMITS.maxAttempts })),
     leaseMs: Type.Optional(Type.Integer({ minimum: LIMITS.minLeaseMs, maximum: LIMITS.maxLeaseMs })),
     backoff: Type.Optional(BackoffSchema),
-    deadlineMs: Type.Optional(Type.Union([Type.Integer({ minimum: 1 }), Type.Null()])),
-    maxResultBytes: Type.Optional(Type.Integer({ minimum: 1 })),
+    deadlineMs: Type.Optional(Type.Union([Type.Integer({ minimum: 1, maximum: LIMITS.maxDeadlineMs }), Type.Null()])),
+    maxResultBytes: Type.Optional(Type.Integer({ minimum: 1, maximum: LIMITS.maxResultBytes })),
   },
   { additionalProperties: false },
 );
