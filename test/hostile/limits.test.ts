@@ -233,6 +233,35 @@ describe.each(backends)('limits ($name)', (backend) => {
     await expectUnchanged('deep nesting');
   });
 
+  it('integers beyond what a column holds are refused with 400, the largest allowed ones are stored', async () => {
+    const id = world.resolve(new Ref('jobId', 'running'));
+    const token = world.resolve(new Ref('token', 'live'));
+    const worker = { ...bearer(h.keys.worker), 'content-type': 'application/json' };
+    const admin = { ...bearer(h.keys.otherAdmin), 'content-type': 'application/json' };
+    const refused: SentRequest[] = [
+      { method: 'POST', url: `/jobs/${id}/checkpoint`, headers: worker, payload: `{"token":"${token}","step":2147483648,"state":1}` },
+      { method: 'POST', url: `/jobs/${id}/checkpoint`, headers: worker, payload: `{"token":"${token}","step":1e20,"state":1}` },
+      { method: 'PUT', url: '/kinds/wide', headers: admin, payload: '{"backoff":{"baseMs":2147483648,"maxMs":4294967296}}' },
+      { method: 'PUT', url: '/kinds/wide', headers: admin, payload: '{"maxResultBytes":2147483648}' },
+      { method: 'PUT', url: '/kinds/wide', headers: admin, payload: '{"deadlineMs":9007199254740991}' },
+      { method: 'PUT', url: '/kinds/wide', headers: admin, payload: '{"deadlineMs":1e92}' },
+      { method: 'POST', url: '/jobs', headers: { ...bearer(h.keys.producer), 'content-type': 'application/json', 'idempotency-key': 'wide' }, payload: '{"kind":"email","payload":1,"deadlineMs":1e92}' },
+    ];
+    for (const sent of refused) expect((await send(sent)).code, String(sent.payload)).toBe('invalid_request');
+    await expectUnchanged('integers beyond the columns');
+    expect((await send({ method: 'POST', url: `/jobs/${id}/checkpoint`, headers: worker, payload: `{"token":"${token}","step":2147483647,"state":1}` })).status).toBe(200);
+    const widest = await send({
+      method: 'PUT',
+      url: '/kinds/wide',
+      headers: admin,
+      payload: JSON.stringify({ backoff: { baseMs: LIMITS.maxBackoffMs, maxMs: LIMITS.maxBackoffMs }, maxResultBytes: LIMITS.maxResultBytes, deadlineMs: LIMITS.maxDeadlineMs }),
+    });
+    expect(widest.status, widest.body).toBe(200);
+    const job = await send({ method: 'POST', url: '/jobs', headers: { ...bearer(h.keys.otherProducer), 'content-type': 'application/json', 'idempotency-key': 'wide' }, payload: '{"kind":"wide","payload":1}' });
+    expect(job.status, job.body).toBe(202);
+    await accepted();
+  });
+
   describe('over real HTTP', () => {
     let port = 0;
     beforeAll(async () => {
