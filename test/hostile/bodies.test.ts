@@ -41,7 +41,9 @@ import { checkAnswer, ENDPOINTS, shortReport, storeSnapshot, Tally, World, type 
 const BODY_LIMIT = 256 * 1024;
 const BATCH_BODY_LIMIT = 512 * 1024;
 /** Runs per endpoint; the whole file stays well under a minute on two busy cores. */
-const RUNS: Record<string, number> = { sqlite: 45, postgres: 20 };
+/** LEASEHOLD_FUZZ_SCALE multiplies the runs for a longer hunt. */
+const SCALE = Number(process.env['LEASEHOLD_FUZZ_SCALE'] ?? '') || 1;
+const RUNS: Record<string, number> = { sqlite: 45 * SCALE, postgres: 20 * SCALE };
 
 const SCHEMAS: Readonly<Record<string, TSchema>> = {
   'POST /jobs': EnqueueRequest,

@@ -15,7 +15,9 @@ import { hostileChar, hostileString, SQL_INJECTIONS } from '../support/arbitrari
 import { backends, bearer, drainAfterAll, startCoordinator, type Harness } from '../support/http-fixtures.js';
 import { checkAnswer, shortReport, storeSnapshot, Tally, World, type SentRequest } from '../support/hostile-world.js';
 
-const RUNS: Record<string, number> = { sqlite: 120, postgres: 50 };
+/** LEASEHOLD_FUZZ_SCALE multiplies the runs for a longer hunt. */
+const SCALE = Number(process.env['LEASEHOLD_FUZZ_SCALE'] ?? '') || 1;
+const RUNS: Record<string, number> = { sqlite: 120 * SCALE, postgres: 50 * SCALE };
 const tally = new Tally();
 /** What an idempotency key may not hold (NUL, unpaired surrogates). */
 const UNSTORABLE = /[\u0000\ud800-\udfff]/u;

@@ -15,7 +15,9 @@ import { hostileString } from '../support/arbitraries.js';
 import { backends, bearer, drainAfterAll, get, post, startCoordinator, type Harness } from '../support/http-fixtures.js';
 import { shortReport, Tally } from '../support/hostile-world.js';
 
-const RUNS: Record<string, number> = { sqlite: 40, postgres: 20 };
+/** LEASEHOLD_FUZZ_SCALE multiplies the runs for a longer hunt. */
+const SCALE = Number(process.env['LEASEHOLD_FUZZ_SCALE'] ?? '') || 1;
+const RUNS: Record<string, number> = { sqlite: 40 * SCALE, postgres: 20 * SCALE };
 const tally = new Tally();
 afterAll(() => {
   console.log(tally.line(`hostile input (round trips, ${backends.map((b) => b.name).join('+')})`));
