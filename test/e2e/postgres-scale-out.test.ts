@@ -114,7 +114,8 @@ describe.skipIf(DATABASE_URL === '')('scale-out over PostgreSQL (DATABASE_URL)',
         handlers: HANDLERS,
         concurrency: 8,
         workerId: `scale-${i}`,
-        env: { LEDGER_FILE: ledgerFile },
+        // The victim's handlers take a moment after their effect, so it still holds leases when it is killed.
+        env: i === VICTIM ? { LEDGER_FILE: ledgerFile, LEDGER_HOLD_MS: '200' } : { LEDGER_FILE: ledgerFile },
         ...(i === VICTIM ? { extraArgs: ['--lease-ms', String(VICTIM_LEASE_MS)] } : {}),
       }),
     );
