@@ -10,7 +10,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { ROOT, startWorker } from '../../bench/processes.js';
-import type { Job } from '../../src/protocol/schemas.js';
+import { allJobs } from '../support/all-jobs.js';
 import { waitFor } from '../support/wait-for.js';
 import { startCluster, type Cluster } from './cluster.js';
 
@@ -57,13 +57,7 @@ it('commits the effect of each of 1,000 jobs exactly once across 3 worker proces
   await waitFor('all jobs to succeed', async () => (await admin.stats()).counts['succeeded'] === JOBS, { timeoutMs: 60_000, intervalMs: 100 });
   await Promise.all(workers.map((w) => w.stop('SIGTERM')));
 
-  const jobs = new Map<string, Job>();
-  let cursor: string | null = null;
-  do {
-    const page = await admin.listJobs({ limit: 1000, ...(cursor === null ? {} : { cursor }) });
-    for (const job of page.jobs) jobs.set(job.id, job);
-    cursor = page.nextCursor;
-  } while (cursor !== null);
+  const jobs = await allJobs(admin);
   expect(jobs.size).toBe(JOBS);
 
   const executions = readFileSync(ledgerFile, 'utf8')

@@ -24,8 +24,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT, startCoordinator, startWorker, type RunningProcess } from '../../bench/processes.js';
 import { LeaseholdClient } from '../../src/client/index.js';
 import { hashApiKey, newApiKey } from '../../src/core/ids.js';
-import type { Job } from '../../src/protocol/schemas.js';
 import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
+import { allJobs } from '../support/all-jobs.js';
 import { waitFor } from '../support/wait-for.js';
 import { startPrivatePostgres, type PrivatePostgres } from './private-postgres.js';
 
@@ -184,13 +184,7 @@ describe.skipIf(databaseUrl === undefined || databaseUrl === '')('PostgreSQL res
       const counts = (await admin.stats()).counts;
       expect(counts).toEqual({ queued: 0, running: 0, succeeded: total, dead: 0, unknown: 0, cancelled: 0 });
 
-      const jobs = new Map<string, Job>();
-      let cursor: string | null = null;
-      do {
-        const page = await admin.listJobs({ limit: 1000, ...(cursor === null ? {} : { cursor }) });
-        for (const job of page.jobs) jobs.set(job.id, job);
-        cursor = page.nextCursor;
-      } while (cursor !== null);
+      const jobs = await allJobs(admin);
       // One job per accepted key: no retried enqueue made a second one.
       expect(jobs.size).toBe(total);
       expect(new Set(tally.accepted.values()).size).toBe(total);

@@ -30,6 +30,7 @@ import type { Job } from '../../src/protocol/schemas.js';
 import { hashApiKey, newApiKey } from '../../src/core/ids.js';
 import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
 import type { AttemptRecord } from '../../src/store/store.js';
+import { allJobs } from '../support/all-jobs.js';
 import { waitFor } from '../support/wait-for.js';
 import { DATABASE_URL, startPgDeployment, type PgDeployment } from './postgres-deployment.js';
 
@@ -157,13 +158,7 @@ describe.skipIf(DATABASE_URL === '')('scale-out over PostgreSQL (DATABASE_URL)',
     await Promise.all(workers.map((w) => w.stop('SIGTERM')));
 
     // Each job committed exactly once.
-    const jobs = new Map<string, Job>();
-    let cursor: string | null = null;
-    do {
-      const page = await admin.listJobs({ limit: 1000, ...(cursor === null ? {} : { cursor }) });
-      for (const job of page.jobs) jobs.set(job.id, job);
-      cursor = page.nextCursor;
-    } while (cursor !== null);
+    const jobs = await allJobs(admin);
     expect(jobs.size).toBe(JOBS);
 
     const executions = readFileSync(ledgerFile, 'utf8')
