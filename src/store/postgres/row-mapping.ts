@@ -5,7 +5,7 @@
  * the values the schema constrains, so that a drifted schema fails loudly.
  */
 
-import { inferFailureClass, isFailureClass } from '../../core/failure-classes.js';
+import { storedJobError } from '../stored-job-error.js';
 import { isJobStatus, isRole, type JobStatus, type Role } from '../../core/states.js';
 import { ATTEMPT_OUTCOMES, type AttemptOutcome, type JobSnapshot } from '../../core/transitions.js';
 import type { ApiKeyRecord, AttemptRecord, Checkpoint, JobRecord, JobResult, KindRecord, LeasedJob } from '../store.js';
@@ -90,16 +90,14 @@ export function toJobRecord(row: JobRow): JobRecord {
     createdAt: row.created_at,
     startedAt: row.started_at,
     finishedAt: row.finished_at,
-    lastError:
-      row.last_error_code === null
-        ? null
-        : {
-            code: row.last_error_code,
-            message: row.last_error_message ?? '',
-            class: isFailureClass(row.last_error_class)
-              ? row.last_error_class
-              : inferFailureClass({ status: toStatus(row.status), attempts: row.attempts, maxAttempts: row.max_attempts }, row.last_error_code),
-          },
+    lastError: storedJobError({
+      code: row.last_error_code,
+      message: row.last_error_message,
+      storedClass: row.last_error_class,
+      status: toStatus(row.status),
+      attempts: row.attempts,
+      maxAttempts: row.max_attempts,
+    }),
     progress: row.progress ?? null,
     cancelRequested: row.cancel_requested,
     effectStartedAt: row.effect_started_at,

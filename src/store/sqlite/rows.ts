@@ -3,8 +3,8 @@
  * SQLite keeps times as integer milliseconds and JSON as canonical text.
  */
 
+import { storedJobError } from '../stored-job-error.js';
 import type { JobStatus, Role } from '../../core/states.js';
-import { inferFailureClass, isFailureClass } from '../../core/failure-classes.js';
 import type { AttemptOutcome, JobSnapshot } from '../../core/transitions.js';
 import type { ApiKeyRecord, AttemptRecord, JobRecord, KindRecord } from '../store.js';
 
@@ -153,16 +153,14 @@ export function toJobRecord(row: JobWithResultRow): JobRecord {
     createdAt: row.created_at,
     startedAt: row.started_at,
     finishedAt: row.finished_at,
-    lastError:
-      row.last_error_code === null
-        ? null
-        : {
-            code: row.last_error_code,
-            message: row.last_error_message ?? '',
-            class: isFailureClass(row.last_error_class)
-              ? row.last_error_class
-              : inferFailureClass({ status: row.status, attempts: row.attempts, maxAttempts: row.max_attempts }, row.last_error_code),
-          },
+    lastError: storedJobError({
+      code: row.last_error_code,
+      message: row.last_error_message,
+      storedClass: row.last_error_class,
+      status: row.status,
+      attempts: row.attempts,
+      maxAttempts: row.max_attempts,
+    }),
     progress: parseJsonOrNull(row.progress),
     cancelRequested: row.cancel_requested === 1,
     effectStartedAt: row.effect_started_at,
