@@ -22,6 +22,7 @@
 import { LeaseholdApiError } from '../client/errors.js';
 import type { LeaseholdClient } from '../client/leasehold-client.js';
 import type { Clock } from '../core/clock.js';
+import { crashPoint } from '../core/fault-points.js';
 import type { LeasedJob } from '../protocol/schemas.js';
 import type { Checkpoint } from '../store/store.js';
 import { resultBytesOf } from './binary-result.js';
@@ -157,6 +158,7 @@ export class JobRun {
     if (this.aborted) return;
     const { job, deps } = this;
     if (outcome.ok) {
+      crashPoint('worker.after-handler');
       let result = outcome.value;
       const resultBytes = resultBytesOf(result);
       if (resultBytes !== undefined) result = undefined;

@@ -14,6 +14,7 @@ import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import type { LeaseholdClient } from '../client/leasehold-client.js';
 import { systemClock, type Clock } from '../core/clock.js';
+import { crashPoint } from '../core/fault-points.js';
 import { LIMITS, type LeasedJob } from '../protocol/schemas.js';
 import { CompletionBatcher } from './completion-batcher.js';
 import type { Handler, HandlerMap } from './handler.js';
@@ -159,6 +160,7 @@ export class Worker {
         if (this.stopping) break;
         throw error;
       }
+      if (jobs.length > 0) crashPoint('worker.after-claim');
       for (const job of jobs) this.startRun(job, sentAt);
       if (jobs.length === 0 && this.deps.clock.now() - sentAt < Math.min(this.waitMs, 50)) {
         // The coordinator answered an empty poll at once (waitMs 0, or a wake that found nothing): do not spin.

@@ -14,6 +14,7 @@
 import { canonicalJson } from '../../core/canonical-json.js';
 import type { BackoffPolicy } from '../../core/backoff.js';
 import { LeaseholdError } from '../../core/errors.js';
+import { crashPoint } from '../../core/fault-points.js';
 import { isJobId } from '../../core/ids.js';
 import {
   CompleteManyRequest,
@@ -111,6 +112,7 @@ export function registerCompletionRoutes(app: CoordinatorApp, ctx: RouteContext)
       if (!isJobId(id)) throw new LeaseholdError('not_found', 'job not found');
       const params = await completeParams(ctx, principal.tenant, { ...request.body, id });
       const outcome = await ctx.store.jobComplete(params);
+      crashPoint('complete.after-commit');
       if (outcome.kind === 'rejected') throw await rejection(ctx, principal.tenant, id, outcome.code);
       return { id, status: outcome.kind === 'completed' ? ('succeeded' as const) : ('dead' as const) };
     },
@@ -135,6 +137,7 @@ export function registerCompletionRoutes(app: CoordinatorApp, ctx: RouteContext)
       const items = request.body.completions;
       const params = await Promise.all(items.map((item) => completeParams(ctx, principal.tenant, item)));
       const outcomes = await ctx.store.jobCompleteMany(params);
+      crashPoint('complete.after-commit');
       const results = items.map((item, index) => batchItemResult(item.id, outcomes[index]));
       for (const entry of results) {
         if (entry.code === 'stale_lease') entry.code = await explainRejection(ctx, principal.tenant, entry.id, 'stale_lease');

@@ -7,6 +7,7 @@
 
 import { Type } from '@sinclair/typebox';
 import { LeaseholdError } from '../../core/errors.js';
+import { crashPoint } from '../../core/fault-points.js';
 import { isJobId } from '../../core/ids.js';
 import { EnqueueRequest, IdParams, JobListQuery, RequeueRequest } from '../../protocol/schemas.js';
 import type { JobRecord, JobScope } from '../../store/store.js';
@@ -48,6 +49,7 @@ export function registerJobRoutes(app: CoordinatorApp, ctx: RouteContext): void 
       const params = await prepareEnqueue(ctx, principal, request.body, key);
       await ctx.backpressure.check(principal.tenant, 1, params.payloadBytes);
       const outcome = await ctx.store.jobEnqueue(params);
+      crashPoint('enqueue.after-commit');
       if (outcome.kind === 'conflict') {
         throw new LeaseholdError('idempotency_conflict', 'this Idempotency-Key was already used with a different request body');
       }

@@ -14,6 +14,7 @@ import { Type } from '@sinclair/typebox';
 import { canonicalJson } from '../../core/canonical-json.js';
 import { toRfc3339 } from '../../core/clock.js';
 import { LeaseholdError } from '../../core/errors.js';
+import { crashPoint } from '../../core/fault-points.js';
 import { isJobId } from '../../core/ids.js';
 import {
   CheckpointRequest,
@@ -84,6 +85,7 @@ export function registerLeaseRoutes(app: CoordinatorApp, ctx: RouteContext): voi
         }
       }
       if (jobs.length === 0) return reply.code(204).send(null);
+      crashPoint('lease.after-commit');
       return { jobs: jobs.map(toWireLeasedJob) };
     },
   );

@@ -9,6 +9,7 @@
 
 import { canonicalJson } from '../../core/canonical-json.js';
 import { LeaseholdError } from '../../core/errors.js';
+import { crashPoint } from '../../core/fault-points.js';
 import { newJobId } from '../../core/ids.js';
 import type { EnqueueOutcome, EnqueueParams } from '../store.js';
 import type { PgDatabase } from './pg-database.js';
@@ -55,6 +56,7 @@ export interface InsertedJobs {
 
 export async function insertJobs(db: PgDatabase, items: readonly PreparedEnqueue[]): Promise<InsertedJobs> {
   if (items.length === 0) return { outcomes: [], created: false };
+  crashPoint('enqueue.before-commit');
   const ids = items.map(() => newJobId());
   const params = items.map((item) => item.params);
   const inserted = await db.query<JobRow>(

@@ -14,6 +14,7 @@
  */
 
 import { canonicalJson } from '../../core/canonical-json.js';
+import { crashPoint } from '../../core/fault-points.js';
 import { isJobId, newLeaseToken } from '../../core/ids.js';
 import { JOB_STATUSES, type JobStatus } from '../../core/states.js';
 import { decideFailure } from '../../core/transitions.js';
@@ -266,6 +267,7 @@ export class PostgresStore implements Store {
       const rows = (await tx.query<LockedRow>(bind(Q.JOB_LOCK_MANY, [ids]))).rows;
       const batch = completeBatch(params, rows);
       await endLeases(tx, batch.endings, true);
+      crashPoint('complete.inside-transaction');
       return batch.outcomes;
     });
   }

@@ -17,6 +17,7 @@ import { canonicalJson } from '../../core/canonical-json.js';
 import { systemClock, type Clock } from '../../core/clock.js';
 import { StoreUnavailableError } from '../../core/errors.js';
 import { expiryClassOf, failureClassOf } from '../../core/failure-classes.js';
+import { crashPoint } from '../../core/fault-points.js';
 import { newJobId, newLeaseToken, sha256Hex } from '../../core/ids.js';
 import { JOB_STATUSES, type JobStatus } from '../../core/states.js';
 import {
@@ -490,6 +491,7 @@ export class SqliteStore implements Store {
       now,
     });
     this.statements.counterAddStorage.run(params.tenant, params.payloadBytes);
+    crashPoint('enqueue.before-commit');
     // Built from what was inserted rather than read back: enqueue is the hottest write.
     const job: JobRecord = {
       id,
@@ -547,6 +549,7 @@ export class SqliteStore implements Store {
       this.statements.resultInsert.run(row.seq, result.contentType, result.body, sha256Hex(result.body), result.body.length);
       this.statements.counterAddStorage.run(row.tenant, result.body.length);
     }
+    crashPoint('complete.inside-transaction');
     this.endAttempt(row, now, 'succeeded', null);
     return { kind: 'completed', replayed: false };
   }
