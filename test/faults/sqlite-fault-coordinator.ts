@@ -1,0 +1,120 @@
+/**
+ * Shared by the SQLite fault tests: an in-process coordinator over a SQLite
+ * file the test places itself (on a small tmpfs, under immutable files, beside
+ * a lock-holding process), the check that a refused request answered 503
+ * store_unavailable without driver details, and a look at the database from a
+ * separate connection that lists every half-written trace a failed
+ * transaction could leave (an attempt without its lease, a result without its
+ * success, storage counters that disagree with the rows).
+ */
+
+import Database from 'better-sqlite3';
+import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
+import { expect } from 'vitest';
+import { buildCoordinator } from '../../src/coordinator/app.js';
+import type { CoordinatorConfigInput } from '../../src/coordinator/config.js';
+import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import { createKey, errorCode } from '../support/http-fixtures.js';
+
+export interface SqliteFaultCoordinator {
+  readonly app: FastifyInstance;
+  readonly store: SqliteStore;
+  readonly path: string;
+  readonly keys: { readonly producer: string; readonly worker: string; readonly admin: string };
+  close(): Promise<void>;
+}
+
+export async function startSqliteCoordinator(
+  path: string,
+  options: { readonly busyTimeoutMs?: number; readonly readonly?: boolean; readonly config?: CoordinatorConfigInput } = {},
+): Promise<SqliteFaultCoordinator> {
+  const store = SqliteStore.open({
+    path,
+    ...(options.busyTimeoutMs === undefined ? {} : { busyTimeoutMs: options.busyTimeoutMs }),
+    ...(options.readonly === true ? { readonly: true } : {}),
+  });
+  const keys =
+    options.readonly === true
+      ? { producer: '', worker: '', admin: '' }
+      : {
+          producer: await createKey(store, 't1', 'alice', 'producer'),
+          worker: await createKey(store, 't1', 'w', 'worker'),
+          admin: await createKey(store, 't1', 'root', 'admin'),
+        };
+  const app = await buildCoordinator({ store, logger: false, config: { reaperIntervalMs: 0, ...options.config } });
+  return {
+    app,
+    store,
+    path,
+    keys,
+    async close() {
+      await app.close();
+      await store.close();
+    },
+  };
+}
+
+/** A refusal because of the store: 503, the stable code, Retry-After, and nothing of the driver in the body. */
+export function expectStoreUnavailable(response: LightMyRequestResponse): void {
+  expect({ status: response.statusCode, code: errorCode(response) }).toEqual({ status: 503, code: 'store_unavailable' });
+  expect(response.headers['retry-after']).toBe('1');
+  expect(response.body).not.toMatch(/SQLITE|sqlite|disk|locked|readonly|at \w+ \(/);
+}
+
+/** The driver error under a store_unavailable thrown by the store itself, e.g. SQLITE_FULL. */
+export async function driverCodeOf(call: () => Promise<unknown>): Promise<string> {
+  try {
+    await call();
+  } catch (error) {
+    const cause = (error as { cause?: { code?: unknown } }).cause;
+    expect((error as { code?: unknown }).code).toBe('store_unavailable');
+    return typeof cause?.code === 'string' ? cause.code : 'no driver code';
+  }
+  throw new Error('the store call succeeded during the fault');
+}
+
+export interface DatabaseState {
+  readonly jobIds: ReadonlySet<string>;
+  readonly byStatus: Readonly<Record<string, number>>;
+  /** Traces of a transaction that was applied in part; empty when the file is consistent. */
+  readonly halfWritten: readonly string[];
+}
+
+/** Reads the file through a connection of its own, as an operator would after the fault. */
+export function inspectDatabase(path: string): DatabaseState {
+  const db = new Database(path, { readonly: true, fileMustExist: true });
+  try {
+    const jobIds = new Set((db.prepare('SELECT id FROM jobs').all() as { id: string }[]).map((r) => r.id));
+    const byStatus: Record<string, number> = {};
+    for (const row of db.prepare('SELECT status, count(*) AS n FROM jobs GROUP BY status').all() as { status: string; n: number }[]) {
+      byStatus[row.status] = row.n;
+    }
+    const checks: readonly [string, string][] = [
+      ['jobs whose attempt rows do not number their epoch', 'SELECT count(*) FROM jobs j WHERE j.epoch <> (SELECT count(*) FROM job_attempts a WHERE a.job_seq = j.seq)'],
+      [
+        'running jobs without exactly one open attempt at their epoch',
+        "SELECT count(*) FROM jobs j WHERE j.status = 'running' AND (SELECT count(*) FROM job_attempts a WHERE a.job_seq = j.seq AND a.ended_at IS NULL AND a.epoch = j.epoch) <> 1",
+      ],
+      ['open attempts of jobs that are not running', "SELECT count(*) FROM job_attempts a JOIN jobs j ON j.seq = a.job_seq WHERE a.ended_at IS NULL AND j.status <> 'running'"],
+      ['results of jobs that did not succeed', "SELECT count(*) FROM job_results r JOIN jobs j ON j.seq = r.job_seq WHERE j.status <> 'succeeded'"],
+      ['succeeded jobs without their result', "SELECT count(*) FROM jobs j WHERE j.status = 'succeeded' AND NOT EXISTS (SELECT 1 FROM job_results r WHERE r.job_seq = j.seq)"],
+      [
+        'tenants whose storage counter disagrees with their payloads and results',
+        `SELECT count(*) FROM tenant_counters c WHERE c.storage_bytes <>
+           (SELECT coalesce(sum(payload_bytes), 0) FROM jobs WHERE tenant = c.tenant)
+         + (SELECT coalesce(sum(r.size_bytes), 0) FROM job_results r JOIN jobs j ON j.seq = r.job_seq WHERE j.tenant = c.tenant)`,
+      ],
+      ['tenants with jobs but no counter', 'SELECT count(DISTINCT tenant) FROM jobs WHERE tenant NOT IN (SELECT tenant FROM tenant_counters)'],
+    ];
+    const halfWritten: string[] = [];
+    for (const [description, sql] of checks) {
+      const count = db.prepare(sql).pluck().get() as number;
+      if (count !== 0) halfWritten.push(`${count} ${description}`);
+    }
+    const integrity = db.pragma('quick_check', { simple: true });
+    if (integrity !== 'ok') halfWritten.push(`quick_check: ${String(integrity)}`);
+    return { jobIds, byStatus, halfWritten };
+  } finally {
+    db.close();
+  }
+}
