@@ -1,0 +1,189 @@
+/**
+ * A full disk under a running coordinator. The database lives on a 4 MiB
+ * tmpfs mounted for this file; a filler file takes all of it but 256 KiB, and
+ * producers enqueue until SQLite answers SQLITE_FULL. From then on writes
+ * answer 503 store_unavailable and reads still answer; every job answered 202
+ * is in the database and no refused one is, in part or whole. Deleting the
+ * filler frees the disk: the refused requests, sent again with the same
+ * Idempotency-Key, create their jobs, and every job runs to the end.
+ *
+ * Where tmpfs cannot be mounted (not root, a container without the
+ * capability), the store's write methods fail with an injected SQLITE_FULL
+ * instead, and the test's name says so.
+ */
+
+import { execFileSync } from 'node:child_process';
+import { closeSync, ftruncateSync, fstatSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { buildCoordinator } from '../../src/coordinator/app.js';
+import { StoreUnavailableError } from '../../src/core/errors.js';
+import type { EnqueueParams, Store } from '../../src/store/store.js';
+import { enqueue, get, lease, post } from '../support/http-fixtures.js';
+import { driverCodeOf, expectStoreUnavailable, inspectDatabase, startSqliteCoordinator, type SqliteFaultCoordinator } from './sqlite-fault-coordinator.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'leasehold-full-disk-'));
+// LEASEHOLD_FAULT_INJECT_ENOSPC=1 runs the fallback on a machine that could mount.
+const mounted = process.env['LEASEHOLD_FAULT_INJECT_ENOSPC'] !== '1' && mountTmpfs(dir, '4m');
+const filler = join(dir, 'filler');
+
+function mountTmpfs(target: string, size: string): boolean {
+  try {
+    execFileSync('mount', ['-t', 'tmpfs', '-o', `size=${size}`, 'tmpfs', target], { stdio: 'pipe' });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Writes the filler until the disk refuses, then gives `leaveBytes` back. */
+function fillDisk(leaveBytes: number): number {
+  const fd = openSync(filler, 'w');
+  try {
+    for (const chunk of [Buffer.alloc(256 * 1024, 1), Buffer.alloc(4096, 1)]) {
+      for (;;) {
+        try {
+          writeSync(fd, chunk);
+        } catch (error) {
+          if ((error as { code?: unknown }).code !== 'ENOSPC') throw error;
+          break;
+        }
+      }
+    }
+    const size = fstatSync(fd).size;
+    ftruncateSync(fd, Math.max(0, size - leaveBytes));
+    return size;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+const WRITE_METHODS = new Set(['jobEnqueue', 'jobEnqueueMany', 'jobLease', 'jobRenew', 'jobComplete', 'jobCompleteMany', 'jobFail', 'kindUpsert', 'jobReapExpired']);
+
+/** The fallback: write methods fail as SQLite does on a full disk while `full` is set. */
+function injectDiskFull(store: Store): { readonly store: Store; full: boolean } {
+  const control = { store, full: false };
+  control.store = new Proxy(store, {
+    get(target, property) {
+      const value = Reflect.get(target, property, target) as unknown;
+      if (typeof value !== 'function') return value;
+      if (control.full && WRITE_METHODS.has(String(property))) {
+        const cause = Object.assign(new Error('database or disk is full'), { code: 'SQLITE_FULL' });
+        return () => Promise.reject(new StoreUnavailableError('the job store is unavailable', cause));
+      }
+      return (value as (...args: unknown[]) => unknown).bind(target);
+    },
+  });
+  return control;
+}
+
+let c: SqliteFaultCoordinator;
+let injected: { readonly store: Store; full: boolean } | undefined;
+
+beforeAll(async () => {
+  c = await startSqliteCoordinator(join(dir, 'jobs.db'));
+  if (!mounted) {
+    injected = injectDiskFull(c.store);
+    const app = await buildCoordinator({ store: injected.store, logger: false, config: { reaperIntervalMs: 0 } });
+    const plain = c;
+    c = { ...plain, app, close: async () => (await app.close(), await plain.close()) };
+  }
+});
+
+afterAll(async () => {
+  await c.close();
+  if (mounted) execFileSync('umount', [dir]);
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const title = mounted
+  ? 'answers 503 store_unavailable on a full tmpfs (SQLITE_FULL), keeps every accepted job and none of the refused, and recovers when space is freed'
+  : 'injected ENOSPC (tmpfs mount failed): answers 503 store_unavailable, keeps every accepted job and none of the refused, and recovers when the fault clears';
+
+it(title, async () => {
+  const payload = { text: 'x'.repeat(2000) };
+  const accepted = new Set<string>();
+  const refusedKeys: string[] = [];
+  // One job to hold a lease across the fault, two left queued so that a lease has something to write.
+  for (const key of ['first', 'queued-1', 'queued-2']) {
+    const answer = await enqueue(c.app, c.keys.producer, { kind: 'email', payload }, key);
+    expect(answer.statusCode).toBe(202);
+    accepted.add((answer.json() as { id: string }).id);
+  }
+  const [leased] = await lease(c.app, c.keys.worker, { leaseMs: 60_000 });
+  expect(leased).toBeDefined();
+
+  if (mounted) fillDisk(256 * 1024);
+  else injected!.full = true;
+  let round = 0;
+  // Rounds of 8 concurrent enqueues (one group-commit batch or two) until three rounds in a row were refused.
+  for (let refusedRounds = 0; refusedRounds < 3 && round < 200; round++) {
+    const keys = Array.from({ length: 8 }, (_, k) => `r${round}-${k}`);
+    const answers = await Promise.all(keys.map((key) => enqueue(c.app, c.keys.producer, { kind: 'email', payload }, key)));
+    let refused = 0;
+    for (const [index, answer] of answers.entries()) {
+      const key = keys[index]!;
+      if (answer.statusCode === 202) {
+        accepted.add((answer.json() as { id: string }).id);
+      } else {
+        expectStoreUnavailable(answer);
+        refusedKeys.push(key);
+        refused += 1;
+      }
+    }
+    refusedRounds = refused === keys.length ? refusedRounds + 1 : 0;
+  }
+  expect(refusedKeys.length).toBeGreaterThanOrEqual(24);
+  expectStoreUnavailable(await post(c.app, c.keys.worker, '/lease', { workerId: 'w1', leaseMs: 60_000 }));
+  expectStoreUnavailable(await post(c.app, c.keys.worker, `/jobs/${leased!.id}/complete`, { token: leased!.token, result: 'r' }));
+  expect(await driverCodeOf(() => (injected?.store ?? c.store).jobEnqueue(directEnqueue()))).toBe('SQLITE_FULL');
+  const read = await get(c.app, c.keys.admin, `/jobs/${leased!.id}`);
+  expect(read.statusCode).toBe(200);
+  expect(read.json()).toMatchObject({ status: 'running' });
+
+  // While full: the database holds exactly the accepted jobs, and nothing half-written.
+  const whileFull = inspectDatabase(c.path);
+  expect(whileFull.halfWritten).toEqual([]);
+  expect(whileFull.jobIds).toEqual(accepted);
+  console.log(`full disk: ${accepted.size} jobs accepted (202) before SQLITE_FULL, ${refusedKeys.length} enqueues refused 503 over ${round} rounds of 8`);
+
+  if (mounted) rmSync(filler);
+  else injected!.full = false;
+
+  for (const key of refusedKeys) {
+    const again = await enqueue(c.app, c.keys.producer, { kind: 'email', payload }, key);
+    expect(again.statusCode).toBe(202);
+    // Nothing of the refused request was committed, so the retry creates the job.
+    expect(again.headers['idempotent-replayed']).toBeUndefined();
+    accepted.add((again.json() as { id: string }).id);
+  }
+  expect((await post(c.app, c.keys.worker, `/jobs/${leased!.id}/complete`, { token: leased!.token, result: 'r' })).statusCode).toBe(200);
+  for (;;) {
+    const jobs = await lease(c.app, c.keys.worker, { max: 100, leaseMs: 60_000 });
+    if (jobs.length === 0) break;
+    const answer = await post(c.app, c.keys.worker, '/complete', { completions: jobs.map((job) => ({ id: job.id, token: job.token, result: 'r' })) });
+    expect(answer.statusCode).toBe(200);
+  }
+
+  const after = inspectDatabase(c.path);
+  expect(after.halfWritten).toEqual([]);
+  expect(after.jobIds).toEqual(accepted);
+  expect(after.byStatus).toEqual({ succeeded: accepted.size });
+});
+
+function directEnqueue(): EnqueueParams {
+  return {
+    tenant: 't1',
+    owner: 'alice',
+    idempotencyKey: 'direct',
+    requestHash: 'direct',
+    kind: 'email',
+    payload: { text: 'x'.repeat(2000) },
+    payloadBytes: 2013,
+    maxAttempts: 3,
+    priority: 0,
+    runAfter: null,
+    deadlineMs: null,
+  };
+}
