@@ -49,7 +49,7 @@ export interface CrashDeployment {
   readonly coordinator: RunningProcess;
   client(key: string): LeaseholdClient;
   /** A `leasehold worker` process with the fixture handlers; killed by stop(). */
-  worker(options: { workerId: string; leaseMs: number; env?: NodeJS.ProcessEnv }): ReturnType<typeof startWorker>;
+  worker(options: { workerId: string; leaseMs: number; env?: NodeJS.ProcessEnv; logLevel?: string }): ReturnType<typeof startWorker>;
   /** Rows in job_results for the job, read from the database itself. */
   resultRows(jobId: string): Promise<number>;
   stop(): Promise<void>;
@@ -145,7 +145,7 @@ export async function startCrashDeployment(backend: StoreBackend): Promise<Crash
         handlers: HANDLERS,
         concurrency: 1,
         workerId: options.workerId,
-        extraArgs: ['--lease-ms', String(options.leaseMs), '--wait-ms', '200'],
+        extraArgs: ['--lease-ms', String(options.leaseMs), '--wait-ms', '200', '--log-level', options.logLevel ?? 'info'],
         env: { [CRASH_AT_VARIABLE]: '', ...options.env },
       });
       processes.push(worker);
