@@ -17,6 +17,8 @@ export interface InjectedFault {
   readonly method: string;
   readonly phase: FaultPhase;
   readonly params: unknown;
+  /** What the real store answered, for failures after the call. */
+  readonly result?: unknown;
 }
 
 export interface FlakyStoreOptions {
@@ -25,7 +27,10 @@ export interface FlakyStoreOptions {
   readonly failureRate: number;
 }
 
-/** mulberry32: a small seeded generator, enough to make a run repeatable from its seed. */
+/**
+ * mulberry32: a small seeded generator. The seed fixes the sequence of draws;
+ * which call gets which draw still depends on how concurrent requests interleave.
+ */
 export function seededRandom(seed: number): () => number {
   let state = seed >>> 0;
   return () => {
@@ -37,7 +42,7 @@ export function seededRandom(seed: number): () => number {
   };
 }
 
-/** The seed from LEASEHOLD_FAULT_SEED, or a fresh one; printed either way so a failing run can be repeated. */
+/** The seed from LEASEHOLD_FAULT_SEED, or a fresh one; printed either way so a failing run can be tried again with the same draws. */
 export function faultSeed(label: string): number {
   const fromEnv = process.env['LEASEHOLD_FAULT_SEED'];
   const seed = fromEnv !== undefined && fromEnv !== '' ? Number(fromEnv) >>> 0 : Math.floor(Math.random() * 2 ** 32);
@@ -72,7 +77,7 @@ export class FlakyStore implements Store {
     }
     const value = await call();
     if (phase === 'after') {
-      this.faults.push({ method, phase, params });
+      this.faults.push({ method, phase, params, result: value });
       throw new StoreUnavailableError('injected: the store failed after the call committed');
     }
     return value;
