@@ -25,6 +25,7 @@ export const CONFIG_FLAGS: readonly ConfigFlag[] = [
   { flag: 'max-oldest-available-age-ms', path: ['backpressure', 'maxOldestAvailableAgeMs'], type: 'limit', help: 'age of the oldest available job per tenant before 503 (default unlimited)' },
   { flag: 'max-storage-bytes', path: ['backpressure', 'maxStorageBytes'], type: 'limit', help: 'payload + result bytes per tenant before 503 (default unlimited)' },
   { flag: 'backpressure-stats-cache-ms', path: ['backpressure', 'statsCacheMs'], type: 'integer', help: 'how long a tenant\'s backpressure snapshot is reused (default 1000)' },
+  { flag: 'max-in-flight-requests', path: ['maxInFlightRequests'], type: 'limit', help: 'enqueues and other counted requests served at once before the next answers 503 (default 64)' },
   { flag: 'require-registered-kinds', path: ['requireRegisteredKinds'], type: 'boolean', help: 'refuse unregistered kinds even for tenants that registered none' },
   { flag: 'default-lease-ms', path: ['defaultLeaseMs'], type: 'integer', help: 'lease length when the request and the kind name none (default 30000)' },
   { flag: 'default-max-attempts', path: ['defaultMaxAttempts'], type: 'integer', help: 'attempt budget when the request and the kind name none (default 5)' },

@@ -14,6 +14,7 @@ import swagger from '@fastify/swagger';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { Store } from '../store/store.js';
+import { installAdmission } from './admission.js';
 import { installAuth } from './auth.js';
 import { Backpressure } from './backpressure.js';
 import { resolveConfig, type CoordinatorConfig, type CoordinatorConfigInput } from './config.js';
@@ -98,6 +99,8 @@ export async function buildCoordinator(options: CoordinatorOptions): Promise<Fas
     for (const method of Array.isArray(route.method) ? route.method : [route.method]) methods.add(method, route.url);
   });
   installErrorHandling(app, methods);
+  // Before auth: a refused request must cost nothing but routing.
+  installAdmission(app, config.maxInFlightRequests);
   installAuth(app, { store: options.store, cacheMs: config.authCacheMs });
 
   await app.register(swagger, {

@@ -38,6 +38,8 @@ export interface CoordinatorConfig {
   readonly authCacheMs: number;
   /** How long a tenant's kind registry is reused before it is read again; 0 disables. */
   readonly kindCacheMs: number;
+  /** Counted requests served at once before the next is refused 503 (admission.ts); null = unlimited. */
+  readonly maxInFlightRequests: number | null;
 }
 
 type DeepPartial<T> = { [K in keyof T]?: T[K] extends object ? (T[K] extends null ? T[K] : DeepPartial<T[K]>) : T[K] };
@@ -56,6 +58,7 @@ export const DEFAULT_CONFIG: CoordinatorConfig = deepFreeze({
   leaseRecheckMs: 250,
   authCacheMs: 1_000,
   kindCacheMs: 1_000,
+  maxInFlightRequests: 64,
 });
 
 export class CoordinatorConfigError extends Error {
@@ -121,6 +124,7 @@ export function resolveConfig(input: unknown = {}): CoordinatorConfig {
     leaseRecheckMs: int(source['leaseRecheckMs'], DEFAULT_CONFIG.leaseRecheckMs, 'leaseRecheckMs', 10, 60_000),
     authCacheMs: int(source['authCacheMs'], DEFAULT_CONFIG.authCacheMs, 'authCacheMs', 0, 3_600_000),
     kindCacheMs: int(source['kindCacheMs'], DEFAULT_CONFIG.kindCacheMs, 'kindCacheMs', 0, 3_600_000),
+    maxInFlightRequests: nullableInt(source['maxInFlightRequests'], DEFAULT_CONFIG.maxInFlightRequests, 'maxInFlightRequests'),
   };
   if (problems.length > 0) throw new CoordinatorConfigError(problems);
   return deepFreeze(config);

@@ -1,0 +1,87 @@
+/**
+ * Admission control at the door: a bound on the requests this process is
+ * working on. When `maxInFlightRequests` counted requests are in flight, the
+ * next one is answered 503 `overloaded` with `Retry-After: 1` at once — before
+ * authentication, body parsing or any store call — so that under open-loop
+ * overload (requests arriving faster than they can be served) the admitted
+ * ones keep a bounded wait, and memory holds at most that many requests
+ * instead of an ever-growing queue in front of the group commit.
+ *
+ * Not counted, and never refused here:
+ * - reads (GET): cheap, and the health check and job polls must stay
+ *   available while producers are refused;
+ * - the worker's lease protocol (lease, renew, checkpoint, effect, complete,
+ *   fail): its concurrency is bounded by the workers' own (one long poll and
+ *   one call per running job each), a parked long poll would otherwise hold a
+ *   slot for its whole wait, and refusing a completion only slows the drain
+ *   that ends the overload.
+ * What is counted is what arrives open-loop: enqueue, batches, kind
+ * registration, operator actions, and unrouted requests.
+ */
+
+import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
+import { sendError } from './error-handler.js';
+
+/** The seconds a refused client is told to wait: in-flight work drains in milliseconds, so the shortest step. */
+export const ADMISSION_RETRY_AFTER_SECONDS = 1;
+
+/** Routes (method and pattern) that are neither counted nor refused; every GET is exempt as well. */
+export const UNCOUNTED_ROUTES: ReadonlySet<string> = new Set([
+  'POST /lease',
+  'POST /jobs/:id/renew',
+  'POST /jobs/:id/checkpoint',
+  'POST /jobs/:id/effect',
+  'POST /jobs/:id/complete',
+  'POST /complete',
+  'POST /jobs/:id/fail',
+]);
+
+export interface Admission {
+  /** Counted requests being served now. */
+  readonly inFlight: () => number;
+  /** Requests refused since start. */
+  readonly refused: () => number;
+}
+
+function isCounted(request: FastifyRequest): boolean {
+  if (request.method === 'GET' || request.method === 'HEAD') return false;
+  const url = request.routeOptions.url;
+  return url === undefined || !UNCOUNTED_ROUTES.has(`${request.method} ${url}`);
+}
+
+/**
+ * Installs the bound; `null` leaves every request admitted. Must be the first
+ * onRequest hook, so that a refusal costs nothing after routing.
+ */
+export function installAdmission(app: FastifyInstance, maxInFlightRequests: number | null): Admission {
+  let inFlight = 0;
+  let refused = 0;
+  const admission: Admission = { inFlight: () => inFlight, refused: () => refused };
+  if (maxInFlightRequests === null) return admission;
+
+  const release = (): void => {
+    inFlight--;
+  };
+  app.addHook('onRequest', (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => {
+    if (!isCounted(request)) {
+      done();
+      return;
+    }
+    if (inFlight >= maxInFlightRequests) {
+      refused++;
+      // Answering from the hook ends the request here; done() is not called.
+      sendError(reply, {
+        status: 503,
+        code: 'overloaded',
+        message: `the coordinator is serving ${inFlight} requests, its limit; retry later`,
+        retryAfterSeconds: ADMISSION_RETRY_AFTER_SECONDS,
+      });
+      return;
+    }
+    inFlight++;
+    // 'close' fires once whether the answer was sent or the client went away, so a slot is never lost.
+    reply.raw.once('close', release);
+    done();
+  });
+  return admission;
+}
