@@ -57,6 +57,18 @@ export function describeValidationError(error: AjvLikeError | undefined, root: s
   return `${path} ${error.message ?? 'is invalid'}`;
 }
 
+/**
+ * The driver's code under a refused request (SQLITE_FULL, SQLITE_BUSY, a
+ * SQLSTATE such as 53100, ECONNRESET): every store fault answers the same
+ * store_unavailable, so only the log tells a full disk from a lock. Never sent
+ * to a client; a code is an identifier, never a value or a secret.
+ */
+function driverCode(error: unknown): string | undefined {
+  const cause = error instanceof Error ? (error.cause as { code?: unknown } | null | undefined) : undefined;
+  const code = cause?.code;
+  return typeof code === 'string' && /^[A-Z0-9_]{1,64}$/.test(code) ? code : undefined;
+}
+
 function isStoreUnavailable(error: unknown): boolean {
   return error instanceof LeaseholdError
     ? error.code === 'store_unavailable'
@@ -163,7 +175,7 @@ export function installErrorHandling(app: FastifyInstance, methods: RouteMethods
     if (httpError.status >= 500) {
       // Logged with its stack for the operator; the client sees only the code.
       if (httpError.code === 'internal_error') request.log.error({ err: error, route: request.routeOptions.url }, 'request failed');
-      else request.log.warn({ code: httpError.code, route: request.routeOptions.url }, 'request refused');
+      else request.log.warn({ code: httpError.code, cause: driverCode(error), route: request.routeOptions.url }, 'request refused');
     }
     return sendError(reply, httpError);
   });

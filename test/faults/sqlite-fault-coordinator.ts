@@ -10,10 +10,13 @@
 
 import Database from 'better-sqlite3';
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
+import { Writable } from 'node:stream';
+import { pino } from 'pino';
 import { expect } from 'vitest';
 import { buildCoordinator } from '../../src/coordinator/app.js';
 import type { CoordinatorConfigInput } from '../../src/coordinator/config.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import type { Store } from '../../src/store/store.js';
 import { createKey, errorCode } from '../support/http-fixtures.js';
 
 export interface SqliteFaultCoordinator {
@@ -21,12 +24,20 @@ export interface SqliteFaultCoordinator {
   readonly store: SqliteStore;
   readonly path: string;
   readonly keys: { readonly producer: string; readonly worker: string; readonly admin: string };
+  /** The coordinator's log at warn and above, one JSON line each. */
+  readonly logLines: string[];
   close(): Promise<void>;
 }
 
 export async function startSqliteCoordinator(
   path: string,
-  options: { readonly busyTimeoutMs?: number; readonly readonly?: boolean; readonly config?: CoordinatorConfigInput } = {},
+  options: {
+    readonly busyTimeoutMs?: number;
+    readonly readonly?: boolean;
+    readonly config?: CoordinatorConfigInput;
+    /** Puts a wrapper between the coordinator and the store (an injected fault). */
+    readonly wrap?: (store: Store) => Store;
+  } = {},
 ): Promise<SqliteFaultCoordinator> {
   const store = SqliteStore.open({
     path,
@@ -41,12 +52,15 @@ export async function startSqliteCoordinator(
           worker: await createKey(store, 't1', 'w', 'worker'),
           admin: await createKey(store, 't1', 'root', 'admin'),
         };
-  const app = await buildCoordinator({ store, logger: false, config: { reaperIntervalMs: 0, ...options.config } });
+  const logLines: string[] = [];
+  const logger = pino({ level: 'warn' }, new Writable({ write: (chunk, _encoding, done) => (logLines.push(String(chunk)), done()) }));
+  const app = await buildCoordinator({ store: options.wrap?.(store) ?? store, logger, config: { reaperIntervalMs: 0, ...options.config } });
   return {
     app,
     store,
     path,
     keys,
+    logLines,
     async close() {
       await app.close();
       await store.close();
@@ -59,6 +73,17 @@ export function expectStoreUnavailable(response: LightMyRequestResponse): void {
   expect({ status: response.statusCode, code: errorCode(response) }).toEqual({ status: 503, code: 'store_unavailable' });
   expect(response.headers['retry-after']).toBe('1');
   expect(response.body).not.toMatch(/SQLITE|sqlite|disk|locked|readonly|at \w+ \(/);
+}
+
+/** The operator's log names the driver's code of each refusal, and no key or lease token. */
+export function expectRefusalsLogged(lines: readonly string[], driverCode: RegExp, secrets: readonly string[]): void {
+  const refusals = lines.map((line) => JSON.parse(line) as { msg?: string; code?: string; cause?: string }).filter((entry) => entry.msg === 'request refused');
+  expect(refusals.length).toBeGreaterThan(0);
+  for (const entry of refusals) {
+    expect(entry.code).toBe('store_unavailable');
+    expect(entry.cause).toMatch(driverCode);
+  }
+  for (const secret of secrets) for (const line of lines) expect(line).not.toContain(secret);
 }
 
 /** The driver error under a store_unavailable thrown by the store itself, e.g. SQLITE_FULL. */

@@ -17,11 +17,10 @@ import { closeSync, ftruncateSync, fstatSync, mkdtempSync, openSync, rmSync, wri
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { buildCoordinator } from '../../src/coordinator/app.js';
 import { StoreUnavailableError } from '../../src/core/errors.js';
 import type { EnqueueParams, Store } from '../../src/store/store.js';
 import { enqueue, get, lease, post } from '../support/http-fixtures.js';
-import { driverCodeOf, expectStoreUnavailable, inspectDatabase, startSqliteCoordinator, type SqliteFaultCoordinator } from './sqlite-fault-coordinator.js';
+import { driverCodeOf, expectRefusalsLogged, expectStoreUnavailable, inspectDatabase, startSqliteCoordinator, type SqliteFaultCoordinator } from './sqlite-fault-coordinator.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'leasehold-full-disk-'));
 // LEASEHOLD_FAULT_INJECT_ENOSPC=1 runs the fallback on a machine that could mount.
@@ -82,13 +81,7 @@ let c: SqliteFaultCoordinator;
 let injected: { readonly store: Store; full: boolean } | undefined;
 
 beforeAll(async () => {
-  c = await startSqliteCoordinator(join(dir, 'jobs.db'));
-  if (!mounted) {
-    injected = injectDiskFull(c.store);
-    const app = await buildCoordinator({ store: injected.store, logger: false, config: { reaperIntervalMs: 0 } });
-    const plain = c;
-    c = { ...plain, app, close: async () => (await app.close(), await plain.close()) };
-  }
+  c = await startSqliteCoordinator(join(dir, 'jobs.db'), mounted ? {} : { wrap: (store) => (injected = injectDiskFull(store)).store });
 });
 
 afterAll(async () => {
@@ -146,6 +139,7 @@ it(title, async () => {
   const whileFull = inspectDatabase(c.path);
   expect(whileFull.halfWritten).toEqual([]);
   expect(whileFull.jobIds).toEqual(accepted);
+  expectRefusalsLogged(c.logLines, /^SQLITE_FULL$/, [c.keys.producer, c.keys.worker, c.keys.admin, leased!.token]);
   console.log(`full disk: ${accepted.size} jobs accepted (202) before SQLITE_FULL, ${refusedKeys.length} enqueues refused 503 over ${round} rounds of 8`);
 
   if (mounted) rmSync(filler);

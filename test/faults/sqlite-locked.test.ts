@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { ROOT } from '../../bench/processes.js';
 import { enqueue, get, lease, post } from '../support/http-fixtures.js';
-import { driverCodeOf, expectStoreUnavailable, inspectDatabase, startSqliteCoordinator, type SqliteFaultCoordinator } from './sqlite-fault-coordinator.js';
+import { driverCodeOf, expectRefusalsLogged, expectStoreUnavailable, inspectDatabase, startSqliteCoordinator, type SqliteFaultCoordinator } from './sqlite-fault-coordinator.js';
 
 const BUSY_TIMEOUT_MS = 200;
 
@@ -88,6 +88,7 @@ it(`answers writes 503 store_unavailable while another process holds the write l
   const during = await get(c.app, c.keys.admin, `/jobs/${second!.id}`);
   expect(during.statusCode).toBe(200);
   expect(during.json()).toMatchObject({ status: 'running' });
+  expectRefusalsLogged(c.logLines, /^SQLITE_BUSY/, [c.keys.producer, c.keys.worker, c.keys.admin, second!.token]);
   console.log(`locked: ${refusals.length} requests refused 503 in ${refusalMs.toFixed(0)} ms (busy_timeout ${BUSY_TIMEOUT_MS} ms)`);
 
   holder.kill('SIGKILL');

@@ -22,7 +22,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import type { Store } from '../../src/store/store.js';
 import { enqueue, get, lease, post } from '../support/http-fixtures.js';
-import { driverCodeOf, expectStoreUnavailable, inspectDatabase, startSqliteCoordinator, type SqliteFaultCoordinator } from './sqlite-fault-coordinator.js';
+import { driverCodeOf, expectRefusalsLogged, expectStoreUnavailable, inspectDatabase, startSqliteCoordinator, type SqliteFaultCoordinator } from './sqlite-fault-coordinator.js';
 
 let dir: string;
 let c: SqliteFaultCoordinator;
@@ -93,6 +93,7 @@ it('answers writes 503 store_unavailable and reads 200 while the database files 
   expect(list.statusCode).toBe(200);
   expect((list.json() as { jobs: unknown[] }).jobs).toHaveLength(2);
   expect((await c.app.inject({ method: 'GET', url: '/healthz' })).statusCode).toBe(200);
+  expectRefusalsLogged(c.logLines, /^SQLITE_IOERR/, [c.keys.producer, c.keys.worker, c.keys.admin, leased!.token]);
   console.log(`read-only: ${refusals.length} writes refused 503 (${writeError}; a store opened meanwhile: ${lateError}); job, list and health reads answered 200`);
 
   chattr('-i', immutable);
@@ -124,6 +125,7 @@ it('answers writes 503 store_unavailable (SQLITE_READONLY) and reads 200 on a re
     expect(list.statusCode).toBe(200);
     expect((list.json() as { jobs: unknown[] }).jobs).toHaveLength(before.jobIds.size);
     expect(inspectDatabase(c.path)).toEqual(before);
+    expectRefusalsLogged(readOnly.logLines, /^SQLITE_READONLY/, [c.keys.producer, c.keys.worker]);
   } finally {
     await readOnly.close();
   }
