@@ -149,4 +149,8 @@ describe.each(CRASH_BACKENDS)('coordinator crash boundaries (%s)', (backend) => 
     expect(result.body.toString()).toBe('fresh bytes');
     expect(await d.resultRows(job.id)).toBe(1);
   });
+
+  it('answered no request with a 5xx: no coordinator logged a warning or an error', () => {
+    expect(d.coordinatorWarnings()).toEqual([]);
+  });
 });

@@ -110,4 +110,8 @@ describe.each(CRASH_BACKENDS)('coordinator kills under enqueue load (%s)', (back
     figures.push(`${jobs.size} jobs after the in-doubt retries: one per key`);
     console.log(`coordinator kills (${backend}):\n  ${figures.join('\n  ')}`);
   });
+
+  it('answered no request with a 5xx: no coordinator logged a warning or an error', () => {
+    expect(d.coordinatorWarnings()).toEqual([]);
+  });
 });

@@ -50,6 +50,8 @@ export interface CrashDeployment {
   client(key: string): LeaseholdClient;
   /** A `leasehold worker` process with the fixture handlers; killed by stop(). */
   worker(options: { workerId: string; leaseMs: number; env?: NodeJS.ProcessEnv; logLevel?: string }): ReturnType<typeof startWorker>;
+  /** Log lines at warn level or above from every coordinator started (a 5xx answer logs one). */
+  coordinatorWarnings(): string[];
   /** Rows in job_results for the job, read from the database itself. */
   resultRows(jobId: string): Promise<number>;
   stop(): Promise<void>;
@@ -110,6 +112,7 @@ export async function startCrashDeployment(backend: StoreBackend): Promise<Crash
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const processes: RunningProcess[] = [];
+  const coordinators: RunningProcess[] = [];
   const clients: LeaseholdClient[] = [];
   let current: RunningProcess | undefined;
 
@@ -129,6 +132,7 @@ export async function startCrashDeployment(backend: StoreBackend): Promise<Crash
         readyPattern: /listening on (http:\/\/[^\s"]+)/,
       });
       processes.push(started.process);
+      coordinators.push(started.process);
       current = started.process;
       await started.ready;
       return started.process;
@@ -150,6 +154,9 @@ export async function startCrashDeployment(backend: StoreBackend): Promise<Crash
       });
       processes.push(worker);
       return worker;
+    },
+    coordinatorWarnings() {
+      return coordinators.flatMap((c) => c.output().split('\n')).filter((line) => /"level":(4|5|6)0/.test(line));
     },
     resultRows: (jobId) => resultRows(jobId),
     async stop() {

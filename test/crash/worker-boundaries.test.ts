@@ -115,4 +115,8 @@ describe('worker crash boundaries (sqlite)', () => {
     expect(await d.resultRows(job.id)).toBe(1);
     expect(executions(ledger)).toEqual([{ id: job.id, fence: 1, pid: worker.child.pid }]);
   });
+
+  it('answered no request with a 5xx: no coordinator logged a warning or an error', () => {
+    expect(d.coordinatorWarnings()).toEqual([]);
+  });
 });
