@@ -22,10 +22,23 @@ import type { EnqueueParams, Store } from '../../src/store/store.js';
 import { enqueue, get, lease, post } from '../support/http-fixtures.js';
 import { driverCodeOf, expectRefusalsLogged, expectStoreUnavailable, inspectDatabase, startSqliteCoordinator, type SqliteFaultCoordinator } from './sqlite-fault-coordinator.js';
 
-const dir = mkdtempSync(join(tmpdir(), 'leasehold-full-disk-'));
+// Probed while the file is collected, so the test's name can say which fault it runs; the real mount
+// happens in beforeAll, so that a run which filters this test out leaves nothing mounted.
 // LEASEHOLD_FAULT_INJECT_ENOSPC=1 runs the fallback on a machine that could mount.
-const mounted = process.env['LEASEHOLD_FAULT_INJECT_ENOSPC'] !== '1' && mountTmpfs(dir, '4m');
-const filler = join(dir, 'filler');
+const mounted = process.env['LEASEHOLD_FAULT_INJECT_ENOSPC'] !== '1' && canMountTmpfs();
+let dir: string;
+let filler: string;
+
+function canMountTmpfs(): boolean {
+  const probe = mkdtempSync(join(tmpdir(), 'leasehold-mount-probe-'));
+  try {
+    if (!mountTmpfs(probe, '64k')) return false;
+    execFileSync('umount', [probe]);
+    return true;
+  } finally {
+    rmSync(probe, { recursive: true, force: true });
+  }
+}
 
 function mountTmpfs(target: string, size: string): boolean {
   try {
@@ -81,18 +94,21 @@ let c: SqliteFaultCoordinator;
 let injected: { readonly store: Store; full: boolean } | undefined;
 
 beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'leasehold-full-disk-'));
+  filler = join(dir, 'filler');
+  if (mounted && !mountTmpfs(dir, '4m')) throw new Error(`could not mount a tmpfs on ${dir}, though the probe could`);
   c = await startSqliteCoordinator(join(dir, 'jobs.db'), mounted ? {} : { wrap: (store) => (injected = injectDiskFull(store)).store });
 });
 
 afterAll(async () => {
-  await c.close();
+  await c?.close();
   if (mounted) execFileSync('umount', [dir]);
   rmSync(dir, { recursive: true, force: true });
 });
 
 const title = mounted
   ? 'answers 503 store_unavailable on a full tmpfs (SQLITE_FULL), keeps every accepted job and none of the refused, and recovers when space is freed'
-  : 'injected ENOSPC (tmpfs mount failed): answers 503 store_unavailable, keeps every accepted job and none of the refused, and recovers when the fault clears';
+  : 'injected ENOSPC (no tmpfs could be mounted): answers 503 store_unavailable, keeps every accepted job and none of the refused, and recovers when the fault clears';
 
 it(title, async () => {
   const payload = { text: 'x'.repeat(2000) };
