@@ -38,6 +38,8 @@ const SERVE_ARGS = ['--reaper-interval-ms', '100', '--lease-recheck-ms', '100'];
 export interface CrashDeployment {
   readonly backend: StoreBackend;
   readonly dir: string;
+  /** The PostgreSQL schema holding this deployment's tables; null on SQLite. */
+  readonly schema: string | null;
   readonly url: string;
   readonly keys: { readonly producer: string; readonly worker: string; readonly admin: string };
   /**
@@ -73,6 +75,7 @@ export async function startCrashDeployment(backend: StoreBackend): Promise<Crash
   let keys: CrashDeployment['keys'];
   let resultRows: (jobId: string) => Promise<number>;
   let dropData: () => Promise<void>;
+  let schema: string | null = null;
   if (backend === 'sqlite') {
     db = join(dir, 'jobs.db');
     const store = SqliteStore.open({ path: db });
@@ -89,23 +92,24 @@ export async function startCrashDeployment(backend: StoreBackend): Promise<Crash
     };
     dropData = async () => undefined;
   } else {
-    const schema = `lh_crash_${process.pid}_${randomBytes(5).toString('hex')}`;
-    const store = await PostgresStore.connect({ connectionString: DATABASE_URL, schema, poolSize: 1 });
+    const name = `lh_crash_${process.pid}_${randomBytes(5).toString('hex')}`;
+    schema = name;
+    const store = await PostgresStore.connect({ connectionString: DATABASE_URL, schema: name, poolSize: 1 });
     keys = await insertKeys(store);
     await store.close();
     const url = new URL(DATABASE_URL);
-    url.searchParams.set('schema', schema);
+    url.searchParams.set('schema', name);
     url.searchParams.set('pool_size', '4');
     db = url.toString();
     const reader = new pg.Client({ connectionString: DATABASE_URL });
     await reader.connect();
     resultRows = async (jobId) => {
-      const { rows } = await reader.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${schema}.job_results WHERE job_id = $1`, [jobId]);
+      const { rows } = await reader.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${name}.job_results WHERE job_id = $1`, [jobId]);
       return rows[0]?.n ?? 0;
     };
     dropData = async () => {
       await reader.end();
-      await PostgresStore.dropSchema({ connectionString: DATABASE_URL, schema });
+      await PostgresStore.dropSchema({ connectionString: DATABASE_URL, schema: name });
     };
   }
 
@@ -119,6 +123,7 @@ export async function startCrashDeployment(backend: StoreBackend): Promise<Crash
   return {
     backend,
     dir,
+    schema,
     url,
     keys,
     get coordinator(): RunningProcess {
