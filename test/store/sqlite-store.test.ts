@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { DEFAULT_BACKOFF } from '../../src/core/backoff.js';
 import { ManualClock } from '../../src/core/clock.js';
+import { SQL } from '../../src/store/sqlite/queries.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import type { EnqueueParams } from '../../src/store/store.js';
 
@@ -151,5 +152,27 @@ describe('SqliteStore shared by several processes', () => {
     expect(leases.every((l) => l.outcome === 'completed')).toBe(true);
     const perProcess = runs.map((out) => out.split('\n').filter(Boolean).length);
     expect(perProcess.filter((n) => n > 0).length).toBeGreaterThan(1);
+  });
+});
+
+describe('query plans', () => {
+  it('pages through jobs by walking an index in seq order, never sorting the tenant', () => {
+    const db = new Database(join(dir, 'jobs.db'), { readonly: true });
+    try {
+      const plan = (sql: string, bindings: Record<string, unknown>): string =>
+        (db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(bindings) as { detail: string }[]).map((row) => row.detail).join('\n');
+      const base = { tenant: 't1', kind: null, cursor: 100, limit: 10 };
+      const plans = {
+        byStatus: plan(SQL.jobListByStatus, { ...base, status: 'dead', owner: null }),
+        byOwner: plan(SQL.jobListByOwner, { ...base, owner: 'u1' }),
+        byTenant: plan(SQL.jobListByTenant, base),
+      };
+      for (const detail of Object.values(plans)) expect(detail).not.toMatch(/TEMP B-TREE/);
+      expect(plans.byStatus).toMatch(/jobs_by_status \(tenant=\? AND status=\? AND seq<\?\)/);
+      expect(plans.byOwner).toMatch(/jobs_by_owner \(tenant=\? AND owner=\? AND seq<\?\)/);
+      expect(plans.byTenant).toMatch(/INTEGER PRIMARY KEY \(rowid<\?\)/);
+    } finally {
+      db.close();
+    }
   });
 });

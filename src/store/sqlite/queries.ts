@@ -52,9 +52,18 @@ export const SQL = {
   jobGetBySeq: `SELECT ${JOB_COLUMNS}, ${RESULT_COLUMNS} FROM jobs j LEFT JOIN job_results r ON r.job_seq = j.seq WHERE j.seq = ?`,
   jobGetByIdUnscoped: `SELECT ${JOB_COLUMNS}, ${RESULT_COLUMNS} FROM jobs j LEFT JOIN job_results r ON r.job_seq = j.seq WHERE j.id = ?`,
   jobSnapshot: `SELECT ${SNAPSHOT_COLUMNS} FROM jobs j WHERE j.id = ? AND j.tenant = ?`,
-  jobList: `SELECT ${JOB_COLUMNS}, ${RESULT_COLUMNS} FROM jobs j LEFT JOIN job_results r ON r.job_seq = j.seq
-    WHERE j.tenant = @tenant AND (@owner IS NULL OR j.owner = @owner) AND (@status IS NULL OR j.status = @status)
-      AND (@kind IS NULL OR j.kind = @kind) AND (@cursor IS NULL OR j.seq < @cursor)
+  // One statement per filter, planned once each, so every page walks an index in seq order from the
+  // cursor instead of sorting the tenant's jobs (@cursor is never NULL: the first page starts above every seq).
+  jobListByStatus: `SELECT ${JOB_COLUMNS}, ${RESULT_COLUMNS} FROM jobs j LEFT JOIN job_results r ON r.job_seq = j.seq
+    WHERE j.tenant = @tenant AND j.status = @status AND j.seq < @cursor
+      AND (@owner IS NULL OR j.owner = @owner) AND (@kind IS NULL OR j.kind = @kind)
+    ORDER BY j.seq DESC LIMIT @limit`,
+  jobListByOwner: `SELECT ${JOB_COLUMNS}, ${RESULT_COLUMNS} FROM jobs j LEFT JOIN job_results r ON r.job_seq = j.seq
+    WHERE j.tenant = @tenant AND j.owner = @owner AND j.seq < @cursor AND (@kind IS NULL OR j.kind = @kind)
+    ORDER BY j.seq DESC LIMIT @limit`,
+  /** `+j.tenant` keeps the planner on the table's own seq order (an index on tenant would need a sort). */
+  jobListByTenant: `SELECT ${JOB_COLUMNS}, ${RESULT_COLUMNS} FROM jobs j LEFT JOIN job_results r ON r.job_seq = j.seq
+    WHERE +j.tenant = @tenant AND j.seq < @cursor AND (@kind IS NULL OR j.kind = @kind)
     ORDER BY j.seq DESC LIMIT @limit`,
 
   /** One statement picks and claims; lh_token() draws a fresh random token per row. */

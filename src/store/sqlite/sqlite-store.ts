@@ -245,14 +245,18 @@ export class SqliteStore implements Store {
   async jobList(params: JobListParams): Promise<JobPage> {
     const cursor = params.cursor === undefined ? null : decodeCursor(params.cursor);
     if (params.cursor !== undefined && cursor === null) return { jobs: [], nextCursor: null };
+    const owner = params.scope.owner ?? null;
+    const status = params.status ?? null;
+    const statement =
+      status !== null ? this.statements.jobListByStatus : owner !== null ? this.statements.jobListByOwner : this.statements.jobListByTenant;
     const rows = this.read(
       () =>
-        this.statements.jobList.all({
+        statement.all({
           tenant: params.scope.tenant,
-          owner: params.scope.owner ?? null,
-          status: params.status ?? null,
+          ...(status !== null ? { status } : {}),
+          ...(status !== null || owner !== null ? { owner } : {}),
           kind: params.kind ?? null,
-          cursor,
+          cursor: cursor ?? Number.MAX_SAFE_INTEGER,
           limit: params.limit + 1,
         }) as JobWithResultRow[],
     );
