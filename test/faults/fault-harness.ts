@@ -1,8 +1,9 @@
 /**
- * Shared by the SQLite fault tests: an in-process coordinator over a SQLite
+ * Shared by the fault tests: an in-process coordinator over a SQLite
  * file the test places itself (on a small tmpfs, under immutable files, beside
  * a lock-holding process), the check that a refused request answered 503
- * store_unavailable without driver details, and a look at the database from a
+ * store_unavailable without driver details (on either backend), what the
+ * operator's log must say about it, and a look at the database from a
  * separate connection that lists every half-written trace a failed
  * transaction could leave (an attempt without its lease, a result without its
  * success, storage counters that disagree with the rows).
@@ -11,7 +12,7 @@
 import Database from 'better-sqlite3';
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import { Writable } from 'node:stream';
-import { pino } from 'pino';
+import { pino, type Logger } from 'pino';
 import { expect } from 'vitest';
 import { buildCoordinator } from '../../src/coordinator/app.js';
 import type { CoordinatorConfigInput } from '../../src/coordinator/config.js';
@@ -52,8 +53,7 @@ export async function startSqliteCoordinator(
           worker: await createKey(store, 't1', 'w', 'worker'),
           admin: await createKey(store, 't1', 'root', 'admin'),
         };
-  const logLines: string[] = [];
-  const logger = pino({ level: 'warn' }, new Writable({ write: (chunk, _encoding, done) => (logLines.push(String(chunk)), done()) }));
+  const { logger, logLines } = captureLog();
   const app = await buildCoordinator({ store: options.wrap?.(store) ?? store, logger, config: { reaperIntervalMs: 0, ...options.config } });
   return {
     app,
@@ -66,6 +66,13 @@ export async function startSqliteCoordinator(
       await store.close();
     },
   };
+}
+
+/** A pino logger at warn whose JSON lines the test can read. */
+export function captureLog(): { readonly logger: Logger; readonly logLines: string[] } {
+  const logLines: string[] = [];
+  const logger = pino({ level: 'warn' }, new Writable({ write: (chunk, _encoding, done) => (logLines.push(String(chunk)), done()) }));
+  return { logger, logLines };
 }
 
 /** A refusal because of the store: 503, the stable code, Retry-After, and nothing of the driver in the body. */

@@ -55,7 +55,7 @@ class Answers {
 describe.each(backends)('$name', (factory) => {
   afterAll(() => factory.drain());
 
-  it(`answers ${FAILURE_RATE * 100}% injected store failures with 503 store_unavailable, never 500, and loses or repeats no committed outcome`, async () => {
+  it(`${factory.name}: answers ${FAILURE_RATE * 100}% injected store failures with 503 store_unavailable, never 500, and loses or repeats no committed outcome`, async () => {
     const instance: BackendInstance = await factory.create();
     const seed = faultSeed(`flaky store (${factory.name})`);
     const flaky = new FlakyStore(instance.store, { seed, failureRate: FAILURE_RATE });

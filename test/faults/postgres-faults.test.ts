@@ -19,10 +19,8 @@
  */
 
 import { randomBytes } from 'node:crypto';
-import { Writable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import pg from 'pg';
-import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildCoordinator } from '../../src/coordinator/app.js';
 import { toHttpError } from '../../src/coordinator/error-handler.js';
@@ -30,7 +28,7 @@ import { translatePgError } from '../../src/store/postgres/pg-errors.js';
 import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
 import { createKey, enqueue, get, lease, post } from '../support/http-fixtures.js';
 import { waitFor } from '../support/wait-for.js';
-import { driverCodeOf, expectRefusalsLogged, expectStoreUnavailable } from './sqlite-fault-coordinator.js';
+import { captureLog, driverCodeOf, expectRefusalsLogged, expectStoreUnavailable } from './fault-harness.js';
 
 const DATABASE_URL = process.env['DATABASE_URL'] ?? '';
 
@@ -39,7 +37,7 @@ describe.skipIf(DATABASE_URL === '')('PostgreSQL (DATABASE_URL)', () => {
   let admin: pg.Client;
   let store: PostgresStore;
   let app: FastifyInstance;
-  const logLines: string[] = [];
+  const { logger, logLines } = captureLog();
 
   beforeAll(async () => {
     admin = new pg.Client({ connectionString: DATABASE_URL });
@@ -48,7 +46,6 @@ describe.skipIf(DATABASE_URL === '')('PostgreSQL (DATABASE_URL)', () => {
     const url = new URL(DATABASE_URL);
     url.pathname = `/${database}`;
     store = await PostgresStore.connect({ connectionString: url.toString(), schema: 'leasehold', poolSize: 2 });
-    const logger = pino({ level: 'warn' }, new Writable({ write: (chunk, _encoding, done) => (logLines.push(String(chunk)), done()) }));
     app = await buildCoordinator({ store, logger, config: { reaperIntervalMs: 0, authCacheMs: 0 } });
   });
 

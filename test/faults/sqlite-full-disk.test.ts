@@ -20,7 +20,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { StoreUnavailableError } from '../../src/core/errors.js';
 import type { EnqueueParams, Store } from '../../src/store/store.js';
 import { enqueue, get, lease, post } from '../support/http-fixtures.js';
-import { driverCodeOf, expectRefusalsLogged, expectStoreUnavailable, inspectDatabase, startSqliteCoordinator, type SqliteFaultCoordinator } from './sqlite-fault-coordinator.js';
+import { driverCodeOf, expectRefusalsLogged, expectStoreUnavailable, inspectDatabase, startSqliteCoordinator, type SqliteFaultCoordinator } from './fault-harness.js';
 
 // Probed while the file is collected, so the test's name can say which fault it runs; the real mount
 // happens in beforeAll, so that a run which filters this test out leaves nothing mounted.

@@ -8,6 +8,8 @@
  * what a client's retry must find. `enabled = false` makes it a plain proxy.
  */
 
+// The soak's generator: the seed fixes the sequence of draws; which call gets which draw still depends on interleaving.
+import { seededRandom } from '../../bench/soak.js';
 import { StoreUnavailableError } from '../../src/core/errors.js';
 import type { Store } from '../../src/store/store.js';
 
@@ -25,21 +27,6 @@ export interface FlakyStoreOptions {
   readonly seed: number;
   /** Fraction of calls that fail, e.g. 0.03. */
   readonly failureRate: number;
-}
-
-/**
- * mulberry32: a small seeded generator. The seed fixes the sequence of draws;
- * which call gets which draw still depends on how concurrent requests interleave.
- */
-export function seededRandom(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 /** The seed from LEASEHOLD_FAULT_SEED, or a fresh one; printed either way so a failing run can be tried again with the same draws. */
