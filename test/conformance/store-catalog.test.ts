@@ -40,7 +40,7 @@ function nextWake(store: Store, timeoutMs = 5_000): { readonly woke: Promise<voi
   return { woke, stop };
 }
 
-describe.each(backends)('store conformance ($name): catalog, stats and wake-ups', (factory) => {
+describe.each(backends)('store conformance ($label): catalog, stats and wake-ups', (factory) => {
   const backend = useBackend(factory);
 
   it('stores API keys by hash, finds them, and revokes them once', async () => {

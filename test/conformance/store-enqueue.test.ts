@@ -6,7 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { backends, enqueue, enqueueParams, OWNER, TENANT, useBackend } from './harness.js';
 
-describe.each(backends)('store conformance ($name): enqueue and reads', (factory) => {
+describe.each(backends)('store conformance ($label): enqueue and reads', (factory) => {
   const backend = useBackend(factory);
 
   it('enqueues a queued job stamped by the store clock', async () => {

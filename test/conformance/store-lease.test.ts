@@ -20,7 +20,7 @@ import {
   useBackend,
 } from './harness.js';
 
-describe.each(backends)('store conformance ($name): leases', (factory) => {
+describe.each(backends)('store conformance ($label): leases', (factory) => {
   const backend = useBackend(factory);
 
   it('leases in order: higher priority, then earlier runAfter, then creation', async () => {

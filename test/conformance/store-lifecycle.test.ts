@@ -22,7 +22,7 @@ import {
   waitUntilStoreTimePasses,
 } from './harness.js';
 
-describe.each(backends)('store conformance ($name): lifecycle', (factory) => {
+describe.each(backends)('store conformance ($label): lifecycle', (factory) => {
   const backend = useBackend(factory);
 
   it('requeues an expired lease, counting the attempt', async () => {

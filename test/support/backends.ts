@@ -15,6 +15,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import { ThreadedSqliteStore } from '../../src/store/sqlite/threaded-store.js';
 import type { Store, StoreBackend } from '../../src/store/store.js';
 
 export interface BackendInstance {
@@ -26,40 +27,46 @@ export interface BackendInstance {
 
 export interface BackendFactory {
   readonly name: StoreBackend;
+  /** How test titles name it (a backend may run in more than one way). */
+  readonly label: string;
   create(): Promise<BackendInstance>;
   /** Resolves when every cleanup started so far has finished (call once per file, after its tests). */
   drain(): Promise<void>;
 }
 
-const sqlite: BackendFactory = {
-  name: 'sqlite',
-  async create() {
-    const dir = mkdtempSync(join(tmpdir(), 'leasehold-conformance-'));
-    const path = join(dir, 'jobs.db');
-    const store = SqliteStore.open({ path });
-    const peers: Store[] = [];
-    return {
-      store,
-      async openPeer() {
-        const peer = SqliteStore.open({ path });
-        peers.push(peer);
-        return peer;
-      },
-      async cleanup() {
-        for (const peer of peers) await peer.close();
-        await store.close();
-        rmSync(dir, { recursive: true, force: true });
-      },
-    };
-  },
-  async drain() {},
-};
+function sqliteFactory(label: string, open: (path: string) => Promise<Store>): BackendFactory {
+  return {
+    name: 'sqlite',
+    label,
+    async create() {
+      const dir = mkdtempSync(join(tmpdir(), 'leasehold-conformance-'));
+      const path = join(dir, 'jobs.db');
+      const store = await open(path);
+      const peers: Store[] = [];
+      return {
+        store,
+        async openPeer() {
+          const peer = await open(path);
+          peers.push(peer);
+          return peer;
+        },
+        async cleanup() {
+          for (const peer of peers) await peer.close();
+          await store.close();
+          rmSync(dir, { recursive: true, force: true });
+        },
+      };
+    },
+    async drain() {},
+  };
+}
 
 function postgres(connectionString: string): BackendFactory {
   // Dropping a schema takes as long as creating one; the next test need not wait for it.
   const drops = new Set<Promise<void>>();
   return {
     name: 'postgres',
+    label: 'postgres',
     async create() {
       const schema = `lh_test_${process.pid}_${randomBytes(6).toString('hex')}`;
       const store = await PostgresStore.connect({ connectionString, schema, poolSize: 4 });
@@ -85,6 +92,11 @@ function postgres(connectionString: string): BackendFactory {
     },
   };
 }
+
+const sqlite = sqliteFactory('sqlite', async (path) => SqliteStore.open({ path }));
+
+/** SQLite as `serve` runs it: the connection on a thread of its own. */
+export const sqliteThreaded = sqliteFactory('sqlite-thread', (path) => ThreadedSqliteStore.open({ path }));
 
 const databaseUrl = process.env['DATABASE_URL'];
 
