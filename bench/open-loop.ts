@@ -29,7 +29,10 @@ export interface EnqueueTarget {
 
 /** One answer to POST /jobs as the generator saw it. */
 interface Outcome {
+  /** From the scheduled send time. */
   readonly latencyMs: number;
+  /** From when the generator actually made the request. */
+  readonly sinceSentMs: number;
   readonly status: number;
   /** A 503 with Retry-After and the code `overloaded`. */
   readonly wellFormedRefusal: boolean;
@@ -54,6 +57,8 @@ export interface PhaseResult {
   readonly admittedP50Ms: number | null;
   readonly admittedP99Ms: number | null;
   readonly admittedMaxMs: number | null;
+  /** Admitted p99 from when the request was actually made: without the generator's own lateness. */
+  readonly admittedSinceSentP99Ms: number | null;
   readonly refusedP99Ms: number | null;
   /** How late the generator sent, p99 (open loop only). */
   readonly sendLagP99Ms: number | null;
@@ -138,6 +143,7 @@ export class EnqueueGenerator {
 
   private async enqueue(dueAt: number): Promise<Outcome> {
     const n = this.next++;
+    const sentAt = performance.now();
     try {
       const { statusCode, headers, body } = await this.pool.request({
         method: 'POST',
@@ -146,14 +152,16 @@ export class EnqueueGenerator {
         body: `{"kind":"noop","payload":{"i":${n},"pad":"${this.padding}"}}`,
       });
       const text = await body.text();
-      const latencyMs = performance.now() - dueAt;
-      if (statusCode === 202) return { latencyMs, status: statusCode, wellFormedRefusal: false, jobId: (JSON.parse(text) as { id: string }).id };
+      const answeredAt = performance.now();
+      const latencyMs = answeredAt - dueAt;
+      const sinceSentMs = answeredAt - sentAt;
+      if (statusCode === 202) return { latencyMs, sinceSentMs, status: statusCode, wellFormedRefusal: false, jobId: (JSON.parse(text) as { id: string }).id };
       const code = statusCode === 503 ? errorCode(text) : null;
       const retryAfter = headers['retry-after'];
       const wellFormedRefusal = statusCode === 503 && code === 'overloaded' && typeof retryAfter === 'string' && /^\d+$/.test(retryAfter);
-      return { latencyMs, status: statusCode, wellFormedRefusal, jobId: null };
+      return { latencyMs, sinceSentMs, status: statusCode, wellFormedRefusal, jobId: null };
     } catch {
-      return { latencyMs: performance.now() - dueAt, status: 0, wellFormedRefusal: false, jobId: null };
+      return { latencyMs: performance.now() - dueAt, sinceSentMs: performance.now() - sentAt, status: 0, wellFormedRefusal: false, jobId: null };
     }
   }
 
@@ -193,6 +201,7 @@ interface Meter {
 
 function summarize(label: string, offered: number | null, durationMs: number, outcomes: readonly Outcome[], lags: readonly number[], meter: Meter): PhaseResult {
   const admittedLatencies: number[] = [];
+  const admittedSinceSent: number[] = [];
   const refusedLatencies: number[] = [];
   const admittedIds: string[] = [];
   const otherStatuses: Record<string, number> = {};
@@ -200,6 +209,7 @@ function summarize(label: string, offered: number | null, durationMs: number, ou
   for (const outcome of outcomes) {
     if (outcome.status === 202) {
       admittedLatencies.push(outcome.latencyMs);
+      admittedSinceSent.push(outcome.sinceSentMs);
       if (outcome.jobId !== null) admittedIds.push(outcome.jobId);
     } else if (outcome.status === 503) {
       refusedLatencies.push(outcome.latencyMs);
@@ -223,6 +233,7 @@ function summarize(label: string, offered: number | null, durationMs: number, ou
     admittedP50Ms: p(admittedLatencies, 50),
     admittedP99Ms: p(admittedLatencies, 99),
     admittedMaxMs: p(admittedLatencies, 100),
+    admittedSinceSentP99Ms: p(admittedSinceSent, 99),
     refusedP99Ms: p(refusedLatencies, 99),
     sendLagP99Ms: p(lags, 99),
     ...meter,
