@@ -36,13 +36,6 @@ export const UNCOUNTED_ROUTES: ReadonlySet<string> = new Set([
   'POST /jobs/:id/fail',
 ]);
 
-export interface Admission {
-  /** Counted requests being served now. */
-  readonly inFlight: () => number;
-  /** Requests refused since start. */
-  readonly refused: () => number;
-}
-
 function isCounted(request: FastifyRequest): boolean {
   if (request.method === 'GET' || request.method === 'HEAD') return false;
   const url = request.routeOptions.url;
@@ -53,11 +46,9 @@ function isCounted(request: FastifyRequest): boolean {
  * Installs the bound; `null` leaves every request admitted. Must be the first
  * onRequest hook, so that a refusal costs nothing after routing.
  */
-export function installAdmission(app: FastifyInstance, maxInFlightRequests: number | null): Admission {
+export function installAdmission(app: FastifyInstance, maxInFlightRequests: number | null): void {
+  if (maxInFlightRequests === null) return;
   let inFlight = 0;
-  let refused = 0;
-  const admission: Admission = { inFlight: () => inFlight, refused: () => refused };
-  if (maxInFlightRequests === null) return admission;
 
   const release = (): void => {
     inFlight--;
@@ -68,7 +59,6 @@ export function installAdmission(app: FastifyInstance, maxInFlightRequests: numb
       return;
     }
     if (inFlight >= maxInFlightRequests) {
-      refused++;
       // Answering from the hook ends the request here; done() is not called.
       sendError(reply, {
         status: 503,
@@ -83,5 +73,4 @@ export function installAdmission(app: FastifyInstance, maxInFlightRequests: numb
     reply.raw.once('close', release);
     done();
   });
-  return admission;
 }

@@ -11,6 +11,7 @@
 import { connect, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
+import { UNCOUNTED_ROUTES } from '../../src/coordinator/admission.js';
 import { CoordinatorConfigError, resolveConfig } from '../../src/coordinator/config.js';
 import { bearer, enqueue, errorCode, get, lease, post, startCoordinator, type Harness } from '../support/http-fixtures.js';
 import { waitFor } from '../support/wait-for.js';
@@ -137,6 +138,14 @@ describe('admission control', () => {
     const admitted = await enqueue(h.app, h.keys.producer, { kind: 'wake', payload: {} }, 'wake-1');
     expect(admitted.statusCode).toBe(202);
     expect((await parked).map((j) => j.id)).toEqual([(admitted.json() as { id: string }).id]);
+  });
+
+  it('exempts only routes that exist, so a renamed lease-protocol route cannot turn counted unnoticed', async () => {
+    h = await startCoordinator({});
+    for (const route of UNCOUNTED_ROUTES) {
+      const [method, url] = route.split(' ') as [string, string];
+      expect(h.app.hasRoute({ method: method as 'POST', url }), route).toBe(true);
+    }
   });
 
   it('is configured by maxInFlightRequests: a positive integer or null for unlimited', () => {
