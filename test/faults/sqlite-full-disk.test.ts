@@ -146,7 +146,13 @@ it(title, async () => {
   expect(refusedKeys.length).toBeGreaterThanOrEqual(24);
   expectStoreUnavailable(await post(c.app, c.keys.worker, '/lease', { workerId: 'w1', leaseMs: 60_000 }));
   expectStoreUnavailable(await post(c.app, c.keys.worker, `/jobs/${leased!.id}/complete`, { token: leased!.token, result: 'r' }));
-  expect(await driverCodeOf(() => (injected?.store ?? c.store).jobEnqueue(directEnqueue()))).toBe('SQLITE_FULL');
+  const store = injected?.store ?? c.store;
+  expect(await driverCodeOf(() => store.jobEnqueue(directEnqueue('direct')))).toBe('SQLITE_FULL');
+  // Fifty enqueues queued in one tick form one group-commit batch: every one of them fails, with the stable code.
+  const batch = await Promise.allSettled(Array.from({ length: 50 }, (_, k) => store.jobEnqueue(directEnqueue(`batch-${k}`))));
+  expect(batch.map((outcome) => (outcome.status === 'rejected' ? (outcome.reason as { code?: unknown }).code : 'fulfilled'))).toEqual(
+    Array.from({ length: 50 }, () => 'store_unavailable'),
+  );
   const read = await get(c.app, c.keys.admin, `/jobs/${leased!.id}`);
   expect(read.statusCode).toBe(200);
   expect(read.json()).toMatchObject({ status: 'running' });
@@ -182,12 +188,12 @@ it(title, async () => {
   expect(after.byStatus).toEqual({ succeeded: accepted.size });
 });
 
-function directEnqueue(): EnqueueParams {
+function directEnqueue(idempotencyKey: string): EnqueueParams {
   return {
     tenant: 't1',
     owner: 'alice',
-    idempotencyKey: 'direct',
-    requestHash: 'direct',
+    idempotencyKey,
+    requestHash: idempotencyKey,
     kind: 'email',
     payload: { text: 'x'.repeat(2000) },
     payloadBytes: 2013,
