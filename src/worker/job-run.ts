@@ -48,6 +48,8 @@ export class JobRun {
   private readonly controller = new AbortController();
   private leaseEndsAt: number;
   private readonly deadlineAt: number | null;
+  /** The deadline on this host's clock, which may be hours off the coordinator's. */
+  private readonly localDeadlineAt: number | null;
   private renewTimer: NodeJS.Timeout | undefined;
   private settled = false;
   private pendingProgress: { value: unknown } | undefined;
@@ -61,6 +63,9 @@ export class JobRun {
     private readonly deps: JobRunDeps,
   ) {
     this.deadlineAt = job.deadlineAt === null ? null : Date.parse(job.deadlineAt);
+    // Placed by its distance from the lease's end, both coordinator times, so this host's clock offset cancels out.
+    // A lease cut short at the deadline gives distance 0: the lease's own estimate applies (the coordinator refuses anything later).
+    this.localDeadlineAt = this.deadlineAt === null ? null : leaseSentAt + deps.leaseMs + (this.deadlineAt - Date.parse(job.leaseExpiresAt));
     this.leaseEndsAt = this.capAtDeadline(leaseSentAt + deps.leaseMs);
     this.fields = { jobId: job.id, kind: job.kind, attempt: job.attempt, workerId: deps.workerId };
   }
@@ -250,7 +255,7 @@ export class JobRun {
   }
 
   private capAtDeadline(at: number): number {
-    return this.deadlineAt === null ? at : Math.min(at, this.deadlineAt);
+    return this.localDeadlineAt === null ? at : Math.min(at, this.localDeadlineAt);
   }
 }
 
