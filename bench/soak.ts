@@ -24,6 +24,7 @@ import { freshPostgresDb } from './postgres-db.js';
 import { createKey, freePort, median, ROOT } from './processes.js';
 import { audit, type AuditFindings } from './soak-audit.js';
 import { SoakCluster, type ProcessLog } from './soak-cluster.js';
+import { seededRandom } from './seeded-random.js';
 import { produce } from './soak-producer.js';
 
 export interface SoakOptions {
@@ -67,18 +68,6 @@ export interface SoakSummary extends Omit<AuditFindings, 'examples'> {
   readonly loadAverage: readonly number[];
   readonly examples: readonly string[];
   readonly ok: boolean;
-}
-
-/** mulberry32: a small seeded generator, so a run's kill schedule can be replayed from its seed. */
-export function seededRandom(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 export async function runSoak(options: SoakOptions): Promise<SoakSummary> {
@@ -253,7 +242,7 @@ export function formatSummary(summary: SoakSummary): string {
     ['  batch retries (no answer)', `${summary.batchRetries} (network errors ${summary.producerNetworkErrors}, 5xx ${JSON.stringify(summary.producer5xx)})`],
     ['  refused / given up', `${JSON.stringify(summary.refused)} / ${summary.unacknowledgedByProducer}`],
     ['kills (coordinator + worker)', `${summary.kills.total} (${summary.kills.coordinator} + ${summary.kills.worker})`],
-    ['coordinator restart ms (median / max)', `${summary.coordinatorRestartMs.median} / ${summary.coordinatorRestartMs.max}`],
+    ['coordinator start-up after a kill, ms (median / max)', `${summary.coordinatorRestartMs.median} / ${summary.coordinatorRestartMs.max}`],
     ['lease expiries (stats / attempt histories)', `${summary.leaseExpiries} / ${summary.expiredAttempts}`],
     ['succeeded', summary.succeeded],
     ['dead (policy expects)', `${summary.dead} (${summary.deadExpectedByPolicy})`],
