@@ -20,7 +20,6 @@
  */
 
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
-import { sendError } from './error-handler.js';
 
 /** The seconds a refused client is told to wait: in-flight work drains in milliseconds, so the shortest step. */
 export const ADMISSION_RETRY_AFTER_SECONDS = 1;
@@ -35,6 +34,20 @@ export const UNCOUNTED_ROUTES: ReadonlySet<string> = new Set([
   'POST /complete',
   'POST /jobs/:id/fail',
 ]);
+
+/**
+ * The refusal, serialized once and written straight to the socket: it skips
+ * Fastify's reply pipeline (serializer, onSend), which measured 25–30% of the
+ * cost of a refusal (coordinator CPU per refused request, about 64 µs through
+ * reply.send, 44 µs written directly, 24 µs for a bare Node server; an admitted
+ * enqueue costs 170–190 µs). The shape is the error handler's.
+ */
+const REFUSAL_BODY = JSON.stringify({ error: { code: 'overloaded', message: 'the coordinator is serving as many requests as it admits; retry later' } });
+const REFUSAL_HEADERS = {
+  'content-type': 'application/json; charset=utf-8',
+  'content-length': Buffer.byteLength(REFUSAL_BODY),
+  'retry-after': String(ADMISSION_RETRY_AFTER_SECONDS),
+};
 
 function isCounted(request: FastifyRequest): boolean {
   if (request.method === 'GET' || request.method === 'HEAD') return false;
@@ -59,13 +72,10 @@ export function installAdmission(app: FastifyInstance, maxInFlightRequests: numb
       return;
     }
     if (inFlight >= maxInFlightRequests) {
-      // Answering from the hook ends the request here; done() is not called.
-      sendError(reply, {
-        status: 503,
-        code: 'overloaded',
-        message: `the coordinator is serving ${inFlight} requests, its limit; retry later`,
-        retryAfterSeconds: ADMISSION_RETRY_AFTER_SECONDS,
-      });
+      // Answered here: done() is not called, and hijack() tells Fastify the reply is written.
+      reply.hijack();
+      reply.raw.writeHead(503, REFUSAL_HEADERS);
+      reply.raw.end(REFUSAL_BODY);
       return;
     }
     inFlight++;
