@@ -27,6 +27,9 @@ import { SoakCluster, type ProcessLog } from './soak-cluster.js';
 import { seededRandom } from './seeded-random.js';
 import { produce } from './soak-producer.js';
 
+// Other harnesses take the generator from here too.
+export { seededRandom };
+
 export interface SoakOptions {
   /** How long load and kills last; the drain and the audit come after. */
   readonly durationMs: number;
