@@ -46,11 +46,17 @@ export class ThreadedSqliteStore implements Store {
   /** Set once the thread is gone or closing: every later call fails as unavailable. */
   private failure: Error | null = null;
   private closing: Promise<void> | null = null;
+  private readonly exited: Promise<void>;
 
   private constructor(private readonly thread: Worker) {
     thread.on('message', (message: FromStoreThread) => this.receive(message));
     thread.on('error', (error) => this.fail(new StoreUnavailableError('the store thread failed', error)));
-    thread.on('exit', () => this.fail(new StoreUnavailableError('the job store is closed')));
+    this.exited = new Promise((resolve) => {
+      thread.once('exit', () => {
+        this.fail(new StoreUnavailableError('the job store is closed'));
+        resolve();
+      });
+    });
   }
 
   static async open(options: ThreadedSqliteStoreOptions): Promise<ThreadedSqliteStore> {
@@ -82,6 +88,7 @@ export class ThreadedSqliteStore implements Store {
       thread.on('error', onError);
       thread.on('exit', onExit);
     }).catch(async (error: unknown) => {
+      // The thread ends by itself after a failed open; terminate covers one that hangs.
       await thread.terminate();
       throw error;
     });
@@ -93,11 +100,11 @@ export class ThreadedSqliteStore implements Store {
   }
 
   close(): Promise<void> {
-    this.closing ??= new Promise<void>((resolve) => {
+    if (this.closing === null) {
       this.flush();
-      this.thread.once('exit', () => resolve());
       this.post({ type: 'close' });
-    });
+      this.closing = this.exited;
+    }
     return this.closing;
   }
 
