@@ -16,6 +16,7 @@
 import { readFileSync } from 'node:fs';
 import { Pool } from 'undici';
 import { percentile } from './processes.js';
+import { seededRandom } from './seeded-random.js';
 
 export interface EnqueueTarget {
   readonly url: string;
@@ -252,22 +253,11 @@ function errorCode(text: string): string | null {
 
 /** Send offsets (ms from the start) with exponential gaps: a Poisson process, the same for the same seed. */
 export function poissonSchedule(ratePerSecond: number, durationMs: number, seed: number): number[] {
-  const random = mulberry32(seed);
+  const random = seededRandom(seed);
   const meanGapMs = 1000 / ratePerSecond;
   const schedule: number[] = [];
   for (let t = -Math.log(1 - random()) * meanGapMs; t < durationMs; t += -Math.log(1 - random()) * meanGapMs) schedule.push(t);
   return schedule;
-}
-
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 /** A process's resident set from /proc (Linux), or null when it cannot be read. */

@@ -16,6 +16,7 @@ import { performance } from 'node:perf_hooks';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { CompleteOutcome, EnqueueParams, LeasedJob, Store } from '../../src/store/store.js';
 import { backends, drainAfterAll, startCoordinator } from '../support/http-fixtures.js';
+import { seededRandom } from '../../bench/seeded-random.js';
 
 const JOBS = 10_000;
 const LEASERS = 64;
@@ -26,18 +27,6 @@ const lines: string[] = [];
 afterAll(() => {
   for (const line of lines) console.log(line);
 });
-
-/** A small seeded generator, so that a failing run can be repeated. */
-function random(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 interface LeaseRecord {
   readonly epoch: number;
@@ -55,7 +44,7 @@ describe.each(backends)('drain ($name)', (backend) => {
     // SQLite moves a manual clock; PostgreSQL's clock is the server's, so its leases are short and the test waits them out.
     const leaseMs = backend.name === 'sqlite' ? 60_000 : 4_000;
     const seed = Date.now() % 1_000_000;
-    const next = random(seed);
+    const next = seededRandom(seed);
     try {
       const started = performance.now();
       for (let offset = 0; offset < JOBS; offset += 1000) {
