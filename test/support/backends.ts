@@ -34,7 +34,7 @@ export interface BackendFactory {
   drain(): Promise<void>;
 }
 
-function sqliteFactory(label: string, open: (path: string) => Promise<Store>): BackendFactory {
+export function sqliteFactory(label: string, open: (path: string) => Promise<Store>): BackendFactory {
   return {
     name: 'sqlite',
     label,

@@ -15,9 +15,6 @@
  * `h.time`, one test body runs on both.
  */
 
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import { afterAll } from 'vitest';
 import { buildCoordinator } from '../../src/coordinator/app.js';
@@ -27,7 +24,7 @@ import { hashApiKey, newApiKey } from '../../src/core/ids.js';
 import type { Role } from '../../src/core/states.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import type { Store, StoreBackend } from '../../src/store/store.js';
-import { backends, type BackendFactory, type BackendInstance } from './backends.js';
+import { backends, sqliteFactory, type BackendFactory, type BackendInstance } from './backends.js';
 import { reusedPgSchemas } from './reused-pg-schemas.js';
 
 export { backends, type BackendFactory };
@@ -88,25 +85,9 @@ export async function createKey(store: Store, tenant: string, user: string, role
   return key;
 }
 
-/** A SQLite store over a ManualClock, with the BackendInstance shape (the shared factory takes no clock). */
-function sqliteWithClock(clock: ManualClock): BackendInstance {
-  const dir = mkdtempSync(join(tmpdir(), 'leasehold-coord-'));
-  const path = join(dir, 'jobs.db');
-  const store = SqliteStore.open({ path, clock });
-  const peers: Store[] = [];
-  return {
-    store,
-    async openPeer() {
-      const peer = SqliteStore.open({ path, clock });
-      peers.push(peer);
-      return peer;
-    },
-    async cleanup() {
-      for (const peer of peers) await peer.close();
-      await store.close();
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
+/** A SQLite store over a ManualClock (the shared factory's stores read the system clock). */
+function sqliteWithClock(clock: ManualClock): Promise<BackendInstance> {
+  return sqliteFactory('sqlite', async (path) => SqliteStore.open({ path, clock })).create();
 }
 
 function realTime(store: Store): StoreTime {
