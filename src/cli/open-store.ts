@@ -13,23 +13,11 @@ export function isPostgresUrl(db: string): boolean {
   return POSTGRES_URL.test(db);
 }
 
-export interface OpenStoreOptions {
-  /**
-   * SQLite only: run the connection on a thread of its own so commits do not
-   * hold the event loop (`serve`). Short-lived commands open it in-thread.
-   */
-  readonly threaded?: boolean;
-}
-
 /** Loads only the backend it opens: the CLI starts faster, and a SQLite user never loads pg. */
-export async function openStore(db: string, options: OpenStoreOptions = {}): Promise<Store> {
+export async function openStore(db: string): Promise<Store> {
   if (isPostgresUrl(db)) {
     const { PostgresStore } = await import('../store/postgres/postgres-store.js');
     return PostgresStore.connect({ connectionString: db });
-  }
-  if (options.threaded === true) {
-    const { ThreadedSqliteStore } = await import('../store/sqlite/threaded-store.js');
-    return ThreadedSqliteStore.open({ path: resolve(db) });
   }
   const { SqliteStore } = await import('../store/sqlite/sqlite-store.js');
   return SqliteStore.open({ path: resolve(db) });

@@ -8,11 +8,10 @@
 import { afterAll, afterEach, beforeEach, expect } from 'vitest';
 import type { BackoffPolicy } from '../../src/core/backoff.js';
 import type { EnqueueParams, JobRecord, LeasedJob, LeaseParams, Store } from '../../src/store/store.js';
-import { backends as everyBackend, sqliteThreaded, type BackendFactory, type BackendInstance } from '../support/backends.js';
+import type { BackendFactory, BackendInstance } from '../support/backends.js';
 import { waitFor } from '../support/wait-for.js';
 
-/** Every backend, and SQLite a second time as `serve` runs it (on its own thread). */
-export const backends: readonly BackendFactory[] = [...everyBackend, sqliteThreaded];
+export { backends } from '../support/backends.js';
 
 export interface BackendHandle {
   readonly store: Store;

@@ -15,7 +15,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
-import { ThreadedSqliteStore } from '../../src/store/sqlite/threaded-store.js';
 import type { Store, StoreBackend } from '../../src/store/store.js';
 
 export interface BackendInstance {
@@ -94,9 +93,6 @@ function postgres(connectionString: string): BackendFactory {
 }
 
 const sqlite = sqliteFactory('sqlite', async (path) => SqliteStore.open({ path }));
-
-/** SQLite as `serve` runs it: the connection on a thread of its own. */
-export const sqliteThreaded = sqliteFactory('sqlite-thread', (path) => ThreadedSqliteStore.open({ path }));
 
 const databaseUrl = process.env['DATABASE_URL'];
 

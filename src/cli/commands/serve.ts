@@ -35,7 +35,7 @@ export const serveCommand: Command = {
     // Loaded here, not at the top: `leasehold --help` should not pay for Fastify.
     const [{ pino }, { buildCoordinator }] = await Promise.all([import('pino'), import('../../coordinator/app.js')]);
     const logger = pino({ name: 'leasehold', level: stringOption(values, 'log-level') ?? 'info' });
-    const store = await openStore(db, { threaded: true });
+    const store = await openStore(db);
     let app: FastifyInstance;
     try {
       app = await buildCoordinator({ store, logger, config });
