@@ -55,7 +55,6 @@ function armedCrashPoint(armed: ReadonlyMap<CrashPointName, number>): (name: Cra
     const hit = (hits.get(name) ?? 0) + 1;
     hits.set(name, hit);
     // SIGKILL, not exit(): no finally blocks, no ROLLBACK, no flush; the kernel closes files and sockets.
-    // From a worker thread (serve's SQLite store thread, which sees the same environment) it ends the whole process too.
     if (hit === at) process.kill(process.pid, 'SIGKILL');
   };
 }
