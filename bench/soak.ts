@@ -6,8 +6,9 @@
  * coordinator on the same database and port). Then the queue is drained and
  * audited (bench/soak-audit.ts): every acknowledged job is succeeded or dead
  * as its policy says, every committed result came from exactly one execution,
- * and none is missing. Prints a table and one JSON line; exits 1 when a job
- * was lost, committed twice, or ended against its policy.
+ * none is missing, and no log line of any process holds an API key or a
+ * lease token. Prints a table and one JSON line; exits 1 when a job was lost,
+ * committed twice or ended against its policy, or a secret was logged.
  *
  * Lease expiries are counted twice, independently: the coordinator's durable
  * counter (GET /stats leaseExpirations) and the attempts that ended `expired`
@@ -25,6 +26,7 @@ import { createKey, freePort, median, ROOT } from './processes.js';
 import { audit, type AuditFindings } from './soak-audit.js';
 import { SoakCluster, type ProcessLog } from './soak-cluster.js';
 import { seededRandom } from './seeded-random.js';
+import { linesWithSecrets, recordedLeaseTokens } from './soak-secrets.js';
 import { produce } from './soak-producer.js';
 
 // Other harnesses take the generator from here too.
@@ -67,6 +69,10 @@ export interface SoakSummary extends Omit<AuditFindings, 'examples'> {
   readonly workerRetries: number;
   readonly worker5xx: Readonly<Record<string, number>>;
   readonly coordinatorInternalErrors: number;
+  /** Secrets searched for in every process's output: the API keys and each job's last lease token. */
+  readonly secretsChecked: { readonly keys: number; readonly leaseTokens: number };
+  /** Log lines that contain one of them (must be 0). */
+  readonly logLinesWithSecrets: number;
   readonly unexpectedExits: number;
   readonly loadAverage: readonly number[];
   readonly examples: readonly string[];
@@ -163,10 +169,16 @@ export async function runSoak(options: SoakOptions): Promise<SoakSummary> {
       const status = /"status":(5\d\d)/.exec(line)?.[1];
       if (status !== undefined) worker5xx[status] = (worker5xx[status] ?? 0) + 1;
     }
+    const tokens = await recordedLeaseTokens(db);
+    const logLinesWithSecrets = linesWithSecrets(
+      logs.map((l) => l.output),
+      [adminKey, workerKey],
+      tokens,
+    );
     const coordinatorInternalErrors = logs
       .filter((l) => l.role === 'coordinator')
       .reduce((sum, l) => sum + l.output.split('\n').filter((line) => line.includes('"msg":"request failed"')).length, 0);
-    const ok = findings.lost === 0 && findings.duplicateCommits === 0 && findings.wrongFate === 0;
+    const ok = findings.lost === 0 && findings.duplicateCommits === 0 && findings.wrongFate === 0 && logLinesWithSecrets === 0;
     return {
       seed,
       backend: isPostgres ? 'postgres' : 'sqlite',
@@ -187,6 +199,8 @@ export async function runSoak(options: SoakOptions): Promise<SoakSummary> {
       workerRetries: retryLines.length,
       worker5xx,
       coordinatorInternalErrors,
+      secretsChecked: { keys: 2, leaseTokens: tokens.length },
+      logLinesWithSecrets,
       unexpectedExits: cluster.unexpectedExits,
       loadAverage: loadavg().map(round),
       ok,
@@ -258,6 +272,7 @@ export function formatSummary(summary: SoakSummary): string {
     ['jobs nobody acknowledged', summary.unacknowledgedJobs],
     ['worker retries (5xx among them)', `${summary.workerRetries} (${JSON.stringify(summary.worker5xx)})`],
     ['coordinator internal errors', summary.coordinatorInternalErrors],
+    ['log lines with a key or lease token (must be 0)', `${summary.logLinesWithSecrets} (searched: ${summary.secretsChecked.keys} keys, ${summary.secretsChecked.leaseTokens} tokens)`],
     ['unexpected process exits', summary.unexpectedExits],
     ['load average (1/5/15 min)', summary.loadAverage.join(' ')],
     ['verdict', summary.ok ? 'OK' : 'FAILED'],

@@ -34,6 +34,8 @@ it('loses no acknowledged job and commits each result once while workers and the
   expect(summary.executions).toBeGreaterThanOrEqual(summary.accepted);
   expect(summary.unreadableLedgerLines).toBe(0);
   expect(summary.coordinatorInternalErrors).toBe(0);
+  expect(summary.secretsChecked.leaseTokens).toBe(summary.accepted);
+  expect(summary.logLinesWithSecrets).toBe(0);
   expect(summary.worker5xx['500'] ?? 0).toBe(0);
   expect(summary.unexpectedExits).toBe(0);
   expect(summary.ok).toBe(true);
