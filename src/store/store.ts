@@ -326,8 +326,12 @@ export interface Store {
   stats(params: { readonly tenant: string }): Promise<TenantStats>;
 
   /**
-   * Calls `listener` soon after jobs may have become available (an enqueue or
-   * requeue committed, possibly by another process). Returns an unsubscribe.
+   * Calls `listener` when jobs may have become available: an enqueue or
+   * requeue (possibly by another process) that has committed or, in the same
+   * process on SQLite, that is queued for the next group commit. In the latter
+   * case a write the listener asks for at once is ordered after it, so a lease
+   * sees the job. Listeners must not read the store to decide; they lease.
+   * Returns an unsubscribe.
    */
   watchAvailable(listener: () => void): () => void;
 }

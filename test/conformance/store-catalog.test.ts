@@ -9,7 +9,7 @@ import { hashApiKey, newApiKey } from '../../src/core/ids.js';
 import { JOB_STATUSES } from '../../src/core/states.js';
 import { MIGRATIONS as POSTGRES_MIGRATIONS } from '../../src/store/postgres/migrations.js';
 import { MIGRATIONS as SQLITE_MIGRATIONS } from '../../src/store/sqlite/migrations.js';
-import type { KindUpsertParams, Store } from '../../src/store/store.js';
+import type { KindUpsertParams, LeasedJob, Store } from '../../src/store/store.js';
 import { backends, enqueue, ERROR, getJob, IMMEDIATE_BACKOFF, leaseOne, TENANT, useBackend, waitFor } from './harness.js';
 
 function kind(name: string, overrides: Partial<KindUpsertParams> = {}): KindUpsertParams {
@@ -117,12 +117,29 @@ describe.each(backends)('store conformance ($label): catalog, stats and wake-ups
     expect(stats.oldestAvailableAgeMs ?? Infinity).toBeLessThan(70_000);
   });
 
-  it('wakes a watcher after an enqueue commits', async () => {
+  it('wakes a watcher when an enqueue is written', async () => {
     const store = backend.store;
     const { woke, stop } = nextWake(store);
     await enqueue(store, 'k');
     await woke;
     stop();
+  });
+
+  it('lets a lease asked for from the wake-up see the job that caused it', async () => {
+    const store = backend.store;
+    // A wake-up may also come for nothing (PostgreSQL wakes watchers when LISTEN takes effect); only a lease that finds work ends the wait.
+    let stop = (): void => undefined;
+    const leased = new Promise<readonly LeasedJob[]>((resolve, reject) => {
+      stop = store.watchAvailable(() => {
+        store.jobLease({ tenant: TENANT, workerId: 'woken', leaseMs: 30_000, max: 1 }).then((jobs) => {
+          if (jobs.length > 0) resolve(jobs);
+        }, reject);
+      });
+    });
+    const job = await enqueue(store, 'k');
+    const jobs = await leased;
+    stop();
+    expect(jobs.map((j) => j.id)).toEqual([job.id]);
   });
 
   it('wakes a watcher on another store over the same database (another coordinator)', async () => {

@@ -647,11 +647,12 @@ export class SqliteStore implements Store {
 
   private write<T>(operation: (now: number) => T, wakesWaiters = false): Promise<T> {
     const promise = this.writer.run(operation);
-    if (!wakesWaiters) return promise;
-    return promise.then((value) => {
-      this.notify();
-      return value;
-    });
+    // Listeners hear of the write as soon as it is queued, not after its commit: a lease a woken
+    // long poll asks for now is queued behind it, so it runs in the same transaction (or a later
+    // one) and sees the new job. A job enqueued onto an idle queue is committed and leased with
+    // one fsync, and neither answer leaves before that commit.
+    if (wakesWaiters) this.notify();
+    return promise;
   }
 
   private read<T>(operation: () => T): T {
