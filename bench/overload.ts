@@ -25,14 +25,12 @@
  * --max-in-flight N|unlimited (passed to serve; default: serve's default).
  */
 
-import { mkdtempSync, rmSync } from 'node:fs';
-import { cpus, loadavg, tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { cpus, loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import { LeaseholdClient } from '../src/client/index.js';
 import { EnqueueGenerator, processPeakRssBytes, processRssBytes, type PhaseResult } from './open-loop.js';
-import { freshPostgresDb } from './postgres-db.js';
 import { createKey, median, startCoordinator } from './processes.js';
+import { freshDatabase } from './fresh-db.js';
 
 export interface OverloadOptions {
   /** 'sqlite' for a fresh file, or a postgres:// URL (a fresh schema is made in it). */
@@ -62,17 +60,7 @@ export interface OverloadReport {
 
 /** One run: a coordinator on a fresh database, capacity, unloaded latency, then each level. */
 export async function runOverload(options: OverloadOptions): Promise<OverloadReport> {
-  let db: string;
-  let cleanup: () => Promise<void>;
-  if (options.db === 'sqlite') {
-    const dir = mkdtempSync(join(tmpdir(), 'leasehold-overload-'));
-    db = join(dir, 'overload.db');
-    cleanup = async () => rmSync(dir, { recursive: true, force: true });
-  } else {
-    const fresh = await freshPostgresDb(options.db);
-    db = fresh.url;
-    cleanup = fresh.drop;
-  }
+  const { db, cleanup } = await freshDatabase(options.db, 'overload');
   const key = createKey(db, 'overload', 'producer', 'admin');
   const serveArgs = options.maxInFlight === undefined ? [] : ['--max-in-flight-requests', options.maxInFlight];
   const { url, process: coordinator } = await startCoordinator(db, serveArgs);

@@ -19,13 +19,12 @@
  * --runs 3, --jobs 20000, --coordinators 1, --workers 2, --only a,b.
  */
 
-import { mkdtempSync, rmSync } from 'node:fs';
-import { cpus, loadavg, tmpdir } from 'node:os';
+import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { LeaseholdClient } from '../src/client/index.js';
 import { createKey, median, percentile, ROOT, startCoordinator, startWorker, type RunningProcess } from './processes.js';
-import { freshPostgresDb } from './postgres-db.js';
+import { freshDatabase } from './fresh-db.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -60,17 +59,7 @@ interface Deployment {
 }
 
 async function deploy(): Promise<Deployment> {
-  let db: string;
-  let cleanup: () => Promise<void>;
-  if (args.db === 'sqlite') {
-    const dir = mkdtempSync(join(tmpdir(), 'leasehold-bench-'));
-    db = join(dir, 'bench.db');
-    cleanup = async () => rmSync(dir, { recursive: true, force: true });
-  } else {
-    const fresh = await freshPostgresDb(args.db ?? '');
-    db = fresh.url;
-    cleanup = fresh.drop;
-  }
+  const { db, cleanup } = await freshDatabase(args.db ?? 'sqlite', 'bench');
   const adminKey = createKey(db, 'bench', 'bench', 'admin');
   const workerKey = createKey(db, 'bench', 'bench-worker', 'worker');
   const coordinators: RunningProcess[] = [];
