@@ -60,6 +60,25 @@ export function sqliteFactory(label: string, open: (path: string) => Promise<Sto
   };
 }
 
+/** A store on a PostgreSQL schema, with peers on the same schema; `afterClose` runs once all are closed. */
+export async function postgresInstance(connectionString: string, schema: string, afterClose: () => Promise<void>): Promise<BackendInstance> {
+  const store = await PostgresStore.connect({ connectionString, schema, poolSize: 4 });
+  const peers: Store[] = [];
+  return {
+    store,
+    async openPeer() {
+      const peer = await PostgresStore.connect({ connectionString, schema, poolSize: 2 });
+      peers.push(peer);
+      return peer;
+    },
+    async cleanup() {
+      for (const peer of peers) await peer.close();
+      await store.close();
+      await afterClose();
+    },
+  };
+}
+
 function postgres(connectionString: string): BackendFactory {
   // Dropping a schema takes as long as creating one; the next test need not wait for it.
   const drops = new Set<Promise<void>>();
@@ -68,23 +87,11 @@ function postgres(connectionString: string): BackendFactory {
     label: 'postgres',
     async create() {
       const schema = `lh_test_${process.pid}_${randomBytes(6).toString('hex')}`;
-      const store = await PostgresStore.connect({ connectionString, schema, poolSize: 4 });
-      const peers: Store[] = [];
-      return {
-        store,
-        async openPeer() {
-          const peer = await PostgresStore.connect({ connectionString, schema, poolSize: 2 });
-          peers.push(peer);
-          return peer;
-        },
-        async cleanup() {
-          for (const peer of peers) await peer.close();
-          await store.close();
-          const drop = PostgresStore.dropSchema({ connectionString, schema });
-          drops.add(drop);
-          void drop.finally(() => drops.delete(drop)).catch(() => undefined);
-        },
-      };
+      return postgresInstance(connectionString, schema, async () => {
+        const drop = PostgresStore.dropSchema({ connectionString, schema });
+        drops.add(drop);
+        void drop.finally(() => drops.delete(drop)).catch(() => undefined);
+      });
     },
     async drain() {
       await Promise.all([...drops]);

@@ -14,8 +14,7 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
-import type { Store } from '../../src/store/store.js';
-import type { BackendInstance } from './backends.js';
+import { postgresInstance, type BackendInstance } from './backends.js';
 
 /** Every schema this process makes starts so (connections name their schema in application_name). */
 export const SCHEMA_PREFIX = `lh_http_${process.pid}_`;
@@ -53,22 +52,10 @@ export function reusedPgSchemas(connectionString: string): ReusedSchemas {
     async create() {
       const schema = spare.pop() ?? `${SCHEMA_PREFIX}${randomBytes(6).toString('hex')}`;
       made.add(schema);
-      const store = await PostgresStore.connect({ connectionString, schema, poolSize: 4 });
-      const peers: Store[] = [];
-      return {
-        store,
-        async openPeer() {
-          const peer = await PostgresStore.connect({ connectionString, schema, poolSize: 2 });
-          peers.push(peer);
-          return peer;
-        },
-        async cleanup() {
-          for (const peer of peers) await peer.close();
-          await store.close();
-          await empty(schema);
-          spare.push(schema);
-        },
-      };
+      return postgresInstance(connectionString, schema, async () => {
+        await empty(schema);
+        spare.push(schema);
+      });
     },
     async drain() {
       const schemas = [...made];
