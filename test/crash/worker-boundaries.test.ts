@@ -12,11 +12,11 @@
  * and is answered 200, and the work is not done again.
  */
 
-import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { waitFor } from '../support/wait-for.js';
 import { startCrashDeployment, type CrashDeployment } from './crash-deployment.js';
+import { readJsonLines } from '../support/json-lines.js';
 
 interface Execution {
   readonly id: string;
@@ -25,11 +25,7 @@ interface Execution {
 }
 
 function executions(ledger: string): Execution[] {
-  if (!existsSync(ledger)) return [];
-  return readFileSync(ledger, 'utf8')
-    .split('\n')
-    .filter(Boolean)
-    .map((line) => JSON.parse(line) as Execution);
+  return readJsonLines<Execution>(ledger);
 }
 
 /** A lease short enough that a dead worker's job comes back quickly, long enough for a loaded machine. */

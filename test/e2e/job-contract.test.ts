@@ -6,7 +6,7 @@
  * leases and completions keep answering.
  */
 
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -14,6 +14,7 @@ import { ROOT, startWorker, type RunningProcess } from '../../bench/processes.js
 import { LeaseholdApiError } from '../../src/client/index.js';
 import { waitFor } from '../support/wait-for.js';
 import { startCluster, type Cluster } from './cluster.js';
+import { readJsonLines } from '../support/json-lines.js';
 
 const CHECKPOINT_HANDLERS = join(ROOT, 'dist', 'test', 'fixtures', 'checkpoint-handlers.js');
 
@@ -58,7 +59,7 @@ describe('checkpoints across a crash', () => {
     const first = doomed.child.pid;
     const second = rescuer.child.pid;
     // Steps 0 and 1 ran once, in the killed process; only step 2 ran in the rescuer.
-    const executed = readFileSync(stepLog, 'utf8').trim().split('\n').map((line) => JSON.parse(line) as { step: number; pid: number });
+    const executed = readJsonLines<{ step: number; pid: number }>(stepLog);
     expect(executed.map((e) => [e.step, e.pid])).toEqual([
       [0, first],
       [1, first],

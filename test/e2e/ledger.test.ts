@@ -6,13 +6,14 @@
  * execution of that job.
  */
 
-import { readFileSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { ROOT, startWorker } from '../../bench/processes.js';
 import { allJobs } from '../support/all-jobs.js';
 import { waitFor } from '../support/wait-for.js';
 import { startCluster, type Cluster } from './cluster.js';
+import { byJobId, readJsonLines } from '../support/json-lines.js';
 
 const JOBS = 1000;
 let cluster: Cluster;
@@ -60,12 +61,8 @@ it('commits the effect of each of 1,000 jobs exactly once across 3 worker proces
   const jobs = await allJobs(admin);
   expect(jobs.size).toBe(JOBS);
 
-  const executions = readFileSync(ledgerFile, 'utf8')
-    .split('\n')
-    .filter(Boolean)
-    .map((line) => JSON.parse(line) as { id: string; fence: number; pid: number });
-  const byJob = new Map<string, { fence: number; pid: number }[]>();
-  for (const e of executions) byJob.set(e.id, [...(byJob.get(e.id) ?? []), e]);
+  const executions = readJsonLines<{ id: string; fence: number; pid: number }>(ledgerFile);
+  const byJob = byJobId(executions);
 
   const workerPids = new Set(workers.map((w) => w.child.pid));
   const usedPids = new Set<number>();

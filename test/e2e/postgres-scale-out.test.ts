@@ -20,7 +20,7 @@
  * server cannot be reached.
  */
 
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -33,6 +33,7 @@ import type { AttemptRecord } from '../../src/store/store.js';
 import { allJobs } from '../support/all-jobs.js';
 import { waitFor } from '../support/wait-for.js';
 import { DATABASE_URL, startPgDeployment, type PgDeployment } from './postgres-deployment.js';
+import { byJobId, readJsonLines } from '../support/json-lines.js';
 
 const JOBS = 5_000;
 const WORKERS = 4;
@@ -161,12 +162,8 @@ describe.skipIf(DATABASE_URL === '')('scale-out over PostgreSQL (DATABASE_URL)',
     const jobs = await allJobs(admin);
     expect(jobs.size).toBe(JOBS);
 
-    const executions = readFileSync(ledgerFile, 'utf8')
-      .split('\n')
-      .filter(Boolean)
-      .map((line) => JSON.parse(line) as Execution);
-    const byJob = new Map<string, Execution[]>();
-    for (const e of executions) byJob.set(e.id, [...(byJob.get(e.id) ?? []), e]);
+    const executions = readJsonLines<Execution>(ledgerFile);
+    const byJob = byJobId(executions);
 
     const workerPids = new Set(workers.map((w) => w.child.pid));
     const committedBy = new Map<number, number>();

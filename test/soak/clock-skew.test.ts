@@ -12,7 +12,7 @@
  *     committed result is the second worker's.
  */
 
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -24,6 +24,7 @@ import { startCluster } from '../e2e/cluster.js';
 import { DATABASE_URL, startPgDeployment } from '../e2e/postgres-deployment.js';
 import type { ClockRun } from '../fixtures/clock-handlers.js';
 import { waitFor } from '../support/wait-for.js';
+import { readJsonLines } from '../support/json-lines.js';
 
 const HOURS_5 = 5 * 3_600_000;
 const HANDLERS = join(ROOT, 'dist', 'test', 'fixtures', 'clock-handlers.js');
@@ -93,7 +94,7 @@ describe.each(backends)('a worker whose clock is five hours off ($name)', ({ nam
   }
 
   function ledgerOf(file: string): ClockRun[] {
-    return readFileSync(file, 'utf8').split('\n').filter(Boolean).map((line) => JSON.parse(line) as ClockRun);
+    return readJsonLines<ClockRun>(file);
   }
 
   /** The worker really ran on a clock shiftMs off: what its handler read against this process's clock. */
