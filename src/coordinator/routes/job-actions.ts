@@ -123,7 +123,6 @@ export function registerJobActionRoutes(app: CoordinatorApp, ctx: RouteContext):
         if (outcome.code === 'not_found') throw notFound();
         throw new LeaseholdError('not_unknown', 'only a job in the unknown state can be reconciled');
       }
-      if (request.body.outcome === 'requeue') ctx.waiters.notify();
       return toWireJob(outcome.job);
     },
   );

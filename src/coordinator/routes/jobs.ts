@@ -123,7 +123,6 @@ export function registerJobRoutes(app: CoordinatorApp, ctx: RouteContext): void 
         if (outcome.code === 'not_found') throw new LeaseholdError('not_found', 'job not found');
         throw new LeaseholdError('not_dead', 'only a dead job can be requeued');
       }
-      ctx.waiters.notify();
       return toWireJob(outcome.job);
     },
   );
