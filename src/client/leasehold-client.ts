@@ -165,9 +165,14 @@ export class LeaseholdClient {
 
   /** POST /lease. An empty array when the coordinator answered 204 (nothing within waitMs). */
   async lease(request: LeaseRequest, options: CallOptions = {}): Promise<LeasedJob[]> {
+    return (await this.leaseResponse(request, options)).jobs;
+  }
+
+  /** POST /lease, the whole answer: the jobs and how long the coordinator held the request first (`waitedMs`). */
+  async leaseResponse(request: LeaseRequest, options: CallOptions = {}): Promise<LeaseResponse> {
     const response = await this.call('POST', '/lease', request, { ...options, extraTimeoutMs: request.waitMs ?? 0 });
-    if (response.status === 204) return [];
-    return parseJson<LeaseResponse>(response).jobs;
+    if (response.status === 204) return { jobs: [], waitedMs: request.waitMs ?? 0 };
+    return parseJson<LeaseResponse>(response);
   }
 
   async renew(id: string, request: RenewRequest, options: CallOptions = {}): Promise<RenewResponse> {

@@ -157,7 +157,14 @@ export const LeasedJob = Type.Object({
 });
 export type LeasedJob = Static<typeof LeasedJob>;
 
-export const LeaseResponse = Type.Object({ jobs: Type.Array(LeasedJob) });
+export const LeaseResponse = Type.Object({
+  jobs: Type.Array(LeasedJob),
+  waitedMs: Type.Integer({
+    minimum: 0,
+    description:
+      'How long the coordinator held the request before it leased these jobs (a long poll). A worker adds it to the time it sent the request to place the start of the lease on its own clock; without it, a long wait would look like lost lease time.',
+  }),
+});
 export type LeaseResponse = Static<typeof LeaseResponse>;
 
 const Token = Type.String({ minLength: 1, maxLength: 200 });

@@ -59,14 +59,15 @@ export class JobRun {
   constructor(
     private readonly job: LeasedJob,
     private readonly handler: Handler<unknown> | undefined,
-    leaseSentAt: number,
+    /** The earliest time on this host's clock at which the lease can have begun. */
+    leaseStartBound: number,
     private readonly deps: JobRunDeps,
   ) {
     this.deadlineAt = job.deadlineAt === null ? null : Date.parse(job.deadlineAt);
     // Placed by its distance from the lease's end, both coordinator times, so this host's clock offset cancels out.
     // A lease cut short at the deadline gives distance 0: the lease's own estimate applies (the coordinator refuses anything later).
-    this.localDeadlineAt = this.deadlineAt === null ? null : leaseSentAt + deps.leaseMs + (this.deadlineAt - Date.parse(job.leaseExpiresAt));
-    this.leaseEndsAt = this.capAtDeadline(leaseSentAt + deps.leaseMs);
+    this.localDeadlineAt = this.deadlineAt === null ? null : leaseStartBound + deps.leaseMs + (this.deadlineAt - Date.parse(job.leaseExpiresAt));
+    this.leaseEndsAt = this.capAtDeadline(leaseStartBound + deps.leaseMs);
     this.fields = { jobId: job.id, kind: job.kind, attempt: job.attempt, workerId: deps.workerId };
   }
 

@@ -146,11 +146,11 @@ export class Worker {
         continue;
       }
       const sentAt = this.deps.clock.now();
-      let jobs;
+      let answer;
       try {
-        jobs = await withRetry(
+        answer = await withRetry(
           (callSignal) =>
-            this.client.lease(
+            this.client.leaseResponse(
               { workerId: this.workerId, kinds, leaseMs: this.leaseMs, max: free, waitMs: this.waitMs },
               callSignal === undefined ? {} : { signal: callSignal },
             ),
@@ -160,8 +160,10 @@ export class Worker {
         if (this.stopping) break;
         throw error;
       }
+      const jobs = answer.jobs;
       if (jobs.length > 0) crashPoint('worker.after-claim');
-      for (const job of jobs) this.startRun(job, sentAt);
+      // A long poll can outlast a short lease: the lease began when the coordinator stopped holding the request, not when it was sent.
+      for (const job of jobs) this.startRun(job, sentAt + answer.waitedMs);
       if (jobs.length === 0 && this.deps.clock.now() - sentAt < Math.min(this.waitMs, 50)) {
         // The coordinator answered an empty poll at once (waitMs 0, or a wake that found nothing): do not spin.
         await sleep(50, signal).catch(() => undefined);
@@ -169,9 +171,9 @@ export class Worker {
     }
   }
 
-  private startRun(job: LeasedJob, sentAt: number): void {
+  private startRun(job: LeasedJob, leaseStartBound: number): void {
     const handler = this.handlers[job.kind] as Handler<unknown> | undefined;
-    const run = new JobRun(job, handler, sentAt, this.deps);
+    const run = new JobRun(job, handler, leaseStartBound, this.deps);
     const { handlerDone, settled } = run.start();
     const slot = handlerDone.finally(() => {
       this.active.delete(run);

@@ -41,6 +41,23 @@ describe.each(backends)('HTTP contract ($name)', (backend) => {
       expect(elapsed).toBeLessThan(5_000);
     });
 
+    it('reports how long it held the request (waitedMs): 0 when jobs were there, at least the wait when woken', async () => {
+      await enqueue(h.app, h.keys.producer, { kind: 'email', payload: { n: 0 } });
+      const immediate = await longPoll({ waitMs: 20_000 });
+      expect(immediate.json()).toMatchObject({ waitedMs: 0 });
+
+      const started = performance.now();
+      const pending = longPoll({ waitMs: 20_000 });
+      // The wait being measured is the point of this test, so time has to pass.
+      await tick(150);
+      await enqueue(h.app, h.keys.producer, { kind: 'email', payload: { n: 1 } });
+      const woken = await pending;
+      const elapsed = performance.now() - started;
+      const { waitedMs } = woken.json() as { waitedMs: number };
+      expect(waitedMs).toBeGreaterThanOrEqual(140);
+      expect(waitedMs).toBeLessThanOrEqual(elapsed);
+    });
+
     it('wakes as many waiters as there are new jobs, each getting its own job', async () => {
       const polls = Array.from({ length: 4 }, (_, i) => longPoll({ waitMs: 20_000, workerId: `w${i}` }));
       await tick(50);

@@ -85,6 +85,25 @@ describe('worker', () => {
     expect(attempts.map((a) => a.errorCode)).toEqual(['dependency_down', 'dependency_down', null]);
   });
 
+  it('completes a job it got after a long poll that outlasted its lease length (the lease starts when the coordinator leases, not when the poll was sent)', async () => {
+    const live = await coordinator();
+    const leaseMs = 300;
+    const logger = recordingLogger();
+    const { worker } = startWorker(live, { quick: () => ({ ok: true }) }, { leaseMs, waitMs: 5_000, logger });
+    // The worker's poll has to be parked for longer than a lease before the job arrives: that elapsed time is the subject.
+    await new Promise((resolve) => setTimeout(resolve, leaseMs * 3));
+    expect(worker.activeCount).toBe(0);
+    const producer = live.client('producer');
+    const { job } = await producer.enqueue({ kind: 'quick', payload: {}, maxAttempts: 3 });
+    const done = await waitFor('the job to succeed', async () => {
+      const current = await producer.getJob(job.id);
+      return current.status === 'succeeded' ? current : undefined;
+    });
+    expect(done.attempts).toBe(1);
+    expect((await live.client('admin').attempts(job.id)).map((a) => a.outcome)).toEqual(['succeeded']);
+    expect(logger.messages).not.toContain('completion not delivered; the lease will decide');
+  });
+
   it('sends a permanent failure as dead at once, with a one-line message and no stack', async () => {
     const live = await coordinator();
     startWorker(live, {

@@ -60,6 +60,9 @@ export function registerLeaseRoutes(app: CoordinatorApp, ctx: RouteContext): voi
         max,
         ...(body.kinds === undefined || body.kinds.length === 0 ? {} : { kinds: body.kinds }),
       };
+      // The lease starts no earlier than this much after the request arrived: the worker places it on its clock by that.
+      const arrivedAt = performance.now();
+      let waitedMs = 0;
       let generation = ctx.waiters.generation;
       let jobs: readonly LeasedJob[] = await ctx.store.jobLease(params);
       const waitMs = body.waitMs ?? 0;
@@ -76,6 +79,7 @@ export function registerLeaseRoutes(app: CoordinatorApp, ctx: RouteContext): voi
             const result = await ctx.waiters.wait(group, Math.min(remaining, ctx.config.leaseRecheckMs), generation, gone.signal);
             if (result === 'aborted') break;
             generation = ctx.waiters.generation;
+            waitedMs = Math.floor(performance.now() - arrivedAt);
             jobs = await ctx.store.jobLease(params);
             // A full batch may mean more work is waiting: pass the wake-up on.
             if (result === 'woken' && jobs.length === max) ctx.waiters.wakeNext(group);
@@ -86,7 +90,7 @@ export function registerLeaseRoutes(app: CoordinatorApp, ctx: RouteContext): voi
       }
       if (jobs.length === 0) return reply.code(204).send(null);
       crashPoint('lease.after-commit');
-      return { jobs: jobs.map(toWireLeasedJob) };
+      return { jobs: jobs.map(toWireLeasedJob), waitedMs };
     },
   );
 
