@@ -7,9 +7,11 @@
  * Capacity is measured with as many requests in flight as the limit admits:
  * with group commit, throughput grows with the requests in flight, so fewer
  * would understate what the coordinator serves at its limit. The limit is
- * small (4) so that 5× stays a few thousand requests per second: enough to
- * overload the coordinator, little enough that the generator, on the same two
- * shared cores, mostly keeps its schedule.
+ * small (4) and the payloads large (8 KiB) so that 5× stays a few tens of
+ * thousands of requests per second: enough to overload the coordinator, little
+ * enough that the generator, on the same two shared cores, mostly keeps its
+ * schedule and the coordinator can still read and refuse the excess. Without
+ * admission (a limit of 100,000) the 5× p99 measured 6.2 s and this fails.
  */
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -19,6 +21,13 @@ import { startCluster, type Cluster } from '../e2e/cluster.js';
 
 const LIMIT = 4;
 const CAPACITY_LANES = LIMIT;
+/**
+ * Each job carries 8 KiB. That costs an admitted enqueue far more than a refusal (which never parses the
+ * body), so 5× the capacity stays within what one process can refuse. With `{"i":1}` payloads a machine
+ * with fast fsyncs reached 9,000 admitted/s and 45,000 offered at 5×: more than the coordinator can even
+ * read and refuse, so requests waited in the sockets (p99 0.3–1.4 s) whatever admission did.
+ */
+const PAYLOAD_BYTES = 8192;
 const MB = 1024 * 1024;
 
 describe('open-loop overload of a coordinator process', () => {
@@ -32,7 +41,7 @@ describe('open-loop overload of a coordinator process', () => {
   beforeAll(async () => {
     cluster = await startCluster(['--max-in-flight-requests', String(LIMIT)]);
     pid = cluster.coordinator.child.pid as number;
-    generator = new EnqueueGenerator({ url: cluster.url, key: cluster.keys.producer, connections: 256 }, 'overload-test', pid);
+    generator = new EnqueueGenerator({ url: cluster.url, key: cluster.keys.producer, connections: 256, payloadBytes: PAYLOAD_BYTES }, 'overload-test', pid);
     warmUp = await generator.closedLoop('warm-up', CAPACITY_LANES, 500);
     phases.capacity = await generator.closedLoop('capacity', CAPACITY_LANES, 2_000);
     const capacity = phases.capacity.admittedPerSecond;
