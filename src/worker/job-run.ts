@@ -45,7 +45,9 @@ export interface JobRunDeps {
 }
 
 export class JobRun {
-  private readonly controller = new AbortController();
+  /** Made on first use: most handlers never read their signal, and an AbortSignal is costly to create per job. */
+  private controller: AbortController | undefined;
+  private abortReason: JobAbortedError | undefined;
   private leaseEndsAt: number;
   private readonly deadlineAt: number | null;
   /** The deadline on this host's clock, which may be hours off the coordinator's. */
@@ -76,7 +78,7 @@ export class JobRun {
   }
 
   get aborted(): boolean {
-    return this.controller.signal.aborted;
+    return this.abortReason !== undefined;
   }
 
   /**
@@ -102,8 +104,9 @@ export class JobRun {
    * fail, and the run settles once that answer arrived (or the lease ran out).
    */
   abandon(code: AbortCode, message: string): void {
-    if (this.controller.signal.aborted) return;
-    this.controller.abort(new JobAbortedError(code, message));
+    if (this.abortReason !== undefined) return;
+    this.abortReason = new JobAbortedError(code, message);
+    this.controller?.abort(this.abortReason);
     this.finish();
     if (code === 'cancelled') {
       this.deps.logger.info({ ...this.fields, reason: code }, 'job cancelled; handler aborted');
@@ -125,8 +128,18 @@ export class JobRun {
     }
   }
 
+  /** The handler's signal; aborted already when the run was abandoned before anyone asked for it. */
+  private get signal(): AbortSignal {
+    if (this.controller === undefined) {
+      this.controller = new AbortController();
+      if (this.abortReason !== undefined) this.controller.abort(this.abortReason);
+    }
+    return this.controller.signal;
+  }
+
   private context(): JobContext<unknown> {
     const { job } = this;
+    const run = this; // the getter below runs with the context as `this`
     return {
       id: job.id,
       kind: job.kind,
@@ -135,7 +148,9 @@ export class JobRun {
       maxAttempts: job.maxAttempts,
       fence: job.epoch,
       workerId: this.deps.workerId,
-      signal: this.controller.signal,
+      get signal() {
+        return run.signal;
+      },
       deadlineAt: this.deadlineAt === null ? null : new Date(this.deadlineAt),
       checkpoint: job.checkpoint as Checkpoint | null,
       saveCheckpoint: (step, state) =>
@@ -149,14 +164,14 @@ export class JobRun {
 
   /** A call made under this lease: retried while the lease lives; a 409 means the lease is gone. */
   private async leaseCall(call: (signal: AbortSignal | undefined) => Promise<void>): Promise<void> {
-    this.controller.signal.throwIfAborted();
+    if (this.abortReason !== undefined) throw this.abortReason;
     try {
-      await withRetry(call, { ...this.deps.retry, giveUpAt: () => this.leaseEndsAt, signal: this.controller.signal });
+      await withRetry(call, { ...this.deps.retry, giveUpAt: () => this.leaseEndsAt, signal: this.signal });
     } catch (error) {
       if (error instanceof LeaseholdApiError && (error.status === 409 || error.status === 404)) {
         this.abandon(abortCodeOf(error), error.message);
       }
-      throw this.controller.signal.aborted ? this.controller.signal.reason : error;
+      throw this.abortReason ?? error;
     }
   }
 
@@ -234,7 +249,7 @@ export class JobRun {
           const body = progress === undefined ? { token: job.token, leaseMs: deps.leaseMs } : { token: job.token, leaseMs: deps.leaseMs, progress: progress.value };
           return deps.client.renew(job.id, body, signal === undefined ? {} : { signal });
         },
-        { ...deps.retry, giveUpAt: () => this.leaseEndsAt, signal: this.controller.signal },
+        { ...deps.retry, giveUpAt: () => this.leaseEndsAt, signal: this.signal },
       );
       this.leaseEndsAt = this.capAtDeadline(sentAt + deps.leaseMs);
       this.scheduleRenewal();
