@@ -91,5 +91,6 @@ export async function prepareEnqueue(
     runAfter,
     deadlineMs: request.deadlineMs ?? kind?.record.deadlineMs ?? null,
     payloadBytes,
+    payloadJson: payloadText,
   };
 }

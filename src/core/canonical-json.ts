@@ -9,14 +9,11 @@ export function canonicalJson(value: unknown): string {
 }
 
 function sortKeys(value: unknown): unknown {
+  if (value === null || typeof value !== 'object') return value;
   if (Array.isArray(value)) return value.map(sortKeys);
-  if (value !== null && typeof value === 'object') {
-    const source = value as Record<string, unknown>;
-    const sorted: Record<string, unknown> = {};
-    for (const key of Object.keys(source).sort()) {
-      Object.defineProperty(sorted, key, { value: sortKeys(source[key]), enumerable: true, writable: true, configurable: true });
-    }
-    return sorted;
-  }
-  return value;
+  const source = value as Record<string, unknown>;
+  // Without a prototype, a key named "__proto__" is stored as an ordinary property instead of setting one.
+  const sorted = Object.create(null) as Record<string, unknown>;
+  for (const key of Object.keys(source).sort()) sorted[key] = sortKeys(source[key]);
+  return sorted;
 }

@@ -94,6 +94,8 @@ export interface EnqueueParams {
   readonly deadlineMs: number | null;
   /** Bytes counted against the tenant's storage budget. */
   readonly payloadBytes: number;
+  /** canonicalJson(payload), when the caller has computed it already (the coordinator does, for the size and the hash). */
+  readonly payloadJson?: string;
 }
 
 export type EnqueueOutcome =

@@ -87,6 +87,9 @@ describe('backoff and helpers', () => {
   });
   it('sorts keys for the canonical form and parses only RFC 3339', () => {
     expect(canonicalJson({ b: 1, a: { d: 2, c: [3, { f: 1, e: 2 }] } })).toBe('{"a":{"c":[3,{"e":2,"f":1}],"d":2},"b":1}');
+    // A payload parsed from JSON can own a "__proto__" key; it is data and must survive canonicalization.
+    expect(canonicalJson(JSON.parse('{"z":1,"__proto__":{"x":1},"a":null}'))).toBe('{"__proto__":{"x":1},"a":null,"z":1}');
+    expect(canonicalJson([null, 'x', 1.5, true])).toBe('[null,"x",1.5,true]');
     expect(parseRfc3339('2026-01-01T00:00:00Z')).toBe(Date.UTC(2026, 0, 1));
     expect(parseRfc3339('2026-01-01')).toBeNull();
     expect(parseRfc3339('yesterday')).toBeNull();

@@ -45,7 +45,7 @@ export function prepareEnqueue(params: EnqueueParams): PreparedEnqueue {
     requestHash: pgText(params.requestHash),
     kind: pgText(params.kind),
   };
-  return { params: stored, payload: canonicalJson(params.payload ?? null) };
+  return { params: stored, payload: params.payloadJson ?? canonicalJson(params.payload ?? null) };
 }
 
 export interface InsertedJobs {

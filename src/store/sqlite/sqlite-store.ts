@@ -485,7 +485,7 @@ export class SqliteStore implements Store {
       idempotencyKey: params.idempotencyKey,
       requestHash: params.requestHash,
       kind: params.kind,
-      payload: canonicalJson(params.payload ?? null),
+      payload: params.payloadJson ?? canonicalJson(params.payload ?? null),
       payloadBytes: params.payloadBytes,
       maxAttempts: params.maxAttempts,
       priority: params.priority,
