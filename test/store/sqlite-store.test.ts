@@ -119,6 +119,34 @@ describe('SqliteStore', () => {
   });
 });
 
+describe('statistics', () => {
+  it('are read on a connection of their own, off the event loop: a write sent after a slow stats call finishes first', async () => {
+    // Enough jobs that the scan takes tens of milliseconds; an enqueue commits in about one.
+    const jobs = 150_000;
+    for (let from = 0; from < jobs; from += 5_000) {
+      await store.jobEnqueueMany(Array.from({ length: 5_000 }, (_, i) => enqueueParams(`bulk-${from + i}`)));
+    }
+    const order: string[] = [];
+    const stats = store.stats({ tenant: 't1' }).then((result) => {
+      order.push('stats');
+      return result;
+    });
+    const write = store.jobEnqueue(enqueueParams('late')).then(() => order.push('enqueue'));
+    const [result] = await Promise.all([stats, write]);
+    // On the coordinator's own connection the scan held the event loop, and the enqueue could not even start before it ended.
+    expect(order).toEqual(['enqueue', 'stats']);
+    expect(result.counts.queued).toBeGreaterThanOrEqual(jobs);
+    expect((await store.stats({ tenant: 't1' })).counts.queued).toBe(jobs + 1);
+    expect((await store.stats({ tenant: 'nobody' })).counts.queued).toBe(0);
+  });
+
+  it('answers store_unavailable once the store is closed', async () => {
+    await store.stats({ tenant: 't1' });
+    await store.close();
+    await expect(store.stats({ tenant: 't1' })).rejects.toMatchObject({ code: 'store_unavailable' });
+  });
+});
+
 describe('SqliteStore shared by several processes', () => {
   it('never leases one job to two processes and loses none', async () => {
     const { spawn } = await import('node:child_process');

@@ -64,6 +64,7 @@ import type {
 import { GroupCommit } from './group-commit.js';
 import { MIGRATIONS } from './migrations.js';
 import { SQL, type QueryName } from './queries.js';
+import { StatsReader, type StatsRows } from './stats-reader.js';
 import {
   toApiKeyRecord,
   toAttemptRecord,
@@ -116,6 +117,7 @@ export class SqliteStore implements Store {
   readonly backend = 'sqlite' as const;
   private readonly statements: Statements;
   private readonly writer: GroupCommit;
+  private readonly statsReader: StatsReader;
   private readonly listeners = new Set<() => void>();
   private dataVersion = 0;
   private pollTimer: NodeJS.Timeout | null = null;
@@ -125,7 +127,9 @@ export class SqliteStore implements Store {
     private readonly db: Db,
     private readonly clock: Clock,
     private readonly crossProcessPollMs: number,
+    busyTimeoutMs: number,
   ) {
+    this.statsReader = new StatsReader(db.name, busyTimeoutMs);
     this.statements = Object.fromEntries(
       Object.entries(SQL).map(([name, text]) => [name, db.prepare(text)]),
     ) as unknown as Statements;
@@ -139,11 +143,12 @@ export class SqliteStore implements Store {
 
   static open(options: SqliteStoreOptions): SqliteStore {
     const clock = options.clock ?? systemClock;
+    const busyTimeoutMs = Math.max(0, Math.floor(options.busyTimeoutMs ?? 5000));
     let db: Db;
     try {
       if (!options.readonly) mkdirSync(dirname(options.path), { recursive: true });
       db = new Database(options.path, { readonly: options.readonly ?? false });
-      db.pragma(`busy_timeout = ${Math.max(0, Math.floor(options.busyTimeoutMs ?? 5000))}`);
+      db.pragma(`busy_timeout = ${busyTimeoutMs}`);
       if (!options.readonly) {
         db.pragma('journal_mode = WAL');
         // FULL: the WAL is fsynced at every commit, so an acknowledged write survives power loss.
@@ -155,7 +160,7 @@ export class SqliteStore implements Store {
     } catch (error) {
       throw translate(error);
     }
-    return new SqliteStore(db, clock, options.crossProcessPollMs ?? 50);
+    return new SqliteStore(db, clock, options.crossProcessPollMs ?? 50, busyTimeoutMs);
   }
 
   async now(): Promise<number> {
@@ -173,6 +178,7 @@ export class SqliteStore implements Store {
     this.listeners.clear();
     this.writer.close();
     this.db.close();
+    await this.statsReader.close();
   }
 
   // --- keys and kinds -------------------------------------------------------
@@ -438,23 +444,11 @@ export class SqliteStore implements Store {
     return this.write((now) => this.reapInTransaction(now), true);
   }
 
+  /** Scans every job of the tenant, so it runs on the reader thread's own connection, off the event loop (stats-reader.ts). */
   async stats(params: { readonly tenant: string }): Promise<TenantStats> {
-    return this.read(() => {
-      const counts = Object.fromEntries(JOB_STATUSES.map((s) => [s, 0])) as Record<JobStatus, number>;
-      for (const row of this.statements.statsCounts.all(params.tenant) as { status: JobStatus; n: number }[]) counts[row.status] = row.n;
-      const times = this.statements.statsTimes.get(params.tenant) as { mean_wait: number | null; mean_run: number | null };
-      const counters = this.statements.counterGet.get(params.tenant) as { lease_expirations: number; storage_bytes: number } | undefined;
-      const now = this.clock.now();
-      const oldest = (this.statements.statsOldestAvailable.get(params.tenant, now) as { oldest: number | null }).oldest;
-      return {
-        counts,
-        meanWaitMs: times.mean_wait,
-        meanRunMs: times.mean_run,
-        leaseExpirations: counters?.lease_expirations ?? 0,
-        oldestAvailableAgeMs: oldest === null ? null : Math.max(0, now - oldest),
-        storageBytes: counters?.storage_bytes ?? 0,
-      };
-    });
+    if (this.closed) throw new StoreUnavailableError('the job store is closed');
+    const now = this.clock.now();
+    return toTenantStats(await this.statsReader.read(params.tenant, now), now);
   }
 
   watchAvailable(listener: () => void): () => void {
@@ -715,4 +709,18 @@ function migrate(db: Db, clock: Clock): void {
 
 function decodeCursor(cursor: string): number | null {
   return /^\d{1,15}$/.test(cursor) ? Number(cursor) : null;
+}
+
+function toTenantStats(rows: StatsRows, now: number): TenantStats {
+  const counts = Object.fromEntries(JOB_STATUSES.map((s) => [s, 0])) as Record<JobStatus, number>;
+  for (const row of rows.counts) counts[row.status as JobStatus] = row.n;
+  const oldest = rows.oldest?.oldest ?? null;
+  return {
+    counts,
+    meanWaitMs: rows.times?.mean_wait ?? null,
+    meanRunMs: rows.times?.mean_run ?? null,
+    leaseExpirations: rows.counters?.lease_expirations ?? 0,
+    oldestAvailableAgeMs: oldest === null ? null : Math.max(0, now - oldest),
+    storageBytes: rows.counters?.storage_bytes ?? 0,
+  };
 }
