@@ -119,6 +119,44 @@ describe('SqliteStore', () => {
   });
 });
 
+describe('another connection holding the write lock', () => {
+  it('is waited for off the event loop: reads and timers go on, and the write commits once the lock is free', async () => {
+    const first = await store.jobEnqueue(enqueueParams('before'));
+    const other = new Database(join(dir, 'jobs.db'));
+    other.exec('BEGIN IMMEDIATE');
+    let settled = false;
+    const write = store.jobEnqueue(enqueueParams('during')).finally(() => {
+      settled = true;
+    });
+    // While the write waits for the lock, this test's own timer and a read still run. A wait inside BEGIN would
+    // hold the thread for the whole busy timeout (5 s here) before the timer could fire.
+    const sleptFrom = performance.now();
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    expect(performance.now() - sleptFrom).toBeLessThan(2_500);
+    expect(settled).toBe(false);
+    const read = await store.jobGet({ scope: { tenant: 't1' }, id: first.kind === 'created' ? first.job.id : '' });
+    expect(read?.status).toBe('queued');
+    // Only this thread can release the lock: had the wait blocked it, the write would have failed after the busy timeout.
+    other.exec('ROLLBACK');
+    other.close();
+    expect((await write).kind).toBe('created');
+  });
+
+  it('refuses the write with store_unavailable once the lock was held longer than the busy timeout', async () => {
+    await store.close();
+    store = SqliteStore.open({ path: join(dir, 'jobs.db'), clock, busyTimeoutMs: 50 });
+    const other = new Database(join(dir, 'jobs.db'));
+    other.exec('BEGIN IMMEDIATE');
+    try {
+      await expect(store.jobEnqueue(enqueueParams('refused'))).rejects.toMatchObject({ code: 'store_unavailable' });
+    } finally {
+      other.exec('ROLLBACK');
+      other.close();
+    }
+    expect((await store.jobEnqueue(enqueueParams('after'))).kind).toBe('created');
+  });
+});
+
 describe('statistics', () => {
   it('are read on a connection of their own, off the event loop: a write sent after a slow stats call finishes first', async () => {
     // Enough jobs that the scan takes tens of milliseconds; an enqueue commits in about one.

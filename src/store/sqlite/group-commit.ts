@@ -9,6 +9,13 @@
  * better-sqlite3 is synchronous, so a batch holds the event loop for its
  * duration (dominated by the fsync, ~0.5 ms here); requests that arrive
  * meanwhile wait in the socket buffers and form the next batch.
+ *
+ * Another process may hold the write lock. Waiting for it inside BEGIN (the
+ * connection's busy timeout) would hold the event loop too, for as long as
+ * the other writer takes. With `beginWithoutWaiting`, a batch that finds the
+ * lock taken goes back to the head of the queue and is tried again from a
+ * timer, with new operations joining it, until `lockWaitMs` has passed; only
+ * then is it refused. Reads and everything else go on meanwhile.
  */
 
 import type { Database } from 'better-sqlite3';
@@ -33,12 +40,25 @@ export interface GroupCommitOptions {
   readonly afterCommit?: () => void;
   /** Upper bound on operations per transaction, to keep one batch's latency bounded. */
   readonly maxBatch?: number;
+  /** Starts the write transaction, throwing at once (a busy error) when another connection holds the write lock. */
+  readonly beginWithoutWaiting?: () => void;
+  /** Whether an error from beginWithoutWaiting means the lock is taken. */
+  readonly isBusy?: (error: unknown) => boolean;
+  /** How long a batch may wait for another connection's write lock before it is refused. */
+  readonly lockWaitMs?: number;
 }
+
+/** Longest pause between two tries for the write lock. */
+const MAX_LOCK_RETRY_DELAY_MS = 16;
 
 export class GroupCommit {
   private queue: Pending[] = [];
   private scheduled = false;
   private closed = false;
+  /** A batch found the write lock taken: the queue waits for the retry timer. */
+  private waitingForLock = false;
+  private lockBusySince: number | undefined;
+  private lockRetries = 0;
   private readonly maxBatch: number;
 
   constructor(private readonly options: GroupCommitOptions) {
@@ -49,16 +69,16 @@ export class GroupCommit {
     if (this.closed) return Promise.reject(this.options.translateError(new Error('store is closed')));
     return new Promise<T>((resolve, reject) => {
       this.queue.push({ run: operation, resolve: resolve as (value: unknown) => void, reject, result: undefined });
-      if (!this.scheduled) {
+      if (!this.scheduled && !this.waitingForLock) {
         this.scheduled = true;
         setImmediate(() => this.flush());
       }
     });
   }
 
-  /** Runs everything queued so far; used by close(). */
+  /** Runs everything queued so far, waiting for the write lock in BEGIN if need be; used by close(). */
   drain(): void {
-    while (this.queue.length > 0) this.flushOnce();
+    while (this.queue.length > 0) this.flushOnce(true);
   }
 
   close(): void {
@@ -68,32 +88,61 @@ export class GroupCommit {
 
   private flush(): void {
     this.scheduled = false;
-    this.flushOnce();
-    if (this.queue.length > 0 && !this.scheduled) {
+    if (this.closed) return;
+    this.flushOnce(false);
+    if (this.queue.length > 0 && !this.scheduled && !this.waitingForLock) {
       this.scheduled = true;
       setImmediate(() => this.flush());
     }
   }
 
-  private flushOnce(): void {
+  private flushOnce(mayBlock: boolean): void {
     const batch = this.queue.length <= this.maxBatch ? this.queue : this.queue.slice(0, this.maxBatch);
     this.queue = this.queue.length <= this.maxBatch ? [] : this.queue.slice(this.maxBatch);
     if (batch.length === 0) return;
     // Operations throw only on a bug or a store failure, so the common case runs without savepoints;
     // a batch in which one operation throws is rolled back and run again with each operation isolated.
-    if (this.runBatch(batch, false) === 'isolate') this.runBatch(batch, true);
+    if (this.runBatch(batch, false, mayBlock) === 'isolate') this.runBatch(batch, true, mayBlock);
   }
 
-  private runBatch(batch: readonly Pending[], isolate: boolean): 'done' | 'isolate' {
+  private begin(mayBlock: boolean): void {
+    const { db, beginWithoutWaiting } = this.options;
+    if (mayBlock || beginWithoutWaiting === undefined) db.exec('BEGIN IMMEDIATE');
+    else beginWithoutWaiting();
+  }
+
+  /** Puts the batch back at the head of the queue and tries again from a timer, while the wait is within lockWaitMs. */
+  private retryForLock(batch: readonly Pending[]): boolean {
+    const now = performance.now();
+    this.lockBusySince ??= now;
+    if (now - this.lockBusySince >= (this.options.lockWaitMs ?? 0)) {
+      this.lockBusySince = undefined;
+      this.lockRetries = 0;
+      return false;
+    }
+    this.queue = [...batch, ...this.queue];
+    this.waitingForLock = true;
+    const delay = Math.min(MAX_LOCK_RETRY_DELAY_MS, 2 ** this.lockRetries++);
+    setTimeout(() => {
+      this.waitingForLock = false;
+      this.flush();
+    }, delay);
+    return true;
+  }
+
+  private runBatch(batch: readonly Pending[], isolate: boolean, mayBlock: boolean): 'done' | 'isolate' | 'waiting' {
     const { db } = this.options;
     const succeeded: Pending[] = [];
     try {
-      db.exec('BEGIN IMMEDIATE');
+      this.begin(mayBlock);
     } catch (error) {
+      if (!mayBlock && this.options.isBusy?.(error) === true && this.retryForLock(batch)) return 'waiting';
       const translated = this.options.translateError(error);
       for (const item of batch) item.reject(translated);
       return 'done';
     }
+    this.lockBusySince = undefined;
+    this.lockRetries = 0;
     try {
       const now = this.options.now();
       for (const item of batch) {

@@ -133,11 +133,24 @@ export class SqliteStore implements Store {
     this.statements = Object.fromEntries(
       Object.entries(SQL).map(([name, text]) => [name, db.prepare(text)]),
     ) as unknown as Statements;
+    const waitNot = db.prepare('PRAGMA busy_timeout = 0');
+    const waitAgain = db.prepare(`PRAGMA busy_timeout = ${busyTimeoutMs}`);
     this.writer = new GroupCommit({
       db,
       now: () => this.clock.now(),
       translateError: translate,
       isFatal: isUnavailable,
+      // The wait for another process's write lock happens between tries, off the event loop; reads keep the busy timeout.
+      beginWithoutWaiting: () => {
+        waitNot.get();
+        try {
+          db.exec('BEGIN IMMEDIATE');
+        } finally {
+          waitAgain.get();
+        }
+      },
+      isBusy: (error) => /^SQLITE_BUSY/.test(String((error as { code?: unknown } | null)?.code)),
+      lockWaitMs: busyTimeoutMs,
     });
   }
 
