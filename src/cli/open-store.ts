@@ -13,14 +13,19 @@ export function isPostgresUrl(db: string): boolean {
   return POSTGRES_URL.test(db);
 }
 
+export interface OpenStoreOptions {
+  /** SQLite only: how long a write waits for another process's write lock before it answers store_unavailable. */
+  readonly sqliteBusyTimeoutMs?: number;
+}
+
 /** Loads only the backend it opens: the CLI starts faster, and a SQLite user never loads pg. */
-export async function openStore(db: string): Promise<Store> {
+export async function openStore(db: string, options: OpenStoreOptions = {}): Promise<Store> {
   if (isPostgresUrl(db)) {
     const { PostgresStore } = await import('../store/postgres/postgres-store.js');
     return PostgresStore.connect({ connectionString: db });
   }
   const { SqliteStore } = await import('../store/sqlite/sqlite-store.js');
-  return SqliteStore.open({ path: resolve(db) });
+  return SqliteStore.open({ path: resolve(db), ...(options.sqliteBusyTimeoutMs === undefined ? {} : { busyTimeoutMs: options.sqliteBusyTimeoutMs }) });
 }
 
 /** The database as it may be shown in logs: a connection string loses its password. */

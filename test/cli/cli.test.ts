@@ -105,6 +105,17 @@ describe('cli usage', () => {
     expect(none.code).toBe(2);
     expect(role.code).toBe(2);
   }, 30_000);
+
+  it('checks --sqlite-busy-timeout-ms: an integer, and only for a SQLite file', async () => {
+    const [word, postgres] = await Promise.all([
+      cli(['serve', '--db', join(tempDir(), 'x.db'), '--port', '0', '--sqlite-busy-timeout-ms', 'soon']),
+      cli(['serve', '--db', 'postgres://nobody@127.0.0.1:1/none', '--port', '0', '--sqlite-busy-timeout-ms', '100']),
+    ]);
+    expect(word.code).toBe(2);
+    expect(word.stderr).toContain('--sqlite-busy-timeout-ms must be an integer');
+    expect(postgres.code).toBe(2);
+    expect(postgres.stderr).toContain('applies to a SQLite file');
+  }, 30_000);
 });
 
 describe('keys create', () => {
@@ -117,9 +128,10 @@ describe('keys create', () => {
     expect(key).toMatch(/^lh_[A-Za-z0-9_-]{20,}$/);
     for (const file of readdirSync(dir)) expect(readFileSync(join(dir, file)).includes(key)).toBe(false);
 
-    const serve = start(['serve', '--db', db, '--port', '0']);
+    const serve = start(['serve', '--db', db, '--port', '0', '--sqlite-busy-timeout-ms', '750']);
     try {
       const url = await waitFor('serve to listen', () => /listening on (http:\/\/[^"\s]+)/.exec(serve.output())?.[1]);
+      expect(serve.output()).toContain('"sqliteBusyTimeoutMs":750');
       const client = new LeaseholdClient({ baseUrl: url, apiKey: key });
       const stats = await client.stats();
       expect(stats.counts['queued']).toBe(0);
