@@ -18,7 +18,7 @@ import { installAdmission } from './admission.js';
 import { installAuth } from './auth.js';
 import { Backpressure } from './backpressure.js';
 import { resolveConfig, type CoordinatorConfig, type CoordinatorConfigInput } from './config.js';
-import { answerClientError, installErrorHandling, routeMethods, sendError, toHttpError } from './error-handler.js';
+import { answerClientError, installErrorHandling, installHostHeaderCheck, routeMethods, sendError, toHttpError } from './error-handler.js';
 import { installJsonBodyParser } from './json-body.js';
 import { KindRegistry } from './kind-registry.js';
 import { LeaseWaiters } from './lease-waiters.js';
@@ -88,6 +88,8 @@ export async function buildCoordinator(options: CoordinatorOptions): Promise<Fas
       sendError(reply, toHttpError(error));
     },
     clientErrorHandler: answerClientError,
+    // installHostHeaderCheck answers a missing Host in the error shape instead of Node's empty 400.
+    http: { requireHostHeader: false },
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 200 },
   }).withTypeProvider() as unknown as CoordinatorApp;
 
@@ -99,6 +101,7 @@ export async function buildCoordinator(options: CoordinatorOptions): Promise<Fas
     for (const method of Array.isArray(route.method) ? route.method : [route.method]) methods.add(method, route.url);
   });
   installErrorHandling(app, methods);
+  installHostHeaderCheck(app);
   // Before auth: a refused request must cost nothing but routing.
   installAdmission(app, config.maxInFlightRequests);
   installAuth(app, { store: options.store, cacheMs: config.authCacheMs });

@@ -7,7 +7,7 @@
  */
 
 import type { Duplex } from 'node:stream';
-import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
 import { ERROR_CODES, LeaseholdError, type ErrorCode } from '../core/errors.js';
 
 interface HttpError {
@@ -136,6 +136,22 @@ export function answerClientError(error: Error & { code?: string }, socket: Dupl
     socket.write(`HTTP/1.1 400 Bad Request\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
   }
   socket.destroy(error);
+}
+
+/**
+ * RFC 9112 wants a 400 for an HTTP/1.1 request without a Host header. Node's
+ * own check (requireHostHeader, switched off in app.ts) answers it with an
+ * empty body; this one answers in the error shape, before admission or auth.
+ */
+export function installHostHeaderCheck(app: FastifyInstance): void {
+  app.addHook('onRequest', (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => {
+    if (request.raw.httpVersion === '1.1' && request.headers.host === undefined) {
+      reply.header('connection', 'close');
+      done(new LeaseholdError('invalid_request', 'an HTTP/1.1 request must carry a Host header'));
+      return;
+    }
+    done();
+  });
 }
 
 export interface RouteMethods {

@@ -5,11 +5,9 @@
  * Transfer-Encoding, a broken chunk, a space in the path, headers over Node's
  * limit, and fast-check garbage in the request head. They never reach the
  * routes, yet each answer is a 400 with the `{error:{code,message}}` body and
- * code `invalid_request`, the connection closes, and nothing changes.
- *
- * One exception, left as Node answers it: an HTTP/1.1 request without a Host
- * header gets Node's own empty 400 (its requireHostHeader check runs before
- * any handler can see the request).
+ * code `invalid_request`, the connection closes, and nothing changes. An
+ * HTTP/1.1 request without a Host header, which Node itself would answer with
+ * an empty 400, gets the same answer from the coordinator's own check.
  */
 
 import { connect } from 'node:net';
@@ -111,6 +109,8 @@ describe.each(backends)('HTTP framing ($name)', (backend) => {
       ['headers over the limit', `GET /jobs HTTP/1.1\r\nHost: x\r\n${auth}X-Big: ${'a'.repeat(40_000)}\r\n\r\n`],
       ['a header without a colon', `GET /jobs HTTP/1.1\r\nHost: x\r\n${auth}NoColonHere\r\n\r\n`],
       ['UTF-8 and NUL in the path', `GET /jobs/\u00e9\u0000 HTTP/1.1\r\nHost: x\r\n\r\n`],
+      ['HTTP/1.1 without a Host header', `GET /jobs HTTP/1.1\r\n${auth}\r\n`],
+      ['an enqueue without a Host header', `POST /jobs HTTP/1.1\r\n${auth}Content-Type: application/json\r\nIdempotency-Key: no-host\r\nContent-Length: 28\r\n\r\n{"kind":"email","payload":1}`],
     ];
     for (const [what, bytes] of cases) expectRefused(await exchange(port, Buffer.from(bytes, 'latin1')), what);
     expect(await storeSnapshot(h.store)).toBe(baseline);
