@@ -45,7 +45,6 @@ export const SQL = {
     ON CONFLICT (tenant) DO UPDATE SET storage_bytes = storage_bytes + excluded.storage_bytes`,
   counterAddExpiration: `INSERT INTO tenant_counters (tenant, lease_expirations) VALUES (?, 1)
     ON CONFLICT (tenant) DO UPDATE SET lease_expirations = lease_expirations + 1`,
-  counterGet: `SELECT lease_expirations, storage_bytes FROM tenant_counters WHERE tenant = ?`,
 
   jobGetById: `SELECT ${JOB_COLUMNS}, ${RESULT_COLUMNS} FROM jobs j LEFT JOIN job_results r ON r.job_seq = j.seq
     WHERE j.id = @id AND j.tenant = @tenant AND (@owner IS NULL OR j.owner = @owner)`,
@@ -131,11 +130,15 @@ export const SQL = {
   jobReconcileDead: `UPDATE jobs SET status = 'dead', finished_at = @now, last_error_code = 'reconciled_dead',
       last_error_message = 'marked dead by an operator after reconciliation', last_error_class = 'reconciled_dead'
     WHERE seq = @seq AND status = 'unknown'`,
-
-  statsCounts: `SELECT status, COUNT(*) AS n FROM jobs WHERE tenant = ? GROUP BY status`,
-  statsTimes: `SELECT AVG(started_at - created_at) AS mean_wait, AVG(CASE WHEN status = 'succeeded' THEN finished_at - started_at END) AS mean_run
-    FROM jobs WHERE tenant = ? AND started_at IS NOT NULL`,
-  statsOldestAvailable: `SELECT MIN(run_after) AS oldest FROM jobs WHERE tenant = ? AND status = 'queued' AND run_after <= ?`,
 } as const;
 
 export type QueryName = keyof typeof SQL;
+
+/** The statistics, run only on the stats reader's own connection (stats-reader.ts), so not prepared with SQL above. */
+export const STATS_SQL = {
+  statsCounts: `SELECT status, COUNT(*) AS n FROM jobs WHERE tenant = ? GROUP BY status`,
+  statsTimes: `SELECT AVG(started_at - created_at) AS mean_wait, AVG(CASE WHEN status = 'succeeded' THEN finished_at - started_at END) AS mean_run
+    FROM jobs WHERE tenant = ? AND started_at IS NOT NULL`,
+  counterGet: `SELECT lease_expirations, storage_bytes FROM tenant_counters WHERE tenant = ?`,
+  statsOldestAvailable: `SELECT MIN(run_after) AS oldest FROM jobs WHERE tenant = ? AND status = 'queued' AND run_after <= ?`,
+} as const;

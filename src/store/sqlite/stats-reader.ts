@@ -9,7 +9,7 @@
  * consistent snapshot without holding anything up.
  *
  * The thread's code is a short script evaluated in the worker, which runs
- * the SQL of queries.ts (passed in) and sends back raw rows; turning rows
+ * STATS_SQL of queries.ts (passed in) and sends back raw rows; turning rows
  * into TenantStats stays in the store. It is a script rather than a module
  * file so that it runs the same from the build and from the TypeScript
  * sources the tests load.
@@ -18,7 +18,7 @@
 import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
 import { StoreUnavailableError } from '../../core/errors.js';
-import { SQL } from './queries.js';
+import { STATS_SQL } from './queries.js';
 
 export interface StatsRows {
   readonly counts: readonly { readonly status: string; readonly n: number }[];
@@ -102,7 +102,7 @@ export class StatsReader {
         driver: driverPath,
         path: this.path,
         busyTimeoutMs: this.busyTimeoutMs,
-        sql: { statsCounts: SQL.statsCounts, statsTimes: SQL.statsTimes, counterGet: SQL.counterGet, statsOldestAvailable: SQL.statsOldestAvailable },
+        sql: STATS_SQL,
       },
     });
     // An idle reader must not keep a process alive that is otherwise done.
