@@ -1,8 +1,8 @@
 /**
- * The randomness seam, injected like the clock: the stores draw backoff
- * jitter from a Random, so tests can pin it. This module is the one place the
- * stores' randomness comes from by default. (Tokens and ids come from
- * node:crypto in ids.ts: they must be unguessable, not reproducible.)
+ * The randomness seam, injected like the clock (clock.ts): a store draws
+ * backoff jitter from the Random in its options, so tests can pin the draw.
+ * Ids and lease tokens do not come from here: they must be unguessable, so
+ * ids.ts takes them from node:crypto.
  */
 
 /** A uniform draw in [0, 1), as Math.random. */
