@@ -24,8 +24,13 @@ export async function openStore(db: string, options: OpenStoreOptions = {}): Pro
     const { PostgresStore } = await import('../store/postgres/postgres-store.js');
     return PostgresStore.connect({ connectionString: db });
   }
+  return openSqliteStore(db, options);
+}
+
+/** A SQLite file, whatever the path looks like (`leasehold dev`). */
+export async function openSqliteStore(path: string, options: OpenStoreOptions = {}): Promise<Store> {
   const { SqliteStore } = await import('../store/sqlite/sqlite-store.js');
-  return SqliteStore.open({ path: resolve(db), ...(options.sqliteBusyTimeoutMs === undefined ? {} : { busyTimeoutMs: options.sqliteBusyTimeoutMs }) });
+  return SqliteStore.open({ path: resolve(path), ...(options.sqliteBusyTimeoutMs === undefined ? {} : { busyTimeoutMs: options.sqliteBusyTimeoutMs }) });
 }
 
 /** The database as it may be shown in logs: a connection string loses its password. */

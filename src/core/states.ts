@@ -20,8 +20,6 @@ export const JOB_STATUSES = [
 
 export type JobStatus = (typeof JOB_STATUSES)[number];
 
-export const TERMINAL_STATUSES: ReadonlySet<JobStatus> = new Set<JobStatus>(['succeeded', 'dead', 'cancelled']);
-
 export function isJobStatus(value: unknown): value is JobStatus {
   return typeof value === 'string' && (JOB_STATUSES as readonly string[]).includes(value);
 }

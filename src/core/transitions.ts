@@ -137,8 +137,3 @@ export function decideCancel(job: Pick<JobSnapshot, 'status'>): CancelDecision {
   if (job.status === 'running') return { kind: 'mark_running' };
   return { kind: 'already_terminal' };
 }
-
-/** Is a queued job eligible for a lease now? Mirrors the WHERE clause of every store's lease query. */
-export function isLeasable(job: Pick<JobSnapshot, 'status' | 'deadlineAt'> & { readonly runAfter: number }, now: number): boolean {
-  return job.status === 'queued' && job.runAfter <= now && !isPastDeadline(job, now);
-}

@@ -7,7 +7,7 @@
  * milliseconds named `…Ms`.
  */
 
-import { Type, type Static, type TSchema } from '@sinclair/typebox';
+import { Type, type Static } from '@sinclair/typebox';
 import { FAILURE_CLASS_NAMES } from '../core/failure-classes.js';
 import { JOB_STATUSES } from '../core/states.js';
 
@@ -356,7 +356,3 @@ export type OkResponse = Static<typeof OkResponse>;
 
 export const HealthResponse = Type.Object({ status: Type.Literal('ok'), backend: Type.String() });
 export type HealthResponse = Static<typeof HealthResponse>;
-
-export function describe<T extends TSchema>(schema: T, description: string): T {
-  return { ...schema, description };
-}

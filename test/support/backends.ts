@@ -6,19 +6,32 @@
  * the tests fail rather than skip.
  *
  * `openPeer` opens a second store over the same database, standing in for a
- * second coordinator process.
+ * second coordinator process. Every store of an instance draws its backoff
+ * jitter from the instance's `random`, which a test can pin.
  */
 
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { Random } from '../../src/core/random.js';
 import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import type { Store, StoreBackend } from '../../src/store/store.js';
 
+/** A random source a test pins with set(); it draws from Math.random until then. */
+export class PinnedRandom {
+  private value: number | null = null;
+  readonly draw: Random = () => this.value ?? Math.random();
+  set(value: number | null): void {
+    this.value = value;
+  }
+}
+
 export interface BackendInstance {
   readonly store: Store;
+  /** The jitter source of `store` and its peers. */
+  readonly random: PinnedRandom;
   /** Another store over the same database (closed by cleanup). */
   openPeer(): Promise<Store>;
   cleanup(): Promise<void>;
@@ -33,19 +46,21 @@ export interface BackendFactory {
   drain(): Promise<void>;
 }
 
-export function sqliteFactory(label: string, open: (path: string) => Promise<Store>): BackendFactory {
+export function sqliteFactory(label: string, open: (path: string, random: Random) => Promise<Store>): BackendFactory {
   return {
     name: 'sqlite',
     label,
     async create() {
       const dir = mkdtempSync(join(tmpdir(), 'leasehold-conformance-'));
       const path = join(dir, 'jobs.db');
-      const store = await open(path);
+      const random = new PinnedRandom();
+      const store = await open(path, random.draw);
       const peers: Store[] = [];
       return {
         store,
+        random,
         async openPeer() {
-          const peer = await open(path);
+          const peer = await open(path, random.draw);
           peers.push(peer);
           return peer;
         },
@@ -62,12 +77,14 @@ export function sqliteFactory(label: string, open: (path: string) => Promise<Sto
 
 /** A store on a PostgreSQL schema, with peers on the same schema; `afterClose` runs once all are closed. */
 export async function postgresInstance(connectionString: string, schema: string, afterClose: () => Promise<void>): Promise<BackendInstance> {
-  const store = await PostgresStore.connect({ connectionString, schema, poolSize: 4 });
+  const random = new PinnedRandom();
+  const store = await PostgresStore.connect({ connectionString, schema, poolSize: 4, random: random.draw });
   const peers: Store[] = [];
   return {
     store,
+    random,
     async openPeer() {
-      const peer = await PostgresStore.connect({ connectionString, schema, poolSize: 2 });
+      const peer = await PostgresStore.connect({ connectionString, schema, poolSize: 2, random: random.draw });
       peers.push(peer);
       return peer;
     },
@@ -99,7 +116,7 @@ function postgres(connectionString: string): BackendFactory {
   };
 }
 
-const sqlite = sqliteFactory('sqlite', async (path) => SqliteStore.open({ path }));
+const sqlite = sqliteFactory('sqlite', async (path, random) => SqliteStore.open({ path, random }));
 
 const databaseUrl = process.env['DATABASE_URL'];
 

@@ -87,7 +87,7 @@ export async function createKey(store: Store, tenant: string, user: string, role
 
 /** A SQLite store over a ManualClock (the shared factory's stores read the system clock). */
 function sqliteWithClock(clock: ManualClock): Promise<BackendInstance> {
-  return sqliteFactory('sqlite', async (path) => SqliteStore.open({ path, clock })).create();
+  return sqliteFactory('sqlite', async (path, random) => SqliteStore.open({ path, clock, random })).create();
 }
 
 function realTime(store: Store): StoreTime {

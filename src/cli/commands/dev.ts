@@ -32,17 +32,17 @@ export const devCommand: Command = {
     const preferredPort = integerOption(values, 'port', devCommand, { min: 0, max: 65_535 }) ?? 8080;
     const dbPath = resolve(stringOption(values, 'db') ?? '.leasehold/dev.db');
     mkdirSync(resolve(dbPath, '..'), { recursive: true });
-    const [{ pino }, { buildCoordinator }, { SqliteStore }, { LeaseholdClient }, { Worker }] = await Promise.all([
+    const [{ pino }, { buildCoordinator }, { openSqliteStore }, { LeaseholdClient }, { Worker }] = await Promise.all([
       import('pino'),
       import('../../coordinator/app.js'),
-      import('../../store/sqlite/sqlite-store.js'),
+      import('../open-store.js'),
       import('../../client/leasehold-client.js'),
       import('../../worker/worker.js'),
     ]);
     const logger = pino({ name: 'leasehold-dev', level: stringOption(values, 'log-level') ?? 'warn' });
     const host = '127.0.0.1';
 
-    const store = SqliteStore.open({ path: dbPath });
+    const store = await openSqliteStore(dbPath);
     const admin = await createApiKey(store, { tenant: TENANT, user: 'developer', role: 'admin' });
     const workerKey = await createApiKey(store, { tenant: TENANT, user: 'demo-worker', role: 'worker' });
     const app = await buildCoordinator({ store, logger });

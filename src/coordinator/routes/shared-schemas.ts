@@ -16,8 +16,6 @@ export const JobBody = withoutId(Job);
 
 export const JobListBody = Type.Object({ jobs: Type.Array(JobBody), nextCursor: Type.Union([Type.String(), Type.Null()]) });
 
-export const OkBody = Type.Object({ ok: Type.Literal(true) });
-
 export const EnqueueBatchEntrySchema = Type.Object({
   idempotencyKey: Type.String(),
   status: Type.Integer(),

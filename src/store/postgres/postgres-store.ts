@@ -16,6 +16,7 @@
 import { canonicalJson } from '../../core/canonical-json.js';
 import { crashPoint } from '../../core/fault-points.js';
 import { isJobId, newLeaseToken } from '../../core/ids.js';
+import { systemRandom, type Random } from '../../core/random.js';
 import { JOB_STATUSES, type JobStatus } from '../../core/states.js';
 import { decideFailure } from '../../core/transitions.js';
 import type {
@@ -79,6 +80,8 @@ export interface PostgresStoreOptions {
   readonly schema?: string;
   /** PostgreSQL's own now() is the only clock; a Clock cannot be injected. */
   readonly clock?: never;
+  /** Backoff jitter; Math.random when absent. */
+  readonly random?: Random;
 }
 
 /** Most single enqueues folded into one statement. */
@@ -102,6 +105,7 @@ export class PostgresStore implements Store {
     /** NOTIFY channel: one per schema, so test schemas do not wake each other. */
     private readonly channel: string,
     poolSize: number,
+    private readonly random: Random,
   ) {
     this.notifier = new CoalescedNotifier(() => this.db.query(bind(Q.NOTIFY, [this.channel])));
     // Half the pool, so batched enqueues leave connections for leases and completions.
@@ -133,7 +137,7 @@ export class PostgresStore implements Store {
       await db.close().catch(() => undefined);
       throw translatePgError(error);
     }
-    return new PostgresStore(db, { connectionString, schema }, `lh_available_${schema}`.slice(0, 63), poolSize);
+    return new PostgresStore(db, { connectionString, schema }, `lh_available_${schema}`.slice(0, 63), poolSize, options.random ?? systemRandom);
   }
 
   /** Drops a schema and everything in it (test isolation). */
@@ -277,7 +281,7 @@ export class PostgresStore implements Store {
     const outcome = await this.db.transaction(async (tx): Promise<FailOutcome> => {
       const row = await lockJob(tx, params.id, params.tenant, null);
       if (row === undefined) return { kind: 'rejected', code: 'not_found' };
-      const input = { retryable: params.retryable, backoff: params.backoff, random: Math.random };
+      const input = { retryable: params.retryable, backoff: params.backoff, random: this.random };
       const decision = decideFailure(toSnapshot(row), params.token, input, row.now_ms);
       if (decision.kind === 'reject') return { kind: 'rejected', code: decision.code };
       if (decision.kind === 'replay') {

@@ -15,6 +15,7 @@ import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { canonicalJson } from '../../core/canonical-json.js';
 import { systemClock, type Clock } from '../../core/clock.js';
+import { systemRandom, type Random } from '../../core/random.js';
 import { StoreUnavailableError } from '../../core/errors.js';
 import { expiryClassOf, failureClassOf } from '../../core/failure-classes.js';
 import { crashPoint } from '../../core/fault-points.js';
@@ -83,6 +84,8 @@ import {
 export interface SqliteStoreOptions {
   readonly path: string;
   readonly clock?: Clock;
+  /** Backoff jitter; Math.random when absent. */
+  readonly random?: Random;
   /** How long a write waits for another process's write lock before answering store_unavailable. */
   readonly busyTimeoutMs?: number;
   /** How often to look for commits made by other processes while someone watches for work. */
@@ -128,6 +131,7 @@ export class SqliteStore implements Store {
     private readonly clock: Clock,
     private readonly crossProcessPollMs: number,
     busyTimeoutMs: number,
+    private readonly random: Random,
   ) {
     this.statsReader = new StatsReader(db.name, busyTimeoutMs);
     this.statements = Object.fromEntries(
@@ -173,7 +177,7 @@ export class SqliteStore implements Store {
     } catch (error) {
       throw translate(error);
     }
-    return new SqliteStore(db, clock, options.crossProcessPollMs ?? 50, busyTimeoutMs);
+    return new SqliteStore(db, clock, options.crossProcessPollMs ?? 50, busyTimeoutMs, options.random ?? systemRandom);
   }
 
   async now(): Promise<number> {
@@ -358,7 +362,7 @@ export class SqliteStore implements Store {
     return this.write((now): FailOutcome => {
       const row = this.snapshot(params.tenant, params.id);
       if (row === undefined) return { kind: 'rejected', code: 'not_found' };
-      const decision = decideFailure(toSnapshot(row), params.token, { retryable: params.retryable, backoff: params.backoff, random: Math.random }, now);
+      const decision = decideFailure(toSnapshot(row), params.token, { retryable: params.retryable, backoff: params.backoff, random: this.random }, now);
       const base = { seq: row.seq, token: params.token, now, code: params.error.code, message: params.error.message };
       switch (decision.kind) {
         case 'reject':
