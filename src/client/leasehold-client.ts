@@ -58,6 +58,10 @@ export interface CallOptions {
 
 type Method = Exchange['method'];
 
+/** The coordinator's longest `waitMs`. */
+const MAX_WAIT_MS = 60_000;
+const WAIT_END_STATUSES: readonly string[] = ['succeeded', 'dead', 'cancelled', 'unknown'];
+
 export class LeaseholdClient {
   private readonly pool: Pool;
   private readonly prefix: string;
@@ -108,6 +112,21 @@ export class LeaseholdClient {
 
   async getJob(id: string, options: CallOptions = {}): Promise<Job> {
     return parseJson<Job>(await this.call('GET', `/jobs/${encodeURIComponent(id)}`, undefined, options));
+  }
+
+  /**
+   * Waits until the job is succeeded, dead, cancelled or unknown, or
+   * `timeoutMs` passes (default 60 s), with `GET /jobs/{id}?waitMs` long polls
+   * of at most 60 s each; resolves with the job as it is then: check `status`.
+   */
+  async waitForJob(id: string, options: CallOptions & { readonly timeoutMs?: number } = {}): Promise<Job> {
+    const deadline = systemClock.now() + Math.max(0, options.timeoutMs ?? MAX_WAIT_MS);
+    for (;;) {
+      const waitMs = Math.max(0, Math.min(MAX_WAIT_MS, deadline - systemClock.now()));
+      const path = `/jobs/${encodeURIComponent(id)}?waitMs=${Math.floor(waitMs)}`;
+      const job = parseJson<Job>(await this.call('GET', path, undefined, { ...options, extraTimeoutMs: waitMs }));
+      if (WAIT_END_STATUSES.includes(job.status) || systemClock.now() >= deadline) return job;
+    }
   }
 
   async listJobs(query: JobListQuery = {}, options: CallOptions = {}): Promise<JobList> {

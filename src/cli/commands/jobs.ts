@@ -66,14 +66,16 @@ export const enqueueCommand: Command = {
 export const jobCommand: Command = {
   name: 'job',
   summary: 'Show a job and its attempt history.',
-  usage: 'job <id>',
-  details: REMOTE_DETAILS,
-  options: REMOTE_OPTIONS,
+  usage: 'job <id> [--wait [--timeout-ms N]]',
+  details: ['--wait                 wait until the job is succeeded, dead, cancelled or unknown', '--timeout-ms N         longest --wait (default 60000)', ...REMOTE_DETAILS],
+  options: { ...REMOTE_OPTIONS, wait: { type: 'boolean' }, 'timeout-ms': { type: 'string' } },
   positionals: { min: 1, max: 1 },
   async run({ values, positionals, io }) {
     const id = positionals[0] ?? '';
+    const timeoutMs = integerOption(values, 'timeout-ms', jobCommand, { min: 0, max: 24 * 3_600_000 }) ?? 60_000;
     const { job, attempts } = await withClient(jobCommand, values, io, async (client) => {
-      const [job, attempts] = await Promise.all([client.getJob(id), client.attempts(id)]);
+      const job = values['wait'] === true ? await client.waitForJob(id, { timeoutMs }) : await client.getJob(id);
+      const attempts = await client.attempts(id);
       return { job, attempts };
     });
     if (values['json'] === true) {
@@ -148,7 +150,7 @@ export const statsCommand: Command = {
       return 0;
     }
     io.out(Object.entries(stats.counts).map(([status, count]) => `${status} ${count}`).join('  '));
-    io.out(`mean wait ${formatMs(stats.meanWaitMs)}  mean run ${formatMs(stats.meanRunMs)}  lease expirations ${stats.leaseExpirations}`);
+    io.out(`mean wait ${formatMs(stats.meanWaitMs)}  mean attempt ${formatMs(stats.meanAttemptRunMs)}  mean to completion ${formatMs(stats.meanTimeToCompletionMs)}  lease expirations ${stats.leaseExpirations}`);
     io.out(`oldest available ${formatMs(stats.oldestAvailableAgeMs)}  storage ${stats.storageBytes} bytes`);
     return 0;
   },
