@@ -5,6 +5,7 @@
  */
 
 import { randomUUID } from 'node:crypto';
+import { describeJsonError } from '../../core/json-error.js';
 import type { Job } from '../../protocol/schemas.js';
 import { integerOption, requireOption, stringOption, UsageError, type Command, type Io } from '../command.js';
 import { printJson, REMOTE_DETAILS, REMOTE_OPTIONS, withClient } from '../remote.js';
@@ -40,8 +41,8 @@ export const enqueueCommand: Command = {
     let payload: unknown;
     try {
       payload = JSON.parse(payloadText);
-    } catch {
-      throw new UsageError('--payload must be JSON', enqueueCommand);
+    } catch (error) {
+      throw new UsageError(`--payload is not JSON: ${describeJsonError(payloadText, error)} (keys and strings take double quotes: '{"name":"x"}')`, enqueueCommand);
     }
     const maxAttempts = integerOption(values, 'max-attempts', enqueueCommand, { min: 1, max: LIMITS.maxAttempts });
     const priority = integerOption(values, 'priority', enqueueCommand, { min: -LIMITS.maxPriority, max: LIMITS.maxPriority });

@@ -64,7 +64,7 @@ import { endLeases, lockJob, type LockedRow } from './locked-rows.js';
 import { assertSchemaName, dropSchema, migrate, type MigrationReport } from './migrate.js';
 import { cancelInTx, reapInTx, reconcileInTx, requeueInTx, type Announced, type ReapCounts } from './operator-actions.js';
 import { clientConfig, PgDatabase, splitConnectionString } from './pg-database.js';
-import { translatePgError } from './pg-errors.js';
+import { pgTarget, translatePgConnectError, translatePgError } from './pg-errors.js';
 import * as Q from './queries.js';
 import { toApiKeyRecord, toAttemptRecord, toJobRecord, toKindRecord, toLeasedJob, toSnapshot, type ApiKeyRow, type AttemptRow, type JobRow, type KindRow } from './row-mapping.js';
 import { bind, bindUnplanned, type NamedQuery } from './sql-fragments.js';
@@ -139,7 +139,7 @@ export class PostgresStore implements Store {
       }
     } catch (error) {
       await db.close().catch(() => undefined);
-      throw translatePgError(error);
+      throw translatePgConnectError(error, pgTarget(connectionString, schema));
     }
     return new PostgresStore(db, { connectionString, schema }, `lh_available_${schema}`.slice(0, 63), poolSize);
   }
