@@ -22,6 +22,7 @@ export const enqueueCommand: Command = {
     '--priority N           lower runs first (default 0)',
     '--run-after TIME       RFC 3339 time before which the job is not leased',
     '--deadline-ms N        overall deadline from now',
+    '--quiet                print only the job id (for ID=$(leasehold enqueue … --quiet))',
     ...REMOTE_DETAILS,
   ],
   options: {
@@ -33,6 +34,7 @@ export const enqueueCommand: Command = {
     priority: { type: 'string' },
     'run-after': { type: 'string' },
     'deadline-ms': { type: 'string' },
+    quiet: { type: 'boolean' },
   },
   async run({ values, io }) {
     const { LIMITS } = await import('../../protocol/schemas.js'); // lazy: the wire schemas are slow to load
@@ -59,6 +61,7 @@ export const enqueueCommand: Command = {
     };
     const answer = await withClient(enqueueCommand, values, io, (client) => client.enqueue(request, { idempotencyKey }));
     if (values['json'] === true) printJson(io, answer.job);
+    else if (values['quiet'] === true) io.out(answer.job.id);
     else io.out(`${answer.replayed ? 'already enqueued' : 'enqueued'} ${answer.job.id} (${answer.job.kind}, ${answer.job.status}, idempotency key ${idempotencyKey})`);
     return 0;
   },
