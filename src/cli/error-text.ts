@@ -19,7 +19,9 @@ export function describeError(error: unknown): string {
   if (error instanceof LeaseholdApiError) return `${error.code} (HTTP ${error.status}): ${error.message}`;
   if (error instanceof LeaseholdNetworkError) return `network_error: ${error.message}; check --url (or $LEASEHOLD_URL)`;
   if (error instanceof LeaseholdIntegrityError || error instanceof CliError || error instanceof LeaseholdError) {
-    return `${error.code}: ${firstLine(error.message)}`;
+    const text = `${error.code}: ${firstLine(error.message)}`;
+    // The PostgreSQL store names the connection string it could not use; the CLI knows where that came from.
+    return error.message.includes('correct the connection string') ? `${text} (--db or $LEASEHOLD_DB)` : text;
   }
   if (error instanceof Error) {
     const code = (error as { code?: unknown }).code;

@@ -131,13 +131,13 @@ const ROWS: readonly Row[] = [
     name: 'PostgreSQL: nothing listens on the port',
     exitCode: 1,
     run: () => keysCreate(`postgres://postgres@127.0.0.1:${closedPort}/jobs`),
-    says: ['pg_refused', `127.0.0.1:${closedPort}`, 'start PostgreSQL there or correct the host and port'],
+    says: ['store_unavailable', `127.0.0.1:${closedPort}`, 'start PostgreSQL there or correct the host and port', '--db or $LEASEHOLD_DB'],
   },
   {
     name: 'PostgreSQL: the host does not resolve',
     exitCode: 1,
     run: () => keysCreate('postgres://postgres@leasehold-no-such-host.invalid:5432/jobs'),
-    says: ['pg_unknown_host', '"leasehold-no-such-host.invalid"', 'correct the host name'],
+    says: ['cannot resolve the PostgreSQL host "leasehold-no-such-host.invalid"', '--db or $LEASEHOLD_DB'],
   },
   {
     name: '--url without its scheme',

@@ -101,8 +101,8 @@ export function pgTarget(connectionString: string, schema: string): PgTarget {
 /**
  * A failure to open the store that the user can fix: the database, role,
  * password, host, port or a privilege named in --db. `code` is stable
- * (pg_unknown_database, pg_unknown_role, pg_auth_failed, pg_refused,
- * pg_unknown_host, pg_timeout, pg_permission_denied); the message says what
+ * (pg_unknown_database, pg_unknown_role, pg_auth_failed, pg_unknown_host,
+ * pg_permission_denied); the message says what
  * to change. Raised only while connecting (the CLI prints it); requests never
  * see it, so naming the host and database here reaches no client.
  */
@@ -117,7 +117,11 @@ export class PgConnectError extends Error {
   }
 }
 
-/** Translates an error met while connecting and migrating; anything not listed falls back to translatePgError. */
+/**
+ * Translates an error met while connecting and migrating. A server that cannot
+ * be reached stays StoreUnavailableError (it may come back), now naming the
+ * address; anything not listed falls back to translatePgError.
+ */
 export function translatePgConnectError(error: unknown, target: PgTarget): Error {
   const where = `${target.host}:${target.port}`;
   const state = sqlState(error);
@@ -145,14 +149,18 @@ export function translatePgConnectError(error: unknown, target: PgTarget): Error
         error,
       );
   }
-  if (code === 'ECONNREFUSED') {
-    return new PgConnectError('pg_refused', `nothing accepts connections at ${where}: start PostgreSQL there or correct the host and port; ${fix}`, error);
-  }
-  if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') {
+  if (code === 'ENOTFOUND') {
     return new PgConnectError('pg_unknown_host', `cannot resolve the PostgreSQL host "${target.host}": correct the host name; ${fix}`, error);
   }
-  if (code === 'ETIMEDOUT' || code === 'EHOSTUNREACH' || code === 'ENETUNREACH' || /timeout/i.test(serverMessage)) {
-    return new PgConnectError('pg_timeout', `no answer from PostgreSQL at ${where}: check the host, the port and any firewall between; ${fix}`, error);
+  // A server that is down or still starting may come back by itself: these stay store_unavailable, with the address.
+  if (code === 'ECONNREFUSED') {
+    return new StoreUnavailableError(`nothing accepts connections at ${where}: start PostgreSQL there or correct the host and port; ${fix}`, error);
+  }
+  if (code === 'EAI_AGAIN') {
+    return new StoreUnavailableError(`cannot resolve the PostgreSQL host "${target.host}" (DNS did not answer): check DNS, or ${fix}`, error);
+  }
+  if (isUnavailable(error)) {
+    return new StoreUnavailableError(`no answer from PostgreSQL at ${where}: check the host, the port and any firewall between; ${fix}`, error);
   }
   return translatePgError(error);
 }
