@@ -232,6 +232,28 @@ describe('error messages', () => {
     expect(existsSync(db)).toBe(true);
   }, 30_000);
 
+  it('serve creates a missing SQLite file and logs that it did; on an existing file it says nothing of the kind', async () => {
+    const db = join(dir, 'served', 'new.db');
+    const logOf = (): Promise<string> =>
+      new Promise((resolvePromise, reject) => {
+        const child = spawn(process.execPath, [BIN, 'serve', '--db', db, '--port', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
+        let output = '';
+        const onData = (chunk: Buffer): void => {
+          output += chunk.toString();
+          if (output.includes('listening on')) child.kill('SIGTERM');
+        };
+        child.stdout.on('data', onData);
+        child.stderr.on('data', onData);
+        child.on('error', reject);
+        child.on('close', () => resolvePromise(output));
+      });
+    const first = await logOf();
+    expect(first).toContain('created a new SQLite database');
+    expect(first).toContain(db);
+    expect(existsSync(db)).toBe(true);
+    expect(await logOf()).not.toContain('created a new SQLite database');
+  }, 30_000);
+
   it('PostgreSQL: a refused password names the user and the setting', () => {
     const refused = Object.assign(new pg.DatabaseError('password authentication failed for user "app"', 0, 'error'), { code: '28P01' });
     const error = translatePgConnectError(refused, pgTarget('postgres://app:wrong@db.internal:6432/jobs', 'public'));
