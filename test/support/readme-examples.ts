@@ -1,8 +1,9 @@
 /**
  * The examples README.md marks as runnable: fenced blocks whose info string
  * is `sh readme-test` (shell, run in order in one shell) or
- * `js readme-file=NAME` (a file the shell examples use). Shared by the README
- * test and the packed-tarball test, so both run exactly what a reader sees.
+ * `js readme-file=NAME` (a file the shell examples use). The README test runs
+ * them; scripts/test-pack.sh reads the `readme-file=app.mjs` block by the same
+ * fence syntax, so both run exactly what a reader sees.
  */
 
 import { readFileSync } from 'node:fs';
