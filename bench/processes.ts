@@ -30,7 +30,7 @@ export async function freePort(): Promise<number> {
 }
 
 export function createKey(db: string, tenant: string, user: string, role: 'producer' | 'worker' | 'admin'): string {
-  const run = spawnSync(process.execPath, [CLI, 'keys', 'create', '--db', db, '--tenant', tenant, '--user', user, '--role', role], {
+  const run = spawnSync(process.execPath, [CLI, 'keys', 'create', '--db', db, '--create', '--tenant', tenant, '--user', user, '--role', role], {
     encoding: 'utf8',
   });
   if (run.status !== 0) throw new Error(`keys create failed: ${run.stderr}`);

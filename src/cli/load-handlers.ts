@@ -10,20 +10,26 @@ import { resolve } from 'node:path';
 import { access } from 'node:fs/promises';
 import type { Handler, HandlerMap } from '../worker/handler.js';
 import { CliError } from './command.js';
+import { moduleErrorLocation } from './error-text.js';
 
 export async function loadHandlers(file: string, cwd: string): Promise<HandlerMap> {
   const path = resolve(cwd, file);
   try {
     await access(path);
   } catch {
-    throw new CliError('handlers_not_found', `handlers module ${path} does not exist`);
+    throw new CliError('handlers_not_found', `handlers module ${path} does not exist: check --handlers (a relative path starts from ${cwd})`);
   }
   let module: Record<string, unknown>;
+  const href = pathToFileURL(path).href;
   try {
-    module = (await import(pathToFileURL(path).href)) as Record<string, unknown>;
+    module = (await import(href)) as Record<string, unknown>;
   } catch (error) {
-    const reason = error instanceof Error ? error.message.split('\n', 1)[0] : String(error);
-    throw new CliError('handlers_unloadable', `cannot load ${path}: ${reason}`);
+    const reason = error instanceof Error ? `${error.name}: ${error.message.split('\n', 1)[0] ?? ''}` : String(error);
+    const location = await moduleErrorLocation(path, href, error);
+    throw new CliError(
+      'handlers_unloadable',
+      location === undefined ? `cannot load ${path}: ${reason}; fix the module (node ${path} shows the same error)` : `cannot load ${location}: ${reason}; fix it there`,
+    );
   }
   const candidate = module['handlers'] ?? module['default'];
   if (typeof candidate !== 'object' || candidate === null || Array.isArray(candidate)) {

@@ -1,13 +1,14 @@
 /**
  * The `leasehold` command line: finds the command (one word, or two for
  * `keys …` and `kinds …`), parses its flags, runs it, and turns failures into
- * one line on stderr. Exit codes: 0 success, 1 the operation failed, 2 the
- * command line was wrong (the usage is printed). No stack trace is printed.
+ * one line on stderr (error-text.ts). Exit codes: 0 success, 1 the operation
+ * failed, 2 the command line was wrong (one line and a pointer to --help). No
+ * stack trace is printed.
  */
 
-import { LeaseholdApiError, LeaseholdIntegrityError, LeaseholdNetworkError } from '../client/errors.js';
-import { LeaseholdError } from '../core/errors.js';
-import { CliError, commandHelp, parseCommandArgs, UsageError, type Command, type Io } from './command.js';
+import { readFileSync } from 'node:fs';
+import { commandHelp, parseCommandArgs, UsageError, type Command, type Io } from './command.js';
+import { describeError, usageText } from './error-text.js';
 import { devCommand } from './commands/dev.js';
 import { deadCommand, enqueueCommand, jobCommand, requeueCommand, statsCommand } from './commands/jobs.js';
 import { keysCreate, keysRevoke } from './commands/keys.js';
@@ -40,7 +41,7 @@ export function overview(): string {
     'commands:',
     ...COMMANDS.map((c) => `  ${c.name.padEnd(width)}${c.summary.split('. ')[0]?.replace(/\.$/, '') ?? ''}`),
     '',
-    'Remote commands read --url/--key or LEASEHOLD_URL/LEASEHOLD_KEY. `leasehold <command> --help` for details.',
+    'Remote commands read --url/--key or LEASEHOLD_URL/LEASEHOLD_KEY. `leasehold <command> --help` for details; `leasehold --version` prints the version.',
   ].join('\n');
 }
 
@@ -55,8 +56,25 @@ function findCommand(args: readonly string[]): { command: Command; rest: readonl
   return command === undefined ? undefined : { command, rest: args.slice(1) };
 }
 
+/** The installed package's version: package.json sits three levels above dist/src/cli/main.js (two above src/cli/main.ts). */
+export function packageVersion(): string {
+  for (const relative of ['../../../package.json', '../../package.json']) {
+    try {
+      const manifest = JSON.parse(readFileSync(new URL(relative, import.meta.url), 'utf8')) as { name?: unknown; version?: unknown };
+      if (manifest.name === 'leasehold' && typeof manifest.version === 'string') return manifest.version;
+    } catch {
+      // Not at this level: try the next.
+    }
+  }
+  return 'unknown';
+}
+
 export async function main(args: readonly string[], io: Io): Promise<{ code: number; forceExit: boolean }> {
   const [first, second] = args;
+  if (first === '--version' || first === '-v' || first === 'version') {
+    io.out(packageVersion());
+    return { code: 0, forceExit: false };
+  }
   if (first === '--help' || first === '-h' || first === 'help') {
     io.out(overview());
     return { code: 0, forceExit: false };
@@ -67,7 +85,7 @@ export async function main(args: readonly string[], io: Io): Promise<{ code: num
       io.out(COMMANDS.filter((c) => c.name.startsWith(`${first} `)).map(commandHelp).join('\n\n'));
       return { code: 0, forceExit: false };
     }
-    io.err(first === undefined ? overview() : `error: unknown command '${args.slice(0, GROUPS.has(first) ? 2 : 1).join(' ')}'\n\n${overview()}`);
+    io.err(first === undefined ? overview() : usageText(`unknown command '${args.slice(0, GROUPS.has(first) ? 2 : 1).join(' ')}'`, undefined));
     return { code: 2, forceExit: false };
   }
   const { command, rest } = found;
@@ -81,7 +99,7 @@ export async function main(args: readonly string[], io: Io): Promise<{ code: num
     return { code, forceExit: command.forceExit === true };
   } catch (error) {
     if (error instanceof UsageError) {
-      io.err(`error: ${error.message}\n\n${commandHelp(error.command ?? command)}`);
+      io.err(usageText(error.message, (error.command ?? command).name));
       return { code: 2, forceExit: false };
     }
     io.err(`error: ${describeError(error)}`);
@@ -89,23 +107,7 @@ export async function main(args: readonly string[], io: Io): Promise<{ code: num
   }
 }
 
-/** One line: code and message, never a stack. */
-export function describeError(error: unknown): string {
-  if (error instanceof LeaseholdApiError) return `${error.code} (HTTP ${error.status}): ${error.message}`;
-  if (error instanceof LeaseholdNetworkError) return `network_error: ${error.message}`;
-  if (error instanceof LeaseholdIntegrityError || error instanceof CliError || error instanceof LeaseholdError) {
-    return `${error.code}: ${firstLine(error.message)}`;
-  }
-  if (error instanceof Error) {
-    const code = (error as { code?: unknown }).code;
-    return `${typeof code === 'string' ? code : error.name}: ${firstLine(error.message)}`;
-  }
-  return String(error);
-}
-
-function firstLine(text: string): string {
-  return text.split('\n', 1)[0] ?? '';
-}
+export { describeError };
 
 const io: Io = {
   out: (line) => process.stdout.write(`${line}\n`),

@@ -4,8 +4,10 @@
  * is a SQLite file path. No other module names a concrete store.
  */
 
+import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { Store } from '../store/store.js';
+import { CliError } from './command.js';
 
 const POSTGRES_URL = /^postgres(ql)?:\/\//i;
 
@@ -16,6 +18,17 @@ export function isPostgresUrl(db: string): boolean {
 export interface OpenStoreOptions {
   /** SQLite only: how long a write waits for another process's write lock before it answers store_unavailable. */
   readonly sqliteBusyTimeoutMs?: number;
+  /**
+   * SQLite only: refuse a file that does not exist (a typo in --db would
+   * otherwise create a new, empty database). PostgreSQL databases are never
+   * created: the server refuses an unknown one.
+   */
+  readonly mustExist?: boolean;
+}
+
+/** True when `db` is a SQLite path whose file does not exist yet (it will be created on open). */
+export function isNewSqliteFile(db: string): boolean {
+  return !isPostgresUrl(db) && !existsSync(resolve(db));
 }
 
 /** Loads only the backend it opens: the CLI starts faster, and a SQLite user never loads pg. */
@@ -29,6 +42,12 @@ export async function openStore(db: string, options: OpenStoreOptions = {}): Pro
 
 /** A SQLite file, whatever the path looks like (`leasehold dev`). */
 export async function openSqliteStore(path: string, options: OpenStoreOptions = {}): Promise<Store> {
+  if (options.mustExist === true && !existsSync(resolve(path))) {
+    throw new CliError(
+      'database_not_found',
+      `no database at ${resolve(path)}: check --db (or $LEASEHOLD_DB), or pass --create to create a new, empty one there`,
+    );
+  }
   const { SqliteStore } = await import('../store/sqlite/sqlite-store.js');
   return SqliteStore.open({ path: resolve(path), ...(options.sqliteBusyTimeoutMs === undefined ? {} : { busyTimeoutMs: options.sqliteBusyTimeoutMs }) });
 }

@@ -58,18 +58,21 @@ export interface CallOptions {
 
 type Method = Exchange['method'];
 
+/** The coordinator's longest `waitMs`. */
+const MAX_WAIT_MS = 60_000;
+const WAIT_END_STATUSES: readonly string[] = ['succeeded', 'dead', 'cancelled', 'unknown'];
+
 export class LeaseholdClient {
   private readonly pool: Pool;
   private readonly prefix: string;
+  private readonly origin: string;
   private readonly authorization: string;
   private readonly timeoutMs: number;
   private closed = false;
 
   constructor(options: LeaseholdClientOptions) {
-    const url = new URL(options.baseUrl);
-    if (url.protocol !== 'http:' && url.protocol !== 'https:') {
-      throw new TypeError(`baseUrl must be an http(s) URL, got ${url.protocol}`);
-    }
+    const url = parseBaseUrl(options.baseUrl);
+    this.origin = url.origin;
     this.prefix = url.pathname.replace(/\/+$/, '');
     this.authorization = `Bearer ${options.apiKey}`;
     this.timeoutMs = options.timeoutMs ?? 30_000;
@@ -108,6 +111,21 @@ export class LeaseholdClient {
 
   async getJob(id: string, options: CallOptions = {}): Promise<Job> {
     return parseJson<Job>(await this.call('GET', `/jobs/${encodeURIComponent(id)}`, undefined, options));
+  }
+
+  /**
+   * Waits until the job is succeeded, dead, cancelled or unknown, or
+   * `timeoutMs` passes (default 60 s), with `GET /jobs/{id}?waitMs` long polls
+   * of at most 60 s each; resolves with the job as it is then: check `status`.
+   */
+  async waitForJob(id: string, options: CallOptions & { readonly timeoutMs?: number } = {}): Promise<Job> {
+    const deadline = systemClock.now() + Math.max(0, options.timeoutMs ?? MAX_WAIT_MS);
+    for (;;) {
+      const waitMs = Math.max(0, Math.min(MAX_WAIT_MS, deadline - systemClock.now()));
+      const path = `/jobs/${encodeURIComponent(id)}?waitMs=${Math.floor(waitMs)}`;
+      const job = parseJson<Job>(await this.call('GET', path, undefined, { ...options, extraTimeoutMs: waitMs }));
+      if (WAIT_END_STATUSES.includes(job.status) || systemClock.now() >= deadline) return job;
+    }
   }
 
   async listJobs(query: JobListQuery = {}, options: CallOptions = {}): Promise<JobList> {
@@ -255,11 +273,47 @@ export class LeaseholdClient {
     } catch (error) {
       if (options.signal?.aborted === true) throw options.signal.reason ?? error;
       const code = networkCode(error);
-      throw new LeaseholdNetworkError(`${method} ${path.split('?')[0] ?? path} failed: ${code ?? 'connection error'}`, code, error);
+      throw new LeaseholdNetworkError(`${method} ${path.split('?')[0] ?? path} to ${this.origin} failed: ${describeNetworkCode(code)}`, code, error);
     }
     if (response.status >= 400) throw apiError(method, path, response);
     return response;
   }
+}
+
+/** The coordinator's URL, or a TypeError that shows the value and how to write it (`127.0.0.1:8080` lacks its scheme). */
+export function parseBaseUrl(value: string): URL {
+  const shown = JSON.stringify(value.slice(0, 200));
+  const hint = /^[\w.-]+:\d+(\/|$)/.test(value) || !value.includes('://') ? `; write it with its scheme, e.g. http://${value.replace(/^\/+/, '') || '127.0.0.1:8080'}` : '';
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw Object.assign(new TypeError(`the coordinator URL ${shown} is not a URL${hint}`), { code: 'invalid_url' });
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    throw Object.assign(new TypeError(`the coordinator URL ${shown} is not an http:// or https:// URL${hint}`), { code: 'invalid_url' });
+  }
+  return url;
+}
+
+const NETWORK_CODES: Readonly<Record<string, string>> = {
+  ECONNREFUSED: 'nothing accepts connections there (is the coordinator running, on this host and port?)',
+  ENOTFOUND: 'the host name does not resolve',
+  EAI_AGAIN: 'the host name could not be resolved (DNS did not answer)',
+  ECONNRESET: 'the connection was reset',
+  EHOSTUNREACH: 'the host is unreachable',
+  ENETUNREACH: 'the network is unreachable',
+  ETIMEDOUT: 'the connection timed out',
+  UND_ERR_CONNECT_TIMEOUT: 'the connection timed out',
+  UND_ERR_HEADERS_TIMEOUT: 'no answer within the timeout',
+  UND_ERR_BODY_TIMEOUT: 'the answer stopped arriving within the timeout',
+  UND_ERR_SOCKET: 'the connection closed before the answer',
+};
+
+function describeNetworkCode(code: string | undefined): string {
+  if (code === undefined) return 'connection error';
+  const meaning = NETWORK_CODES[code];
+  return meaning === undefined ? code : `${code}: ${meaning}`;
 }
 
 function header(response: RawResponse, name: string): string | undefined {

@@ -20,6 +20,7 @@ import { Backpressure } from './backpressure.js';
 import { resolveConfig, type CoordinatorConfig, type CoordinatorConfigInput } from './config.js';
 import { answerClientError, installErrorHandling, installHostHeaderCheck, routeMethods, sendError, toHttpError } from './error-handler.js';
 import { installJsonBodyParser } from './json-body.js';
+import { FinishWaiters } from './finish-waiters.js';
 import { KindRegistry } from './kind-registry.js';
 import { LeaseWaiters } from './lease-waiters.js';
 import { startReaper } from './reaper.js';
@@ -64,6 +65,9 @@ export function registerRoutes(app: CoordinatorApp, ctx: RouteContext): void {
   registerKindRoutes(app, ctx);
   registerSystemRoutes(app, ctx);
 }
+
+/** Parked GET /jobs/{id}?waitMs requests per tenant before the next answers 503 overloaded (docs/DESIGN.md). */
+export const MAX_FINISH_WAITS_PER_TENANT = 1_000;
 
 export async function buildCoordinator(options: CoordinatorOptions): Promise<FastifyInstance> {
   const config: CoordinatorConfig = resolveConfig(options.config ?? {});
@@ -120,11 +124,13 @@ export async function buildCoordinator(options: CoordinatorOptions): Promise<Fas
   });
 
   const waiters = new LeaseWaiters();
+  const finishWaiters = new FinishWaiters(options.store, MAX_FINISH_WAITS_PER_TENANT);
   const ctx: RouteContext = {
     store: options.store,
     config,
     kinds: new KindRegistry(options.store, config.kindCacheMs),
     waiters,
+    finishWaiters,
     backpressure: new Backpressure(options.store, config.backpressure),
   };
   registerRoutes(app, ctx);
@@ -135,6 +141,7 @@ export async function buildCoordinator(options: CoordinatorOptions): Promise<Fas
   // preClose runs before the server stops accepting: parked long polls answer 204 instead of holding close() open.
   app.addHook('preClose', async () => {
     waiters.close();
+    finishWaiters.close();
     await reaper.stop();
   });
   app.addHook('onClose', async () => {

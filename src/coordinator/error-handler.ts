@@ -109,6 +109,7 @@ export function toHttpError(error: unknown): HttpError {
 function publicMessage(code: ErrorCode, message: string | undefined): string {
   if (code === 'invalid_json') return 'the request body is not valid JSON';
   if (code === 'payload_too_large') return 'the request body is larger than the limit';
+  if (code === 'unsupported_media_type') return 'the request body must be JSON, sent with the header Content-Type: application/json';
   return typeof message === 'string' && message.length > 0 && message.length < 500 ? message : code.replace(/_/g, ' ');
 }
 

@@ -12,6 +12,7 @@ import type { Store } from '../store/store.js';
 import type { Backpressure } from './backpressure.js';
 import type { CoordinatorConfig } from './config.js';
 import type { KindRegistry } from './kind-registry.js';
+import type { FinishWaiters } from './finish-waiters.js';
 import type { LeaseWaiters } from './lease-waiters.js';
 
 export type CoordinatorApp = FastifyInstance<Server, IncomingMessage, ServerResponse, FastifyBaseLogger, TypeBoxTypeProvider>;
@@ -21,6 +22,8 @@ export interface RouteContext {
   readonly config: CoordinatorConfig;
   readonly kinds: KindRegistry;
   readonly waiters: LeaseWaiters;
+  /** Parked GET /jobs/{id}?waitMs requests. */
+  readonly finishWaiters: FinishWaiters;
   readonly backpressure: Backpressure;
 }
 

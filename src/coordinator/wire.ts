@@ -91,6 +91,8 @@ export function toWireStats(stats: TenantStats): Stats {
     counts,
     meanWaitMs: stats.meanWaitMs,
     meanRunMs: stats.meanRunMs,
+    meanAttemptRunMs: stats.meanAttemptRunMs,
+    meanTimeToCompletionMs: stats.meanTimeToCompletionMs,
     leaseExpirations: stats.leaseExpirations,
     oldestAvailableAgeMs: stats.oldestAvailableAgeMs,
     storageBytes: stats.storageBytes,

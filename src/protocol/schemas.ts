@@ -131,6 +131,16 @@ export const JobListQuery = Type.Object(
 );
 export type JobListQuery = Static<typeof JobListQuery>;
 
+export const JobGetQuery = Type.Object(
+  {
+    waitMs: Type.Optional(
+      Type.Integer({ minimum: 0, maximum: LIMITS.maxWaitMs, description: 'Answer when the job reaches succeeded, dead, cancelled or unknown, or after this many ms' }),
+    ),
+  },
+  { additionalProperties: false },
+);
+export type JobGetQuery = Static<typeof JobGetQuery>;
+
 export const LeaseRequest = Type.Object(
   {
     workerId: Type.String({ minLength: 1, maxLength: LIMITS.workerIdLength }),
@@ -268,7 +278,9 @@ export type AttemptList = Static<typeof AttemptList>;
 export const Stats = Type.Object({
   counts: Type.Record(Type.String(), Type.Integer()),
   meanWaitMs: Type.Union([Type.Number(), Type.Null()]),
-  meanRunMs: Type.Union([Type.Number(), Type.Null()]),
+  meanRunMs: Type.Union([Type.Number(), Type.Null()], { description: "Succeeded jobs: first start to final finish, retries and time between attempts included" }),
+  meanAttemptRunMs: Type.Union([Type.Number(), Type.Null()], { description: 'Ended attempts: lease to the end of that attempt' }),
+  meanTimeToCompletionMs: Type.Union([Type.Number(), Type.Null()], { description: 'Succeeded jobs: acceptance to success' }),
   leaseExpirations: Type.Integer(),
   oldestAvailableAgeMs: Type.Union([Type.Integer(), Type.Null()]),
   storageBytes: Type.Integer(),

@@ -246,8 +246,12 @@ export interface TenantStats {
   readonly counts: Readonly<Record<JobStatus, number>>;
   /** Mean of (startedAt - createdAt) over jobs that started; null when none. */
   readonly meanWaitMs: number | null;
-  /** Mean of (finishedAt - startedAt) over succeeded jobs; null when none. */
+  /** Mean of (finishedAt - startedAt) over succeeded jobs: first start to final finish, retries included; null when none. */
   readonly meanRunMs: number | null;
+  /** Mean of (endedAt - startedAt) over ended attempts (lease to the end of that attempt); null when none. */
+  readonly meanAttemptRunMs: number | null;
+  /** Mean of (finishedAt - createdAt) over succeeded jobs (acceptance to success); null when none. */
+  readonly meanTimeToCompletionMs: number | null;
   readonly leaseExpirations: number;
   /** Age of the oldest queued job whose runAfter has passed; null when none. */
   readonly oldestAvailableAgeMs: number | null;
@@ -336,4 +340,22 @@ export interface Store {
    * Returns an unsubscribe.
    */
   watchAvailable(listener: () => void): () => void;
+
+  /**
+   * Calls `listener` after a job has reached a terminal state (succeeded,
+   * dead, cancelled, unknown) and that change has committed: with the job's
+   * tenant and id when this store knows it, or with null when jobs may have
+   * finished without it knowing which (the reaper's batches, another process's
+   * commit); a null listener call means "look again at every job you wait for".
+   * Other coordinators' completions arrive too (PostgreSQL NOTIFY, SQLite's
+   * data_version). Returns an unsubscribe.
+   */
+  watchFinished(listener: FinishedListener): () => void;
 }
+
+export interface FinishedJob {
+  readonly tenant: string;
+  readonly id: string;
+}
+
+export type FinishedListener = (job: FinishedJob | null) => void;

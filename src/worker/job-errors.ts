@@ -66,6 +66,20 @@ export function describeFailure(thrown: unknown, secrets: readonly string[]): Fa
   return { code, message: sanitizeMessage(message, secrets), retryable };
 }
 
+/**
+ * What the worker's own log says about a handler's failure: the error's
+ * class, whole message and stack, with the secrets this process knows
+ * redacted. It stays in this process's log; the coordinator gets only
+ * describeFailure's one line.
+ */
+export function handlerFailureLogFields(thrown: unknown, secrets: readonly string[]): Record<string, unknown> {
+  const redact = (text: string): string => secrets.reduce((acc, secret) => (secret.length >= 8 ? acc.split(secret).join('[redacted]') : acc), text);
+  if (thrown instanceof Error) {
+    return { errorName: thrown.name, errorMessage: redact(thrown.message), ...(thrown.stack === undefined ? {} : { stack: redact(thrown.stack) }) };
+  }
+  return { errorMessage: redact(typeof thrown === 'string' ? thrown : `non-error value thrown: ${safeString(thrown)}`) };
+}
+
 export function sanitizeMessage(message: string, secrets: readonly string[]): string {
   let text = message;
   for (const secret of secrets) {

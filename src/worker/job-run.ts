@@ -28,7 +28,7 @@ import type { Checkpoint } from '../store/store.js';
 import { resultBytesOf } from './binary-result.js';
 import type { CompletionBatcher } from './completion-batcher.js';
 import type { Handler, JobContext } from './handler.js';
-import { describeFailure, JobAbortedError, type AbortCode } from './job-errors.js';
+import { describeFailure, handlerFailureLogFields, JobAbortedError, type AbortCode } from './job-errors.js';
 import { errorFields, type WorkerLogger } from './logger.js';
 import { withRetry, type RetryOptions } from './retry.js';
 
@@ -209,8 +209,9 @@ export class JobRun {
       }
       return;
     }
-    const report = describeFailure(outcome.error, [...deps.secrets, job.token]);
-    deps.logger.info({ ...this.fields, code: report.code, retryable: report.retryable }, 'handler failed');
+    const secrets = [...deps.secrets, job.token];
+    const report = describeFailure(outcome.error, secrets);
+    deps.logger.warn({ ...this.fields, code: report.code, retryable: report.retryable, ...handlerFailureLogFields(outcome.error, secrets) }, 'handler failed');
     await this.fail(report);
   }
 

@@ -97,7 +97,7 @@ describe('cli usage', () => {
     ]);
     expect(flag.code).toBe(2);
     expect(flag.stderr).toContain("Unknown option '--no-such-flag'");
-    expect(flag.stderr).toContain('usage: leasehold stats');
+    expect(flag.stderr).toContain("see 'leasehold stats --help'");
     expect(command.code).toBe(2);
     expect(command.stderr).toContain("unknown command 'frobnicate'");
     expect(missing.code).toBe(2);
@@ -122,7 +122,7 @@ describe('keys create', () => {
   it('prints a usable key as its last line and stores only its hash', async () => {
     const dir = tempDir();
     const db = join(dir, 'keys.db');
-    const outcome = await cli(['keys', 'create', '--db', db, '--tenant', 'acme', '--user', 'ops', '--role', 'admin']);
+    const outcome = await cli(['keys', 'create', '--db', db, '--create', '--tenant', 'acme', '--user', 'ops', '--role', 'admin']);
     expect(outcome.code).toBe(0);
     const key = lastLine(outcome.stdout);
     expect(key).toMatch(/^lh_[A-Za-z0-9_-]{20,}$/);

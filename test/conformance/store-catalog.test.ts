@@ -81,6 +81,8 @@ describe.each(backends)('store conformance ($label): catalog, stats and wake-ups
       counts: Object.fromEntries(JOB_STATUSES.map((s) => [s, 0])),
       meanWaitMs: null,
       meanRunMs: null,
+      meanAttemptRunMs: null,
+      meanTimeToCompletionMs: null,
       leaseExpirations: 0,
       oldestAvailableAgeMs: null,
       storageBytes: 0,
@@ -105,6 +107,26 @@ describe.each(backends)('store conformance ($label): catalog, stats and wake-ups
     expect(stats.oldestAvailableAgeMs).toBeNull();
     expect(stats.storageBytes).toBe(100 + 50 + 25 + 5 + 10);
     expect(stats.leaseExpirations).toBe(0);
+  });
+
+  it('separates the mean run time of attempts from the mean time to completion', async () => {
+    const store = backend.store;
+    const job = await enqueue(store, 'retried');
+    const first = await leaseOne(store);
+    await store.jobFail({ tenant: TENANT, id: first.id, token: first.token, error: ERROR, retryable: true, backoff: IMMEDIATE_BACKOFF });
+    const second = await leaseOne(store);
+    await store.jobComplete({ tenant: TENANT, id: second.id, token: second.token });
+    const other = await enqueue(store, 'running');
+    await leaseOne(store); // a running attempt has not ended: it is not counted
+    const attempts = (await store.jobAttempts({ scope: { tenant: TENANT }, id: job.id })) ?? [];
+    expect(attempts).toHaveLength(2);
+    const done = await getJob(store, job.id);
+    const stats = await store.stats({ tenant: TENANT });
+    const attemptMean = attempts.reduce((sum, a) => sum + ((a.endedAt ?? 0) - a.startedAt), 0) / attempts.length;
+    expect(stats.meanAttemptRunMs ?? -1).toBeCloseTo(attemptMean, 6);
+    expect(stats.meanTimeToCompletionMs).toBe((done.finishedAt ?? 0) - done.createdAt);
+    expect(stats.meanRunMs).toBe((done.finishedAt ?? 0) - (done.startedAt ?? 0));
+    expect(other.id).not.toBe(job.id);
   });
 
   it('reports the age of the oldest available job', async () => {

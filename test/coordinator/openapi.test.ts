@@ -10,6 +10,7 @@ import { registerRoutes } from '../../src/coordinator/app.js';
 import { Backpressure } from '../../src/coordinator/backpressure.js';
 import { resolveConfig } from '../../src/coordinator/config.js';
 import { KindRegistry } from '../../src/coordinator/kind-registry.js';
+import { FinishWaiters } from '../../src/coordinator/finish-waiters.js';
 import { LeaseWaiters } from '../../src/coordinator/lease-waiters.js';
 import type { CoordinatorApp } from '../../src/coordinator/route-context.js';
 import { startCoordinator, type Harness } from '../support/http-fixtures.js';
@@ -31,6 +32,7 @@ beforeAll(async () => {
     config,
     kinds: new KindRegistry(h.store, 0),
     waiters: new LeaseWaiters(),
+    finishWaiters: new FinishWaiters(h.store, 1),
     backpressure: new Backpressure(h.store, config.backpressure),
   };
   registerRoutes(bare as unknown as CoordinatorApp, ctx);

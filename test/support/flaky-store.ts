@@ -98,4 +98,5 @@ export class FlakyStore implements Store {
   stats: Store['stats'] = (p) => this.guard('stats', p, () => this.inner.stats(p));
   // Synchronous and changes nothing: a subscription is not a store call that can fail.
   watchAvailable: Store['watchAvailable'] = (listener) => this.inner.watchAvailable(listener);
+  watchFinished: Store['watchFinished'] = (listener) => this.inner.watchFinished(listener);
 }

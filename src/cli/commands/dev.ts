@@ -6,7 +6,7 @@
  */
 
 import { randomUUID } from 'node:crypto';
-import { mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { resolve } from 'node:path';
 import type { HandlerMap, JobContext } from '../../worker/handler.js';
@@ -42,6 +42,7 @@ export const devCommand: Command = {
     const logger = pino({ name: 'leasehold-dev', level: stringOption(values, 'log-level') ?? 'warn' });
     const host = '127.0.0.1';
 
+    const created = !existsSync(dbPath);
     const store = await openSqliteStore(dbPath);
     const admin = await createApiKey(store, { tenant: TENANT, user: 'developer', role: 'admin' });
     const workerKey = await createApiKey(store, { tenant: TENANT, user: 'demo-worker', role: 'worker' });
@@ -60,7 +61,7 @@ export const devCommand: Command = {
     await adminClient.enqueue({ kind: 'sleep', payload: { ms: 2_000 } });
 
     io.out(`leasehold dev coordinator listening on ${url}${port !== preferredPort ? ` (port ${preferredPort} was taken)` : ''}`);
-    io.out(`database      ${dbPath}`);
+    io.out(`database      ${dbPath}${created ? ' (created)' : ''}`);
     io.out(`admin key     ${admin.key}   (development only; new on every start)`);
     io.out(`worker key    ${workerKey.key}`);
     io.out('demo worker   running kinds echo, sleep (2 demo jobs enqueued)');

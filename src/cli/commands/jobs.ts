@@ -5,6 +5,7 @@
  */
 
 import { randomUUID } from 'node:crypto';
+import { describeJsonError } from '../../core/json-error.js';
 import type { Job } from '../../protocol/schemas.js';
 import { integerOption, requireOption, stringOption, UsageError, type Command, type Io } from '../command.js';
 import { printJson, REMOTE_DETAILS, REMOTE_OPTIONS, withClient } from '../remote.js';
@@ -21,6 +22,7 @@ export const enqueueCommand: Command = {
     '--priority N           lower runs first (default 0)',
     '--run-after TIME       RFC 3339 time before which the job is not leased',
     '--deadline-ms N        overall deadline from now',
+    '--quiet                print only the job id (for ID=$(leasehold enqueue … --quiet))',
     ...REMOTE_DETAILS,
   ],
   options: {
@@ -32,6 +34,7 @@ export const enqueueCommand: Command = {
     priority: { type: 'string' },
     'run-after': { type: 'string' },
     'deadline-ms': { type: 'string' },
+    quiet: { type: 'boolean' },
   },
   async run({ values, io }) {
     const { LIMITS } = await import('../../protocol/schemas.js'); // lazy: the wire schemas are slow to load
@@ -40,8 +43,8 @@ export const enqueueCommand: Command = {
     let payload: unknown;
     try {
       payload = JSON.parse(payloadText);
-    } catch {
-      throw new UsageError('--payload must be JSON', enqueueCommand);
+    } catch (error) {
+      throw new UsageError(`--payload is not JSON: ${describeJsonError(payloadText, error)} (keys and strings take double quotes: '{"name":"x"}')`, enqueueCommand);
     }
     const maxAttempts = integerOption(values, 'max-attempts', enqueueCommand, { min: 1, max: LIMITS.maxAttempts });
     const priority = integerOption(values, 'priority', enqueueCommand, { min: -LIMITS.maxPriority, max: LIMITS.maxPriority });
@@ -58,6 +61,7 @@ export const enqueueCommand: Command = {
     };
     const answer = await withClient(enqueueCommand, values, io, (client) => client.enqueue(request, { idempotencyKey }));
     if (values['json'] === true) printJson(io, answer.job);
+    else if (values['quiet'] === true) io.out(answer.job.id);
     else io.out(`${answer.replayed ? 'already enqueued' : 'enqueued'} ${answer.job.id} (${answer.job.kind}, ${answer.job.status}, idempotency key ${idempotencyKey})`);
     return 0;
   },
@@ -66,14 +70,16 @@ export const enqueueCommand: Command = {
 export const jobCommand: Command = {
   name: 'job',
   summary: 'Show a job and its attempt history.',
-  usage: 'job <id>',
-  details: REMOTE_DETAILS,
-  options: REMOTE_OPTIONS,
+  usage: 'job <id> [--wait [--timeout-ms N]]',
+  details: ['--wait                 wait until the job is succeeded, dead, cancelled or unknown', '--timeout-ms N         longest --wait (default 60000)', ...REMOTE_DETAILS],
+  options: { ...REMOTE_OPTIONS, wait: { type: 'boolean' }, 'timeout-ms': { type: 'string' } },
   positionals: { min: 1, max: 1 },
   async run({ values, positionals, io }) {
     const id = positionals[0] ?? '';
+    const timeoutMs = integerOption(values, 'timeout-ms', jobCommand, { min: 0, max: 24 * 3_600_000 }) ?? 60_000;
     const { job, attempts } = await withClient(jobCommand, values, io, async (client) => {
-      const [job, attempts] = await Promise.all([client.getJob(id), client.attempts(id)]);
+      const job = values['wait'] === true ? await client.waitForJob(id, { timeoutMs }) : await client.getJob(id);
+      const attempts = await client.attempts(id);
       return { job, attempts };
     });
     if (values['json'] === true) {
@@ -148,7 +154,7 @@ export const statsCommand: Command = {
       return 0;
     }
     io.out(Object.entries(stats.counts).map(([status, count]) => `${status} ${count}`).join('  '));
-    io.out(`mean wait ${formatMs(stats.meanWaitMs)}  mean run ${formatMs(stats.meanRunMs)}  lease expirations ${stats.leaseExpirations}`);
+    io.out(`mean wait ${formatMs(stats.meanWaitMs)}  mean attempt ${formatMs(stats.meanAttemptRunMs)}  mean to completion ${formatMs(stats.meanTimeToCompletionMs)}  lease expirations ${stats.leaseExpirations}`);
     io.out(`oldest available ${formatMs(stats.oldestAvailableAgeMs)}  storage ${stats.storageBytes} bytes`);
     return 0;
   },

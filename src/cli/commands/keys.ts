@@ -13,24 +13,41 @@ import { CliError, requireOption, UsageError, type Command } from '../command.js
 import { openStore } from '../open-store.js';
 
 const DB_DETAIL = '--db FILE|URL          SQLite file or postgres:// URL (default: $LEASEHOLD_DB)';
+const CREATE_DETAIL = '--create               create the SQLite file if it does not exist (otherwise a missing file is an error)';
 
 export const keysCreate: Command = {
   name: 'keys create',
   summary: 'Create an API key for a tenant and user with a role; prints the key as the last line.',
-  usage: 'keys create --db FILE|URL --tenant T --user U --role producer|worker|admin',
-  details: [DB_DETAIL, '--tenant T             the tenant the key belongs to', '--user U               the user (owner of jobs it enqueues)', `--role R               one of ${ROLES.join(', ')}`],
-  options: { db: { type: 'string' }, tenant: { type: 'string' }, user: { type: 'string' }, role: { type: 'string' } },
+  usage: 'keys create --db FILE|URL --tenant T --user U --role producer|worker|admin [--create] [--quiet]',
+  details: [
+    DB_DETAIL,
+    '--tenant T             the tenant the key belongs to',
+    '--user U               the user (owner of jobs it enqueues)',
+    `--role R               one of ${ROLES.join(', ')}`,
+    CREATE_DETAIL,
+    '--quiet                print only the key (for KEY=$(leasehold keys create … --quiet))',
+  ],
+  options: {
+    db: { type: 'string' },
+    tenant: { type: 'string' },
+    user: { type: 'string' },
+    role: { type: 'string' },
+    create: { type: 'boolean' },
+    quiet: { type: 'boolean' },
+  },
   async run({ values, io }) {
     const db = requireOption(values, 'db', keysCreate, io.env['LEASEHOLD_DB']);
     const tenant = requireOption(values, 'tenant', keysCreate);
     const user = requireOption(values, 'user', keysCreate);
     const role = requireOption(values, 'role', keysCreate);
-    if (!isRole(role)) throw new UsageError(`--role must be one of ${ROLES.join(', ')}`, keysCreate);
-    const store = await openStore(db);
+    if (!isRole(role)) throw new UsageError(`--role must be one of ${ROLES.join(', ')} (got '${role}')`, keysCreate);
+    const store = await openStore(db, { mustExist: values['create'] !== true });
     try {
       const { id, key } = await createApiKey(store, { tenant, user, role });
-      io.out(`created ${role} key ${id} for tenant ${tenant}, user ${user}`);
-      io.out('the key is shown once; only its hash is stored:');
+      if (values['quiet'] !== true) {
+        io.out(`created ${role} key ${id} for tenant ${tenant}, user ${user}`);
+        io.out('the key is shown once; only its hash is stored:');
+      }
       io.out(key);
     } finally {
       await store.close();
@@ -48,7 +65,8 @@ export const keysRevoke: Command = {
   async run({ values, io }) {
     const db = requireOption(values, 'db', keysRevoke, io.env['LEASEHOLD_DB']);
     const id = requireOption(values, 'id', keysRevoke);
-    const store = await openStore(db);
+    // Revoking in a database that does not exist can only be a wrong --db: never create one.
+    const store = await openStore(db, { mustExist: true });
     try {
       if (!(await store.apiKeyRevoke({ id }))) throw new CliError('not_found', `no active key with id ${id}`);
       io.out(`revoked key ${id}`);

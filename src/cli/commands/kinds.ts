@@ -4,6 +4,7 @@
  */
 
 import { readFile } from 'node:fs/promises';
+import { describeJsonError } from '../../core/json-error.js';
 import { CliError, requireOption, type Command } from '../command.js';
 import { printJson, REMOTE_DETAILS, REMOTE_OPTIONS, withClient } from '../remote.js';
 import type { KindDefinition } from '../../protocol/schemas.js';
@@ -21,14 +22,15 @@ export const kindsSet: Command = {
     let text: string;
     try {
       text = await readFile(file, 'utf8');
-    } catch {
-      throw new CliError('file_unreadable', `cannot read ${file}`);
+    } catch (error) {
+      const code = (error as { code?: unknown }).code;
+      throw new CliError('file_unreadable', `cannot read the kind definition ${file}${typeof code === 'string' ? ` (${code})` : ''}: check --file`);
     }
     let definition: KindDefinition;
     try {
       definition = JSON.parse(text) as KindDefinition;
-    } catch {
-      throw new CliError('invalid_json', `${file} is not valid JSON`);
+    } catch (error) {
+      throw new CliError('invalid_json', `${file} is not valid JSON: ${describeJsonError(text, error)}`);
     }
     const saved = await withClient(kindsSet, values, io, (client) => client.putKind(kind, definition));
     if (values['json'] === true) printJson(io, saved);

@@ -10,8 +10,9 @@ import type { Logger } from 'pino';
 import type { FastifyInstance } from 'fastify';
 import type { Store } from '../../store/store.js';
 import { integerOption, requireOption, stringOption, UsageError, type Command } from '../command.js';
-import { describeDb, isPostgresUrl, openStore } from '../open-store.js';
+import { describeDb, isNewSqliteFile, isPostgresUrl, openStore } from '../open-store.js';
 import { CONFIG_DETAILS, CONFIG_OPTIONS, serveConfig } from '../serve-config.js';
+import { listenError } from '../error-text.js';
 
 export const serveCommand: Command = {
   name: 'serve',
@@ -38,11 +39,13 @@ export const serveCommand: Command = {
     // Loaded here, not at the top: `leasehold --help` should not pay for Fastify.
     const [{ pino }, { buildCoordinator }] = await Promise.all([import('pino'), import('../../coordinator/app.js')]);
     const logger = pino({ name: 'leasehold', level: stringOption(values, 'log-level') ?? 'info' });
+    const created = isNewSqliteFile(db);
     const store = await openStore(db, sqliteBusyTimeoutMs === undefined ? {} : { sqliteBusyTimeoutMs });
+    if (created) logger.info({ db: describeDb(db) }, 'created a new SQLite database');
     let app: FastifyInstance;
     try {
       app = await buildCoordinator({ store, logger, config });
-      await app.listen({ port, host });
+      await app.listen({ port, host }).catch((error: unknown) => Promise.reject(listenError(error, host, port)));
     } catch (error) {
       await store.close();
       throw error;

@@ -9,7 +9,8 @@ import { Type } from '@sinclair/typebox';
 import { LeaseholdError } from '../../core/errors.js';
 import { crashPoint } from '../../core/fault-points.js';
 import { isJobId } from '../../core/ids.js';
-import { EnqueueRequest, IdParams, JobListQuery, RequeueRequest } from '../../protocol/schemas.js';
+import { EnqueueRequest, IdParams, JobGetQuery, JobListQuery, RequeueRequest } from '../../protocol/schemas.js';
+import type { JobStatus } from '../../core/states.js';
 import type { JobRecord, JobScope } from '../../store/store.js';
 import { principalOf, scopeOf } from '../auth.js';
 import { prepareEnqueue, requireIdempotencyKey } from '../enqueue.js';
@@ -18,6 +19,9 @@ import { toWireJob } from '../wire.js';
 import { JobBody, JobListBody } from './shared-schemas.js';
 
 export const DEFAULT_LIST_LIMIT = 100;
+
+/** The states `GET /jobs/{id}?waitMs` waits for: the job will not move again without an operator. */
+export const WAIT_END_STATUSES: ReadonlySet<JobStatus> = new Set<JobStatus>(['succeeded', 'dead', 'cancelled', 'unknown']);
 
 /** Reads a job the caller may see, or answers 404. */
 export async function getScopedJob(ctx: RouteContext, scope: JobScope, id: string): Promise<JobRecord> {
@@ -65,13 +69,36 @@ export function registerJobRoutes(app: CoordinatorApp, ctx: RouteContext): void 
     {
       config: { roles: ['producer', 'admin'] },
       schema: {
-        summary: 'Read a job',
+        summary: 'Read a job, or wait up to waitMs for it to finish',
+        description:
+          'With waitMs, answers as soon as the job is succeeded, dead, cancelled or unknown, or after waitMs with the job as it is then. ' +
+          'More parked waits per tenant than the coordinator allows answer 503 overloaded.',
         tags: ['jobs'],
         params: IdParams,
+        querystring: JobGetQuery,
         response: { 200: JobBody, ...errorResponses(404) },
       },
     },
-    async (request) => toWireJob(await getScopedJob(ctx, scopeOf(principalOf(request)), request.params.id)),
+    async (request, reply) => {
+      const scope = scopeOf(principalOf(request));
+      const id = request.params.id;
+      const job = await getScopedJob(ctx, scope, id);
+      const waitMs = request.query.waitMs ?? 0;
+      if (waitMs === 0 || WAIT_END_STATUSES.has(job.status)) return toWireJob(job);
+      let latest = job;
+      const controller = new AbortController();
+      const onClose = (): void => controller.abort();
+      reply.raw.once('close', onClose);
+      try {
+        await ctx.finishWaiters.wait(scope.tenant, id, waitMs, controller.signal, async () => {
+          latest = await getScopedJob(ctx, scope, id);
+          return WAIT_END_STATUSES.has(latest.status);
+        });
+      } finally {
+        reply.raw.off('close', onClose);
+      }
+      return toWireJob(WAIT_END_STATUSES.has(latest.status) ? latest : await getScopedJob(ctx, scope, id));
+    },
   );
 
   app.get(

@@ -67,6 +67,10 @@ export const STATS = namedQuery(
      avg(${ms('j.started_at')} - ${ms('j.created_at')}) FILTER (WHERE j.started_at IS NOT NULL)::float8 AS mean_wait,
      avg(${ms('j.finished_at')} - ${ms('j.started_at')})
        FILTER (WHERE j.status = 'succeeded' AND j.started_at IS NOT NULL AND j.finished_at IS NOT NULL)::float8 AS mean_run,
+     avg(${ms('j.finished_at')} - ${ms('j.created_at')})
+       FILTER (WHERE j.status = 'succeeded' AND j.finished_at IS NOT NULL)::float8 AS mean_completion,
+     (SELECT avg(${ms('a.ended_at')} - ${ms('a.started_at')})::float8
+        FROM job_attempts a JOIN jobs aj ON aj.id = a.job_id WHERE aj.tenant = $1 AND a.ended_at IS NOT NULL) AS mean_attempt_run,
      (${ms('now()')} - ${ms("min(j.run_after) FILTER (WHERE j.status = 'queued' AND j.run_after <= now())")}) AS oldest_age,
      coalesce(sum(j.payload_bytes), 0)::float8
        + (SELECT coalesce(sum(r.size_bytes), 0) FROM job_results r JOIN jobs rj ON rj.id = r.job_id WHERE rj.tenant = $1)::float8

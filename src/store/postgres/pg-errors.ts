@@ -70,3 +70,101 @@ export function translatePgError(error: unknown): Error {
   const message = state === undefined ? 'unexpected PostgreSQL client error' : `unexpected PostgreSQL error (SQLSTATE ${state})`;
   return new Error(message, { cause: error });
 }
+
+/** Where a connection string points, as far as it says (libpq's defaults otherwise). */
+export interface PgTarget {
+  readonly host: string;
+  readonly port: string;
+  readonly database: string;
+  readonly user: string;
+  readonly schema: string;
+}
+
+export function pgTarget(connectionString: string, schema: string): PgTarget {
+  const env = process.env;
+  let url: URL | undefined;
+  try {
+    url = new URL(connectionString);
+  } catch {
+    url = undefined;
+  }
+  const user = decodeURIComponent(url?.username ?? '') || env['PGUSER'] || env['USER'] || 'postgres';
+  return {
+    host: (url?.hostname ?? '') || url?.searchParams.get('host') || env['PGHOST'] || 'localhost',
+    port: (url?.port ?? '') || env['PGPORT'] || '5432',
+    database: decodeURIComponent((url?.pathname ?? '').replace(/^\//, '')) || env['PGDATABASE'] || user,
+    user,
+    schema,
+  };
+}
+
+/**
+ * A failure to open the store that the user can fix: the database, role,
+ * password, host, port or a privilege named in --db. `code` is stable
+ * (pg_unknown_database, pg_unknown_role, pg_auth_failed, pg_unknown_host,
+ * pg_permission_denied); the message says what
+ * to change. Raised only while connecting (the CLI prints it); requests never
+ * see it, so naming the host and database here reaches no client.
+ */
+export class PgConnectError extends Error {
+  constructor(
+    readonly code: string,
+    message: string,
+    cause: unknown,
+  ) {
+    super(message, { cause });
+    this.name = 'PgConnectError';
+  }
+}
+
+/**
+ * Translates an error met while connecting and migrating. A server that cannot
+ * be reached stays StoreUnavailableError (it may come back), now naming the
+ * address; anything not listed falls back to translatePgError.
+ */
+export function translatePgConnectError(error: unknown, target: PgTarget): Error {
+  const where = `${target.host}:${target.port}`;
+  const state = sqlState(error);
+  const code = errorCode(error);
+  const serverMessage = error instanceof Error ? error.message : '';
+  const fix = 'correct the connection string';
+  switch (state) {
+    case '3D000':
+      return new PgConnectError(
+        'pg_unknown_database',
+        `PostgreSQL at ${where} has no database "${target.database}": create it (createdb -h ${target.host} -p ${target.port} ${target.database}) or name an existing one; ${fix}`,
+        error,
+      );
+    case '28000':
+      return /does not exist/i.test(serverMessage)
+        ? new PgConnectError('pg_unknown_role', `PostgreSQL at ${where} has no role "${target.user}": create it (createuser ${target.user}) or connect as an existing user; ${fix}`, error)
+        : new PgConnectError('pg_auth_failed', `PostgreSQL at ${where} refused user "${target.user}" for database "${target.database}" (pg_hba.conf): allow it there or connect as another user; ${fix}`, error);
+    case '28P01':
+      return new PgConnectError('pg_auth_failed', `PostgreSQL at ${where} refused the password of user "${target.user}": correct the password in the URL (or $PGPASSWORD); ${fix}`, error);
+    case '42501':
+      return new PgConnectError(
+        'pg_permission_denied',
+        `PostgreSQL user "${target.user}" may not create leasehold's tables in schema "${target.schema}" of database "${target.database}" (${firstLine(serverMessage)}): ` +
+          `grant it (GRANT CREATE ON DATABASE ${target.database} TO ${target.user}) or connect as the schema's owner`,
+        error,
+      );
+  }
+  if (code === 'ENOTFOUND') {
+    return new PgConnectError('pg_unknown_host', `cannot resolve the PostgreSQL host "${target.host}": correct the host name; ${fix}`, error);
+  }
+  // A server that is down or still starting may come back by itself: these stay store_unavailable, with the address.
+  if (code === 'ECONNREFUSED') {
+    return new StoreUnavailableError(`nothing accepts connections at ${where}: start PostgreSQL there or correct the host and port; ${fix}`, error);
+  }
+  if (code === 'EAI_AGAIN') {
+    return new StoreUnavailableError(`cannot resolve the PostgreSQL host "${target.host}" (DNS did not answer): check DNS, or ${fix}`, error);
+  }
+  if (isUnavailable(error)) {
+    return new StoreUnavailableError(`no answer from PostgreSQL at ${where}: check the host, the port and any firewall between; ${fix}`, error);
+  }
+  return translatePgError(error);
+}
+
+function firstLine(text: string): string {
+  return (text.split('\n', 1)[0] ?? '').slice(0, 200);
+}

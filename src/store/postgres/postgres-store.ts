@@ -31,6 +31,8 @@ import type {
   EnqueueParams,
   FailOutcome,
   FailParams,
+  FinishedJob,
+  FinishedListener,
   JobListParams,
   JobPage,
   JobRecord,
@@ -54,6 +56,8 @@ import type {
 import { AvailabilityListener } from './availability-listener.js';
 import * as C from './catalog-queries.js';
 import { CoalescedNotifier } from './coalesced-notifier.js';
+import { FinishedListenerConnection, FinishedSender } from './finished-channel.js';
+import { FinishedListeners, finishedByCompletion, finishedByFailure, finishedByOperator, reapFinishedSome } from '../finished-jobs.js';
 import { insertJobs, prepareEnqueue, type PreparedEnqueue } from './enqueue.js';
 import { completeDistinct, completeOne, markEffectStarted, renewLease, storeCheckpoint } from './guarded-statements.js';
 import { completeBatch, failDecisionRow } from './lease-endings.js';
@@ -61,7 +65,7 @@ import { endLeases, lockJob, type LockedRow } from './locked-rows.js';
 import { assertSchemaName, dropSchema, migrate, type MigrationReport } from './migrate.js';
 import { cancelInTx, reapInTx, reconcileInTx, requeueInTx, type Announced, type ReapCounts } from './operator-actions.js';
 import { clientConfig, PgDatabase, splitConnectionString } from './pg-database.js';
-import { translatePgError } from './pg-errors.js';
+import { pgTarget, translatePgConnectError, translatePgError } from './pg-errors.js';
 import * as Q from './queries.js';
 import { toApiKeyRecord, toAttemptRecord, toJobRecord, toKindRecord, toLeasedJob, toSnapshot, type ApiKeyRow, type AttemptRow, type JobRow, type KindRow } from './row-mapping.js';
 import { bind, bindUnplanned, type NamedQuery } from './sql-fragments.js';
@@ -95,6 +99,9 @@ export class PostgresStore implements Store {
   private readonly listeners = new Set<() => void>();
   private listener: AvailabilityListener | null = null;
   private readonly notifier: CoalescedNotifier;
+  private readonly finished = new FinishedListeners();
+  private finishedListener: FinishedListenerConnection | null = null;
+  private readonly finishedSender: FinishedSender;
   /** Concurrent single enqueues share statements (and WAL flushes). */
   private readonly enqueuer: StatementBatcher<PreparedEnqueue, EnqueueOutcome>;
   private closed = false;
@@ -108,6 +115,7 @@ export class PostgresStore implements Store {
     private readonly random: Random,
   ) {
     this.notifier = new CoalescedNotifier(() => this.db.query(bind(Q.NOTIFY, [this.channel])));
+    this.finishedSender = new FinishedSender((payloads) => this.db.query(bind(Q.NOTIFY_FINISHED, [this.finishedChannel, payloads])));
     // Half the pool, so batched enqueues leave connections for leases and completions.
     this.enqueuer = new StatementBatcher((items) => this.insert(items), Math.max(1, Math.floor(poolSize / 2)), ENQUEUE_BATCH);
   }
@@ -135,7 +143,7 @@ export class PostgresStore implements Store {
       }
     } catch (error) {
       await db.close().catch(() => undefined);
-      throw translatePgError(error);
+      throw translatePgConnectError(error, pgTarget(connectionString, schema));
     }
     return new PostgresStore(db, { connectionString, schema }, `lh_available_${schema}`.slice(0, 63), poolSize, options.random ?? systemRandom);
   }
@@ -162,8 +170,11 @@ export class PostgresStore implements Store {
     if (this.closed) return;
     this.closed = true;
     this.notifier.close();
+    this.finishedSender.close();
     this.listeners.clear();
+    this.finished.clear();
     await this.listener?.stop();
+    await this.finishedListener?.stop();
     await this.db.close();
   }
 
@@ -257,16 +268,16 @@ export class PostgresStore implements Store {
       if (outcome === undefined) throw new Error('complete returned no outcome');
       return outcome;
     }
-    return completeOne(this.db, params);
+    return this.finishing([params], await completeOne(this.db, params));
   }
 
   async jobCompleteMany(params: readonly CompleteParams[]): Promise<readonly CompleteOutcome[]> {
     if (params.length === 0) return [];
     // The common batch (each job once, every result within its limit) is one statement.
     const distinct = new Set(params.map((p) => p.id)).size === params.length;
-    if (distinct && !params.some(resultTooLarge)) return completeDistinct(this.db, params);
+    if (distinct && !params.some(resultTooLarge)) return this.finishing(params, await completeDistinct(this.db, params));
     // Otherwise decide item by item, in order, on locked rows.
-    return this.db.transaction(async (tx) => {
+    const outcomes = await this.db.transaction(async (tx) => {
       const ids = [...new Set(params.map((p) => p.id).filter(isJobId))];
       const rows = (await tx.query<LockedRow>(bind(Q.JOB_LOCK_MANY, [ids]))).rows;
       const batch = completeBatch(params, rows);
@@ -274,6 +285,7 @@ export class PostgresStore implements Store {
       crashPoint('complete.inside-transaction');
       return batch.outcomes;
     });
+    return this.finishing(params, outcomes);
   }
 
   async jobFail(params: FailParams): Promise<FailOutcome> {
@@ -294,6 +306,7 @@ export class PostgresStore implements Store {
       return { kind: 'failed', status, runAfter: ending.runAfter, replayed: false };
     });
     if (outcome.kind === 'failed' && outcome.status === 'queued' && !outcome.replayed) this.announce();
+    this.announceFinished(finishedByFailure(params, outcome));
     return outcome;
   }
 
@@ -316,12 +329,16 @@ export class PostgresStore implements Store {
 
   async jobCancel(params: JobRef): Promise<CancelOutcome> {
     if (!isJobId(params.id)) return { kind: 'rejected', code: 'not_found' };
-    return this.db.transaction((tx) => cancelInTx(tx, params));
+    const outcome = await this.db.transaction((tx) => cancelInTx(tx, params));
+    this.announceFinished(finishedByOperator(params, outcome));
+    return outcome;
   }
 
   async jobReconcile(params: ReconcileParams): Promise<ReconcileOutcome> {
     if (!isJobId(params.id)) return { kind: 'rejected', code: 'not_found' };
-    return this.announced(await this.db.transaction((tx) => reconcileInTx(tx, params)));
+    const outcome = this.announced(await this.db.transaction((tx) => reconcileInTx(tx, params)));
+    this.announceFinished(finishedByOperator(params, outcome));
+    return outcome;
   }
 
   async jobReapExpired(): Promise<ReapOutcome> {
@@ -344,6 +361,8 @@ export class PostgresStore implements Store {
       counts: Record<string, number>;
       mean_wait: number | null;
       mean_run: number | null;
+      mean_completion: number | null;
+      mean_attempt_run: number | null;
       oldest_age: number | null;
       storage_bytes: number;
       lease_expirations: number;
@@ -353,6 +372,8 @@ export class PostgresStore implements Store {
       counts,
       meanWaitMs: row.mean_wait,
       meanRunMs: row.mean_run,
+      meanAttemptRunMs: row.mean_attempt_run,
+      meanTimeToCompletionMs: row.mean_completion,
       leaseExpirations: row.lease_expirations,
       oldestAvailableAgeMs: row.oldest_age === null ? null : Math.max(0, row.oldest_age),
       storageBytes: row.storage_bytes,
@@ -374,11 +395,45 @@ export class PostgresStore implements Store {
     };
   }
 
+  watchFinished(listener: FinishedListener): () => void {
+    const remove = this.finished.add(listener);
+    if (this.finishedListener === null && !this.closed) {
+      this.finishedListener = new FinishedListenerConnection({
+        clientConfig: clientConfig(this.options),
+        channel: this.finishedChannel,
+        onFinished: (job) => this.finished.emit(job === null ? null : [job]),
+      });
+      void this.finishedListener.start();
+    }
+    return remove;
+  }
+
   // --- helpers --------------------------------------------------------------
 
   /** Applies due lease expiries and passed deadlines of every tenant, one batch, in one transaction. */
   private async reap(): Promise<ReapCounts> {
-    return this.announced(await this.db.transaction((tx) => reapInTx(tx, null, REAP_BATCH)));
+    const counts = this.announced(await this.db.transaction((tx) => reapInTx(tx, null, REAP_BATCH)));
+    if (reapFinishedSome(counts)) this.announceFinished(null);
+    return counts;
+  }
+
+  /** NOTIFY channel of finished jobs (finished-channel.ts), one per schema like the availability channel. */
+  private get finishedChannel(): string {
+    return `lh_finished_${this.options.schema}`.slice(0, 63);
+  }
+
+  private finishing<T extends readonly CompleteOutcome[]>(params: readonly CompleteParams[], outcomes: T): T;
+  private finishing(params: readonly CompleteParams[], outcome: CompleteOutcome): CompleteOutcome;
+  private finishing(params: readonly CompleteParams[], outcome: CompleteOutcome | readonly CompleteOutcome[]): CompleteOutcome | readonly CompleteOutcome[] {
+    this.announceFinished(finishedByCompletion(params, Array.isArray(outcome) ? outcome : [outcome as CompleteOutcome]));
+    return outcome;
+  }
+
+  /** Jobs ended here (after the commit): this process's watchers now, other coordinators' through NOTIFY. */
+  private announceFinished(jobs: readonly FinishedJob[] | null): void {
+    if (jobs !== null && jobs.length === 0) return;
+    this.finished.emit(jobs);
+    this.finishedSender.add(jobs);
   }
 
   private async insert(items: readonly PreparedEnqueue[]): Promise<readonly EnqueueOutcome[]> {

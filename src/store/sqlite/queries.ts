@@ -137,8 +137,11 @@ export type QueryName = keyof typeof SQL;
 /** The statistics, run only on the stats reader's own connection (stats-reader.ts), so not prepared with SQL above. */
 export const STATS_SQL = {
   statsCounts: `SELECT status, COUNT(*) AS n FROM jobs WHERE tenant = ? GROUP BY status`,
-  statsTimes: `SELECT AVG(started_at - created_at) AS mean_wait, AVG(CASE WHEN status = 'succeeded' THEN finished_at - started_at END) AS mean_run
+  statsTimes: `SELECT AVG(started_at - created_at) AS mean_wait, AVG(CASE WHEN status = 'succeeded' THEN finished_at - started_at END) AS mean_run,
+      AVG(CASE WHEN status = 'succeeded' THEN finished_at - created_at END) AS mean_completion
     FROM jobs WHERE tenant = ? AND started_at IS NOT NULL`,
+  statsAttemptTimes: `SELECT AVG(a.ended_at - a.started_at) AS mean_attempt_run
+    FROM job_attempts a JOIN jobs j ON j.seq = a.job_seq WHERE j.tenant = ? AND a.ended_at IS NOT NULL`,
   counterGet: `SELECT lease_expirations, storage_bytes FROM tenant_counters WHERE tenant = ?`,
   statsOldestAvailable: `SELECT MIN(run_after) AS oldest FROM jobs WHERE tenant = ? AND status = 'queued' AND run_after <= ?`,
 } as const;

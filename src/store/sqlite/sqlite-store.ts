@@ -57,6 +57,7 @@ import type {
   RenewParams,
   RequeueOutcome,
   RequeueParams,
+  FinishedListener,
   Store,
   TenantStats,
   TokenOutcome,
@@ -66,6 +67,7 @@ import { GroupCommit } from './group-commit.js';
 import { MIGRATIONS } from './migrations.js';
 import { SQL, type QueryName } from './queries.js';
 import { StatsReader, type StatsRows } from './stats-reader.js';
+import { FinishedListeners, finishedByCompletion, finishedByFailure, finishedByOperator, reapFinishedSome } from '../finished-jobs.js';
 import {
   toApiKeyRecord,
   toAttemptRecord,
@@ -122,6 +124,7 @@ export class SqliteStore implements Store {
   private readonly writer: GroupCommit;
   private readonly statsReader: StatsReader;
   private readonly listeners = new Set<() => void>();
+  private readonly finished = new FinishedListeners();
   private dataVersion = 0;
   private pollTimer: NodeJS.Timeout | null = null;
   private closed = false;
@@ -193,6 +196,7 @@ export class SqliteStore implements Store {
     this.closed = true;
     this.stopPolling();
     this.listeners.clear();
+    this.finished.clear();
     this.writer.close();
     this.db.close();
     await this.statsReader.close();
@@ -303,10 +307,11 @@ export class SqliteStore implements Store {
 
   // --- the lease protocol ---------------------------------------------------
 
-  jobLease(params: LeaseParams): Promise<readonly LeasedJob[]> {
-    return this.write((now) => {
+  async jobLease(params: LeaseParams): Promise<readonly LeasedJob[]> {
+    let reapEnded = false;
+    const leased = await this.write((now) => {
       // Expired leases of every tenant are settled here (one indexed probe), so an expired job is claimable at once.
-      this.reapInTransaction(now);
+      reapEnded = reapFinishedSome(this.reapInTransaction(now));
       const kinds = params.kinds !== undefined && params.kinds.length > 0 ? params.kinds : null;
       const bindings = { tenant: params.tenant, workerId: params.workerId, leaseMs: params.leaseMs, max: params.max, now };
       const rows = (
@@ -334,6 +339,8 @@ export class SqliteStore implements Store {
         };
       });
     });
+    if (reapEnded) this.finished.emit(null);
+    return leased;
   }
 
   jobRenew(params: RenewParams): Promise<RenewOutcome> {
@@ -350,16 +357,20 @@ export class SqliteStore implements Store {
     });
   }
 
-  jobComplete(params: CompleteParams): Promise<CompleteOutcome> {
-    return this.write((now) => this.completeInTransaction(params, now));
+  async jobComplete(params: CompleteParams): Promise<CompleteOutcome> {
+    const outcome = await this.write((now) => this.completeInTransaction(params, now));
+    this.finished.emit(finishedByCompletion([params], [outcome]));
+    return outcome;
   }
 
-  jobCompleteMany(params: readonly CompleteParams[]): Promise<readonly CompleteOutcome[]> {
-    return this.write((now) => params.map((p) => this.completeInTransaction(p, now)));
+  async jobCompleteMany(params: readonly CompleteParams[]): Promise<readonly CompleteOutcome[]> {
+    const outcomes = await this.write((now) => params.map((p) => this.completeInTransaction(p, now)));
+    this.finished.emit(finishedByCompletion(params, outcomes));
+    return outcomes;
   }
 
-  jobFail(params: FailParams): Promise<FailOutcome> {
-    return this.write((now): FailOutcome => {
+  async jobFail(params: FailParams): Promise<FailOutcome> {
+    const outcome = await this.write((now): FailOutcome => {
       const row = this.snapshot(params.tenant, params.id);
       if (row === undefined) return { kind: 'rejected', code: 'not_found' };
       const decision = decideFailure(toSnapshot(row), params.token, { retryable: params.retryable, backoff: params.backoff, random: this.random }, now);
@@ -388,6 +399,8 @@ export class SqliteStore implements Store {
         }
       }
     }, true);
+    this.finished.emit(finishedByFailure(params, outcome));
+    return outcome;
   }
 
   jobCheckpoint(params: CheckpointParams): Promise<TokenOutcome> {
@@ -425,8 +438,8 @@ export class SqliteStore implements Store {
     }, true);
   }
 
-  jobCancel(params: JobRef): Promise<CancelOutcome> {
-    return this.write((now): CancelOutcome => {
+  async jobCancel(params: JobRef): Promise<CancelOutcome> {
+    const outcome = await this.write((now): CancelOutcome => {
       const row = this.scopedRow(params);
       if (row === undefined) return { kind: 'rejected', code: 'not_found' };
       if (row.status === 'cancelled') return { kind: 'cancelled', job: this.reload(row.seq) };
@@ -442,10 +455,12 @@ export class SqliteStore implements Store {
           return { kind: 'cancel_requested', job: this.reload(row.seq) };
       }
     });
+    this.finished.emit(finishedByOperator(params, outcome));
+    return outcome;
   }
 
-  jobReconcile(params: ReconcileParams): Promise<ReconcileOutcome> {
-    return this.write((now): ReconcileOutcome => {
+  async jobReconcile(params: ReconcileParams): Promise<ReconcileOutcome> {
+    const outcome = await this.write((now): ReconcileOutcome => {
       const row = this.scopedRow(params);
       if (row === undefined) return { kind: 'rejected', code: 'not_found' };
       if (row.status !== 'unknown') return { kind: 'rejected', code: 'not_unknown' };
@@ -455,10 +470,14 @@ export class SqliteStore implements Store {
       else this.expectOne(this.statements.jobRequeue.run({ ...bindings, maxAttempts: row.max_attempts, fromStatus: 'unknown' }).changes);
       return { kind: 'reconciled', job: this.reload(row.seq) };
     }, params.outcome === 'requeue');
+    this.finished.emit(finishedByOperator(params, outcome));
+    return outcome;
   }
 
-  jobReapExpired(): Promise<ReapOutcome> {
-    return this.write((now) => this.reapInTransaction(now), true);
+  async jobReapExpired(): Promise<ReapOutcome> {
+    const counts = await this.write((now) => this.reapInTransaction(now), true);
+    if (reapFinishedSome(counts)) this.finished.emit(null);
+    return counts;
   }
 
   /** Scans every job of the tenant, so it runs on the reader thread's own connection, off the event loop (stats-reader.ts). */
@@ -473,7 +492,17 @@ export class SqliteStore implements Store {
     this.startPolling();
     return () => {
       this.listeners.delete(listener);
-      if (this.listeners.size === 0) this.stopPolling();
+      if (this.listeners.size === 0 && this.finished.size === 0) this.stopPolling();
+    };
+  }
+
+  watchFinished(listener: FinishedListener): () => void {
+    const remove = this.finished.add(listener);
+    // Another process's commit is seen through data_version, which says nothing about which jobs changed.
+    this.startPolling();
+    return () => {
+      remove();
+      if (this.listeners.size === 0 && this.finished.size === 0) this.stopPolling();
     };
   }
 
@@ -688,6 +717,7 @@ export class SqliteStore implements Store {
       if (version !== this.dataVersion) {
         this.dataVersion = version;
         this.notify();
+        this.finished.emit(null);
       }
     }, this.crossProcessPollMs);
     this.pollTimer.unref();
@@ -736,6 +766,8 @@ function toTenantStats(rows: StatsRows, now: number): TenantStats {
     counts,
     meanWaitMs: rows.times?.mean_wait ?? null,
     meanRunMs: rows.times?.mean_run ?? null,
+    meanAttemptRunMs: rows.attemptTimes?.mean_attempt_run ?? null,
+    meanTimeToCompletionMs: rows.times?.mean_completion ?? null,
     leaseExpirations: rows.counters?.lease_expirations ?? 0,
     oldestAvailableAgeMs: oldest === null ? null : Math.max(0, now - oldest),
     storageBytes: rows.counters?.storage_bytes ?? 0,

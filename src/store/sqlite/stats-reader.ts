@@ -22,7 +22,8 @@ import { STATS_SQL } from './queries.js';
 
 export interface StatsRows {
   readonly counts: readonly { readonly status: string; readonly n: number }[];
-  readonly times: { readonly mean_wait: number | null; readonly mean_run: number | null } | undefined;
+  readonly times: { readonly mean_wait: number | null; readonly mean_run: number | null; readonly mean_completion: number | null } | undefined;
+  readonly attemptTimes: { readonly mean_attempt_run: number | null } | undefined;
   readonly counters: { readonly lease_expirations: number; readonly storage_bytes: number } | undefined;
   readonly oldest: { readonly oldest: number | null } | undefined;
 }
@@ -45,12 +46,14 @@ function open() {
   db.pragma('busy_timeout = ' + workerData.busyTimeoutMs);
   const counts = db.prepare(workerData.sql.statsCounts);
   const times = db.prepare(workerData.sql.statsTimes);
+  const attemptTimes = db.prepare(workerData.sql.statsAttemptTimes);
   const counters = db.prepare(workerData.sql.counterGet);
   const oldest = db.prepare(workerData.sql.statsOldestAvailable);
   // One read transaction, so that every figure comes from the same commit.
   read = db.transaction((tenant, now) => ({
     counts: counts.all(tenant),
     times: times.get(tenant),
+    attemptTimes: attemptTimes.get(tenant),
     counters: counters.get(tenant),
     oldest: oldest.get(tenant, now),
   }));
