@@ -129,8 +129,9 @@ export async function buildCoordinator(options: CoordinatorOptions): Promise<Fas
   };
   registerRoutes(app, ctx);
 
-  const unwatch = options.store.watchAvailable(() => waiters.notify());
-  const reaper = startReaper({ store: options.store, intervalMs: config.reaperIntervalMs, log: app.log, onRequeued: () => waiters.notify() });
+  // The store announces every job that becomes available (the reaper's requeues too) with its tenant and kind.
+  const unwatch = options.store.watchAvailable((available) => waiters.notify(available));
+  const reaper = startReaper({ store: options.store, intervalMs: config.reaperIntervalMs, log: app.log });
 
   // preClose runs before the server stops accepting: parked long polls answer 204 instead of holding close() open.
   app.addHook('preClose', async () => {

@@ -301,4 +301,5 @@ export const JOB_RECONCILE_DEAD = namedQuery(
 );
 
 /** Sent on its own after the write commits (see coalesced-notifier.ts for why not inside it). */
-export const NOTIFY = namedQuery('lh_notify', `SELECT pg_notify($1, '')`);
+/** One notification per payload (coalesced-notifier.ts), in one round trip. */
+export const NOTIFY = namedQuery('lh_notify', `SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p`);
