@@ -1,10 +1,13 @@
 /**
  * Unit tests of the coordinator's timing machinery: the reaper never
  * overlaps runs and survives a failing run; the lease waiters wake one waiter
- * per group and lose no notification that arrives before a waiter parks.
+ * per matching group of the announced tenant and lose no notification that
+ * arrives before a waiter parks; the PostgreSQL notifier coalesces per
+ * (tenant, kind).
  */
 import { describe, expect, it } from 'vitest';
 import { pino } from 'pino';
+import { CoalescedNotifier, MAX_PENDING_PAIRS, parseAvailabilityPayload } from '../../src/store/postgres/coalesced-notifier.js';
 import { LeaseWaiters, waiterGroup } from '../../src/coordinator/lease-waiters.js';
 import { startReaper } from '../../src/coordinator/reaper.js';
 import type { ReapOutcome, Store } from '../../src/store/store.js';
@@ -131,5 +134,32 @@ describe('LeaseWaiters', () => {
     expect(waiterGroup(['b', 'a', 'b'])).toBe(waiterGroup(['a', 'b']));
     expect(waiterGroup([])).toBe(waiterGroup(undefined));
     expect(waiterGroup(['a'])).not.toBe(waiterGroup(undefined));
+  });
+});
+
+describe('CoalescedNotifier', () => {
+  it('sends at once, folds pokes that arrive meanwhile per (tenant, kind) into one follow-up, and folds too many into one for everyone', async () => {
+    const sent: string[][] = [];
+    let release: (() => void) | undefined;
+    const notifier = new CoalescedNotifier(async (payloads) => {
+      sent.push([...payloads]);
+      await new Promise<void>((resolve) => (release = resolve));
+    });
+    notifier.poke({ tenant: 'a', kind: 'k' });
+    notifier.poke({ tenant: 'a', kind: 'k' });
+    notifier.poke({ tenant: 'b', kind: 'k' });
+    notifier.poke({ tenant: 'a', kind: 'k' });
+    expect(sent).toEqual([['["a","k"]']]);
+    release?.();
+    await waitFor(() => sent.length === 2);
+    expect(sent[1]).toEqual(['["a","k"]', '["b","k"]']);
+    for (let i = 0; i <= MAX_PENDING_PAIRS; i++) notifier.poke({ tenant: 't', kind: `k${i}` });
+    release?.();
+    await waitFor(() => sent.length === 3);
+    expect(sent[2]).toEqual(['']);
+    expect(parseAvailabilityPayload('["a","k"]')).toEqual({ tenant: 'a', kind: 'k' });
+    for (const foreign of ['', 'x', '[1,2]', '{"t":"a"}', undefined]) expect(parseAvailabilityPayload(foreign)).toBeNull();
+    notifier.close();
+    release?.();
   });
 });
