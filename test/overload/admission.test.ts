@@ -340,7 +340,8 @@ describe('admission control', () => {
     expect(defaults.maxPollsPerTenant).toBeGreaterThanOrEqual(2_000);
     expect(defaults.maxInFlightPerKey).toBeGreaterThanOrEqual(2_000);
     expect(defaults.maxPollsPerKey).toBeGreaterThanOrEqual(2_000);
-    expect([defaults.admissionTargetMs, defaults.admissionIntervalMs]).toEqual([10, 100]);
+    expect([defaults.admissionTargetMs, defaults.admissionIntervalMs]).toEqual([null, 100]);
+    expect(resolveConfig({ admissionTargetMs: 10 }).admissionTargetMs).toBe(10);
     expect(resolveConfig({ maxInFlightRequests: null, admissionTargetMs: null }).admissionTargetMs).toBeNull();
     for (const bad of [0, -1, 1.5, '10']) {
       expect(() => resolveConfig({ maxInFlightRequests: bad })).toThrow(CoordinatorConfigError);
