@@ -18,7 +18,7 @@ import { installAdmission } from './admission.js';
 import { installAuth } from './auth.js';
 import { Backpressure } from './backpressure.js';
 import { resolveConfig, type CoordinatorConfig, type CoordinatorConfigInput } from './config.js';
-import { answerClientError, installErrorHandling, installHostHeaderCheck, routeMethods, sendError, toHttpError } from './error-handler.js';
+import { answerClientError, installErrorHandling, installHostHeaderCheck, installUnroutedAnswer, routeMethods, sendError, toHttpError } from './error-handler.js';
 import { installJsonBodyParser } from './json-body.js';
 import { FinishWaiters } from './finish-waiters.js';
 import { KindRegistry } from './kind-registry.js';
@@ -93,7 +93,12 @@ export async function buildCoordinator(options: CoordinatorOptions): Promise<Fas
     },
     clientErrorHandler: answerClientError,
     // installHostHeaderCheck answers a missing Host in the error shape instead of Node's empty 400.
-    http: { requireHostHeader: false },
+    // Node applies the header and request timeouts on this check interval, so it must be shorter than both.
+    http: { requireHostHeader: false, connectionsCheckingInterval: Math.max(10, Math.min(1_000, Math.floor(Math.min(config.headersTimeoutMs, config.requestTimeoutMs) / 4))) },
+    // Timeouts on every connection (docs/DESIGN.md §6.9): a slow-loris body is answered 400 and closed.
+    requestTimeout: config.requestTimeoutMs,
+    keepAliveTimeout: config.keepAliveTimeoutMs,
+    connectionTimeout: config.idleTimeoutMs,
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 200 },
   }).withTypeProvider() as unknown as CoordinatorApp;
 
@@ -105,10 +110,13 @@ export async function buildCoordinator(options: CoordinatorOptions): Promise<Fas
     for (const method of Array.isArray(route.method) ? route.method : [route.method]) methods.add(method, route.url);
   });
   installErrorHandling(app, methods);
+  app.server.headersTimeout = config.headersTimeoutMs;
+  // The order of the onRequest hooks: unrouted requests and bad keys are answered (Connection: close)
+  // before admission, so they never hold a slot; nothing reads a body before admission has decided.
   installHostHeaderCheck(app);
-  // Before auth: a refused request must cost nothing but routing.
-  installAdmission(app, config.maxInFlightRequests);
+  installUnroutedAnswer(app, methods);
   installAuth(app, { store: options.store, cacheMs: config.authCacheMs });
+  installAdmission(app, config);
 
   await app.register(swagger, {
     openapi: {
@@ -135,8 +143,9 @@ export async function buildCoordinator(options: CoordinatorOptions): Promise<Fas
   };
   registerRoutes(app, ctx);
 
-  const unwatch = options.store.watchAvailable(() => waiters.notify());
-  const reaper = startReaper({ store: options.store, intervalMs: config.reaperIntervalMs, log: app.log, onRequeued: () => waiters.notify() });
+  // The store announces every job that becomes available (the reaper's requeues too) with its tenant and kind.
+  const unwatch = options.store.watchAvailable((available) => waiters.notify(available));
+  const reaper = startReaper({ store: options.store, intervalMs: config.reaperIntervalMs, log: app.log });
 
   // preClose runs before the server stops accepting: parked long polls answer 204 instead of holding close() open.
   app.addHook('preClose', async () => {

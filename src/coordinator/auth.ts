@@ -13,7 +13,7 @@
  */
 
 import { performance } from 'node:perf_hooks';
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { LeaseholdError } from '../core/errors.js';
 import { constantTimeEqual, hashApiKey } from '../core/ids.js';
 import type { Role } from '../core/states.js';
@@ -70,18 +70,27 @@ export function installAuth(app: FastifyInstance, options: AuthOptions): void {
   }
 
   app.decorateRequest('principal', null);
-  app.addHook('onRequest', async (request: FastifyRequest) => {
+  // A refused request is answered before its body is read, and its connection closes: an unread
+  // body (or one that never arrives) cannot hold the connection or anything behind it.
+  app.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
     if (request.is404) return;
     const config = request.routeOptions.config;
     if (config.public === true) return;
     const header = request.headers.authorization;
     const match = typeof header === 'string' ? BEARER.exec(header) : null;
     const key = match?.[1];
-    if (key === undefined) throw new LeaseholdError('unauthorized', 'missing or malformed Authorization header (expected "Bearer <key>")');
+    if (key === undefined) {
+      reply.header('connection', 'close');
+      throw new LeaseholdError('unauthorized', 'missing or malformed Authorization header (expected "Bearer <key>")');
+    }
     const principal = await lookup(hashApiKey(key));
-    if (principal === null) throw new LeaseholdError('unauthorized', 'invalid API key');
+    if (principal === null) {
+      reply.header('connection', 'close');
+      throw new LeaseholdError('unauthorized', 'invalid API key');
+    }
     const roles = config.roles ?? ['admin'];
     if (!roles.includes(principal.role)) {
+      reply.header('connection', 'close');
       throw new LeaseholdError('forbidden', `the ${principal.role} role may not call ${request.method} ${request.routeOptions.url ?? ''}`);
     }
     request.principal = principal;

@@ -38,9 +38,38 @@ export interface CoordinatorConfig {
   readonly authCacheMs: number;
   /** How long a tenant's kind registry is reused before it is read again; 0 disables. */
   readonly kindCacheMs: number;
-  /** Counted requests served at once before the next is refused 503 (admission.ts); null = unlimited. */
+  /** Counted requests in flight before the next is refused 503 (admission.ts): a memory bound only; null = unlimited. */
   readonly maxInFlightRequests: number | null;
+  /** Counted requests are refused 503 while their wait stayed above this for a whole interval (admission.ts); null = off. */
+  readonly admissionTargetMs: number | null;
+  readonly admissionIntervalMs: number;
+  /** Requests in flight (long polls aside) per API key and per tenant before 429; null = unlimited. */
+  readonly maxInFlightPerKey: number | null;
+  readonly maxInFlightPerTenant: number | null;
+  /** POST /lease requests open (parked or not) per API key and per tenant before 429; null = unlimited. */
+  readonly maxPollsPerKey: number | null;
+  readonly maxPollsPerTenant: number | null;
+  /** A connection that has not sent a request's complete headers within this is closed (slow headers). */
+  readonly headersTimeoutMs: number;
+  /** A connection that has not sent a complete request, body included, within this is answered 400 and closed. */
+  readonly requestTimeoutMs: number;
+  /** A kept-alive connection idle between requests this long is closed. */
+  readonly keepAliveTimeoutMs: number;
+  /** A connection on which nothing moves this long is closed; above the longest long poll. */
+  readonly idleTimeoutMs: number;
 }
+
+/** The settings admission.ts reads. */
+export type AdmissionConfig = Pick<
+  CoordinatorConfig,
+  | 'maxInFlightRequests'
+  | 'admissionTargetMs'
+  | 'admissionIntervalMs'
+  | 'maxInFlightPerKey'
+  | 'maxInFlightPerTenant'
+  | 'maxPollsPerKey'
+  | 'maxPollsPerTenant'
+>;
 
 type DeepPartial<T> = { [K in keyof T]?: T[K] extends object ? (T[K] extends null ? T[K] : DeepPartial<T[K]>) : T[K] };
 export type CoordinatorConfigInput = DeepPartial<{ -readonly [K in keyof CoordinatorConfig]: CoordinatorConfig[K] }>;
@@ -58,7 +87,19 @@ export const DEFAULT_CONFIG: CoordinatorConfig = deepFreeze({
   leaseRecheckMs: 250,
   authCacheMs: 1_000,
   kindCacheMs: 1_000,
-  maxInFlightRequests: 64,
+  maxInFlightRequests: 4_096,
+  // Off by default: with injected PostgreSQL store failures the rule stayed refusing (test/faults/flaky-store.test.ts,
+  // 26,215 refusals); DESIGN §6.9. 10 is the target to set when enabling it.
+  admissionTargetMs: null,
+  admissionIntervalMs: 100,
+  maxInFlightPerKey: 2_000,
+  maxInFlightPerTenant: 4_000,
+  maxPollsPerKey: 2_000,
+  maxPollsPerTenant: 4_000,
+  headersTimeoutMs: 10_000,
+  requestTimeoutMs: 30_000,
+  keepAliveTimeoutMs: 5_000,
+  idleTimeoutMs: 120_000,
 });
 
 export class CoordinatorConfigError extends Error {
@@ -125,7 +166,19 @@ export function resolveConfig(input: unknown = {}): CoordinatorConfig {
     authCacheMs: int(source['authCacheMs'], DEFAULT_CONFIG.authCacheMs, 'authCacheMs', 0, 3_600_000),
     kindCacheMs: int(source['kindCacheMs'], DEFAULT_CONFIG.kindCacheMs, 'kindCacheMs', 0, 3_600_000),
     maxInFlightRequests: nullableInt(source['maxInFlightRequests'], DEFAULT_CONFIG.maxInFlightRequests, 'maxInFlightRequests'),
+    admissionTargetMs: nullableInt(source['admissionTargetMs'], DEFAULT_CONFIG.admissionTargetMs, 'admissionTargetMs'),
+    admissionIntervalMs: int(source['admissionIntervalMs'], DEFAULT_CONFIG.admissionIntervalMs, 'admissionIntervalMs', 20, 60_000),
+    maxInFlightPerKey: nullableInt(source['maxInFlightPerKey'], DEFAULT_CONFIG.maxInFlightPerKey, 'maxInFlightPerKey'),
+    maxInFlightPerTenant: nullableInt(source['maxInFlightPerTenant'], DEFAULT_CONFIG.maxInFlightPerTenant, 'maxInFlightPerTenant'),
+    maxPollsPerKey: nullableInt(source['maxPollsPerKey'], DEFAULT_CONFIG.maxPollsPerKey, 'maxPollsPerKey'),
+    maxPollsPerTenant: nullableInt(source['maxPollsPerTenant'], DEFAULT_CONFIG.maxPollsPerTenant, 'maxPollsPerTenant'),
+    headersTimeoutMs: int(source['headersTimeoutMs'], DEFAULT_CONFIG.headersTimeoutMs, 'headersTimeoutMs', 100, 600_000),
+    requestTimeoutMs: int(source['requestTimeoutMs'], DEFAULT_CONFIG.requestTimeoutMs, 'requestTimeoutMs', 100, 3_600_000),
+    keepAliveTimeoutMs: int(source['keepAliveTimeoutMs'], DEFAULT_CONFIG.keepAliveTimeoutMs, 'keepAliveTimeoutMs', 100, 600_000),
+    // A long poll is silent for up to maxWaitMs: a shorter idle timeout would cut it.
+    idleTimeoutMs: int(source['idleTimeoutMs'], DEFAULT_CONFIG.idleTimeoutMs, 'idleTimeoutMs', LIMITS.maxWaitMs + 5_000, 3_600_000),
   };
+  if (config.headersTimeoutMs > config.requestTimeoutMs) problems.push('headersTimeoutMs must be <= requestTimeoutMs');
   if (problems.length > 0) throw new CoordinatorConfigError(problems);
   return deepFreeze(config);
 }

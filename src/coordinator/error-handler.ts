@@ -197,13 +197,29 @@ export function installErrorHandling(app: FastifyInstance, methods: RouteMethods
     return sendError(reply, httpError);
   });
 
-  app.setNotFoundHandler((request, reply) => {
-    const path = request.url.split('?', 1)[0] ?? '';
-    const allowed = methods.allowed(path);
-    if (allowed.length > 0) {
-      reply.header('allow', allowed.join(', '));
-      return sendError(reply, { status: 405, code: 'method_not_allowed', message: `${request.method} is not allowed on ${path}` });
-    }
-    return sendError(reply, { status: 404, code: 'not_found', message: 'no such route' });
+  app.setNotFoundHandler((request, reply) => answerUnrouted(request, reply, methods));
+}
+
+function answerUnrouted(request: FastifyRequest, reply: FastifyReply, methods: RouteMethods): FastifyReply {
+  const path = request.url.split('?', 1)[0] ?? '';
+  const allowed = methods.allowed(path);
+  // Answered before the body is read; the connection closes, so an unread body cannot hold it open.
+  reply.header('connection', 'close');
+  if (allowed.length > 0) {
+    reply.header('allow', allowed.join(', '));
+    return sendError(reply, { status: 405, code: 'method_not_allowed', message: `${request.method} is not allowed on ${path}` });
+  }
+  return sendError(reply, { status: 404, code: 'not_found', message: 'no such route' });
+}
+
+/**
+ * Unrouted requests (404, 405) are answered in the first hook after the Host
+ * check, before authentication, admission or the body: whatever they send
+ * costs a route lookup, and they never hold an admission slot.
+ */
+export function installUnroutedAnswer(app: FastifyInstance, methods: RouteMethods): void {
+  app.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
+    if (request.is404) return answerUnrouted(request, reply, methods);
+    return undefined;
   });
 }

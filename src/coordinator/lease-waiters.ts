@@ -4,73 +4,108 @@
  * passes (delayed jobs becoming due are not announced), the client goes away,
  * or the coordinator closes.
  *
- * A notification wakes one waiter per group (waiters with the same kinds
- * filter form a group), not all of them: a single enqueue should cost one
- * lease transaction, not one per idle worker. A woken waiter that leased a
- * full batch wakes the next one in its group, since more work may remain.
- * The generation counter closes the gap between "lease found nothing" and
- * "waiter registered": a notification in between is not lost.
+ * Waiters are kept per tenant, and within a tenant in groups of the same
+ * kinds filter. An announcement of a job of (tenant, kind) wakes one waiter
+ * in each of that tenant's groups whose filter admits the kind, and nobody
+ * else: another tenant's parked polls cost an announcement nothing, and a
+ * single enqueue costs one lease transaction per matching group, not one per
+ * idle worker. The groups are indexed by kind, so finding them does not grow
+ * with the tenant's other filters either. A woken waiter that leased a full
+ * batch wakes the next one in its group, since more work may remain. An
+ * announcement without a tenant (the store cannot say, e.g. a commit by
+ * another SQLite process) wakes one waiter in every group.
+ *
+ * The generation counters close the gap between "lease found nothing" and
+ * "waiter registered": an announcement for the tenant in between is not lost.
+ * They are per tenant (plus one for announcements to everyone), so another
+ * tenant's announcements do not send a registering waiter back to lease.
  */
+
+import type { Availability } from '../store/store.js';
 
 export type WaitResult = 'woken' | 'timeout' | 'aborted';
 
 interface Waiter {
-  readonly group: string;
   readonly settle: (result: WaitResult) => void;
 }
 
-export class LeaseWaiters {
-  private readonly groups = new Map<string, Set<Waiter>>();
-  private closed = false;
-  private notifications = 0;
+interface Group {
+  /** The kinds filter; null admits every kind. */
+  readonly kinds: ReadonlySet<string> | null;
+  readonly members: Set<Waiter>;
+}
 
-  /** Changes on every notification; read it before a lease attempt and pass it to wait(). */
-  get generation(): number {
-    return this.notifications;
+interface TenantWaiters {
+  readonly groups: Map<string, Group>;
+  /** Groups whose filter names the kind. */
+  readonly byKind: Map<string, Set<Group>>;
+  /** Groups without a filter. */
+  readonly anyKind: Set<Group>;
+}
+
+export class LeaseWaiters {
+  private readonly tenants = new Map<string, TenantWaiters>();
+  /** Announcements per tenant; an entry lives while the tenant has waiters or was announced since. */
+  private readonly tenantGenerations = new Map<string, number>();
+  private everyoneGeneration = 0;
+  private closed = false;
+  /** Waiters woken so far (a test counts them). */
+  wakeUps = 0;
+
+  /** Changes on every announcement that concerns `tenant`; read it before a lease attempt and pass it to wait(). */
+  generation(tenant: string): number {
+    return this.everyoneGeneration + (this.tenantGenerations.get(tenant) ?? 0);
   }
 
   get size(): number {
     let total = 0;
-    for (const group of this.groups.values()) total += group.size;
+    for (const tenant of this.tenants.values()) for (const group of tenant.groups.values()) total += group.members.size;
     return total;
   }
 
-  notify(): void {
-    this.notifications++;
-    for (const group of this.groups.values()) {
-      const first = group.values().next();
-      if (!first.done) first.value.settle('woken');
+  /** A job of (tenant, kind) may be available; `null` when nobody can say whose: wake one waiter of every group. */
+  notify(available: Availability | null): void {
+    if (available === null) {
+      this.everyoneGeneration++;
+      for (const tenant of this.tenants.values()) for (const group of tenant.groups.values()) this.wakeFirst(group);
+      return;
     }
+    this.tenantGenerations.set(available.tenant, (this.tenantGenerations.get(available.tenant) ?? 0) + 1);
+    const tenant = this.tenants.get(available.tenant);
+    if (tenant === undefined) {
+      // Nobody of this tenant waits: its counter is needed only by a waiter now between lease and wait().
+      if (this.tenantGenerations.size > 10_000) this.forgetIdleGenerations();
+      return;
+    }
+    for (const group of tenant.anyKind) this.wakeFirst(group);
+    const named = tenant.byKind.get(available.kind);
+    if (named !== undefined) for (const group of [...named]) this.wakeFirst(group);
   }
 
-  wakeNext(group: string): void {
-    const first = this.groups.get(group)?.values().next();
-    if (first !== undefined && !first.done) first.value.settle('woken');
+  wakeNext(tenant: string, group: string): void {
+    const found = this.tenants.get(tenant)?.groups.get(group);
+    if (found !== undefined) this.wakeFirst(found);
   }
 
-  wait(group: string, timeoutMs: number, seenGeneration: number, signal: AbortSignal): Promise<WaitResult> {
+  wait(tenant: string, kinds: readonly string[] | undefined, timeoutMs: number, seenGeneration: number, signal: AbortSignal): Promise<WaitResult> {
     if (this.closed || signal.aborted) return Promise.resolve('aborted');
-    if (seenGeneration !== this.notifications) return Promise.resolve('woken');
+    if (seenGeneration !== this.generation(tenant)) return Promise.resolve('woken');
+    const key = waiterGroup(kinds);
     return new Promise<WaitResult>((resolve) => {
-      let members = this.groups.get(group);
-      if (members === undefined) {
-        members = new Set();
-        this.groups.set(group, members);
-      }
-      const set = members;
+      const group = this.join(tenant, key, kinds);
       const onAbort = (): void => waiter.settle('aborted');
       const timer = setTimeout(() => waiter.settle('timeout'), Math.max(0, timeoutMs));
       const waiter: Waiter = {
-        group,
         settle: (result) => {
-          if (!set.delete(waiter)) return;
-          if (set.size === 0 && this.groups.get(group) === set) this.groups.delete(group);
+          if (!group.members.delete(waiter)) return;
+          if (group.members.size === 0) this.leave(tenant, key, group);
           clearTimeout(timer);
           signal.removeEventListener('abort', onAbort);
+          if (result === 'woken') this.wakeUps++;
           resolve(result);
         },
       };
-      set.add(waiter);
+      group.members.add(waiter);
       signal.addEventListener('abort', onAbort, { once: true });
     });
   }
@@ -78,7 +113,69 @@ export class LeaseWaiters {
   /** Ends every wait (the coordinator is closing); later waits end at once. */
   close(): void {
     this.closed = true;
-    for (const group of [...this.groups.values()]) for (const waiter of [...group]) waiter.settle('aborted');
+    for (const tenant of [...this.tenants.values()]) {
+      for (const group of [...tenant.groups.values()]) for (const waiter of [...group.members]) waiter.settle('aborted');
+    }
+  }
+
+  private wakeFirst(group: Group): void {
+    const first = group.members.values().next();
+    if (!first.done) first.value.settle('woken');
+  }
+
+  private join(tenantName: string, key: string, kinds: readonly string[] | undefined): Group {
+    let tenant = this.tenants.get(tenantName);
+    if (tenant === undefined) {
+      tenant = { groups: new Map(), byKind: new Map(), anyKind: new Set() };
+      this.tenants.set(tenantName, tenant);
+    }
+    const existing = tenant.groups.get(key);
+    if (existing !== undefined) return existing;
+    const filter = kinds === undefined || kinds.length === 0 ? null : new Set(kinds);
+    const group: Group = { kinds: filter, members: new Set() };
+    tenant.groups.set(key, group);
+    if (filter === null) tenant.anyKind.add(group);
+    else {
+      for (const kind of filter) {
+        let groups = tenant.byKind.get(kind);
+        if (groups === undefined) {
+          groups = new Set();
+          tenant.byKind.set(kind, groups);
+        }
+        groups.add(group);
+      }
+    }
+    return group;
+  }
+
+  private leave(tenantName: string, key: string, group: Group): void {
+    const tenant = this.tenants.get(tenantName);
+    if (tenant === undefined || tenant.groups.get(key) !== group) return;
+    tenant.groups.delete(key);
+    if (group.kinds === null) tenant.anyKind.delete(group);
+    else {
+      for (const kind of group.kinds) {
+        const groups = tenant.byKind.get(kind);
+        groups?.delete(group);
+        if (groups?.size === 0) tenant.byKind.delete(kind);
+      }
+    }
+    if (tenant.groups.size === 0) this.tenants.delete(tenantName);
+  }
+
+  /**
+   * Keeps the per-tenant counters bounded: a counter of a tenant without waiters is dropped,
+   * and to keep a lease in progress from missing an announcement the shared counter moves on.
+   */
+  private forgetIdleGenerations(): void {
+    let largest = 0;
+    for (const [tenant, count] of [...this.tenantGenerations]) {
+      if (this.tenants.has(tenant)) continue;
+      this.tenantGenerations.delete(tenant);
+      largest = Math.max(largest, count);
+    }
+    // Every dropped tenant's generation still changes (e + n becomes e + largest + 1).
+    this.everyoneGeneration += largest + 1;
   }
 }
 

@@ -18,8 +18,6 @@ export function startReaper(options: {
   readonly store: Store;
   readonly intervalMs: number;
   readonly log: FastifyBaseLogger;
-  /** Called after a run that returned jobs to the queue. */
-  readonly onRequeued: () => void;
 }): Reaper {
   let running: Promise<void> | null = null;
   let stopped = false;
@@ -29,7 +27,6 @@ export function startReaper(options: {
     running = options.store
       .jobReapExpired()
       .then((outcome: ReapOutcome) => {
-        if (outcome.requeued > 0) options.onRequeued();
         const changed = outcome.requeued + outcome.dead + outcome.unknown + outcome.cancelled + outcome.deadlineExpired;
         if (changed > 0) options.log.debug({ reaped: outcome }, 'reaper applied expiries');
       })

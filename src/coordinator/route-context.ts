@@ -33,9 +33,9 @@ export const ErrorResponse = Type.Object(
   { description: 'An error with a stable code (docs/ERRORS.md)' },
 );
 
-/** Response schemas for the given error statuses; every authenticated route can answer 401, 403 and 503. */
+/** Response schemas for the given error statuses; every authenticated route can answer 401, 403, 429 and 503. */
 export function errorResponses(...statuses: number[]): Record<number, TSchema> {
-  const all = new Set([...statuses, 400, 401, 403, 500, 503]);
+  const all = new Set([...statuses, 400, 401, 403, 429, 500, 503]);
   const responses: Record<number, TSchema> = {};
   for (const status of all) responses[status] = ErrorResponse;
   return responses;

@@ -23,6 +23,7 @@ export const ERROR_CODES = {
   invalid_state: 409,
   payload_too_large: 413,
   unsupported_media_type: 415,
+  too_many_requests: 429,
   internal_error: 500,
   overloaded: 503,
   store_unavailable: 503,

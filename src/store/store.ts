@@ -292,6 +292,24 @@ export interface KindRecord {
 
 export type KindUpsertParams = Omit<KindRecord, 'updatedAt'>;
 
+/** A job of `kind` became available to `tenant`'s workers. */
+export interface Availability {
+  readonly tenant: string;
+  readonly kind: string;
+}
+
+export type AvailabilityListener = (available: Availability | null) => void;
+
+/** The distinct (tenant, kind) pairs among `jobs`, in first-seen order. */
+export function distinctAvailability(jobs: Iterable<Availability>): Availability[] {
+  const seen = new Map<string, Availability>();
+  for (const job of jobs) {
+    const key = `${job.tenant}\n${job.kind}`;
+    if (!seen.has(key)) seen.set(key, { tenant: job.tenant, kind: job.kind });
+  }
+  return [...seen.values()];
+}
+
 export interface Store {
   readonly backend: StoreBackend;
 
@@ -332,14 +350,17 @@ export interface Store {
   stats(params: { readonly tenant: string }): Promise<TenantStats>;
 
   /**
-   * Calls `listener` when jobs may have become available: an enqueue or
-   * requeue (possibly by another process) that has committed or, in the same
-   * process on SQLite, that is queued for the next group commit. In the latter
-   * case a write the listener asks for at once is ordered after it, so a lease
-   * sees the job. Listeners must not read the store to decide; they lease.
-   * Returns an unsubscribe.
+   * Calls `listener` when jobs may have become available: an enqueue, retry,
+   * requeue, reconcile or lease expiry (possibly by another process) that has
+   * committed or, in the same process on SQLite, an enqueue queued for the
+   * next group commit. In the latter case a write the listener asks for at
+   * once is ordered after it, so a lease sees the job. The listener hears the
+   * (tenant, kind) of the available job, once per distinct pair of a write, or
+   * `null` when the store cannot say (a commit by another SQLite process, a
+   * LISTEN that just took effect): then every waiter should look. Listeners
+   * must not read the store to decide; they lease. Returns an unsubscribe.
    */
-  watchAvailable(listener: () => void): () => void;
+  watchAvailable(listener: AvailabilityListener): () => void;
 
   /**
    * Calls `listener` after a job has reached a terminal state (succeeded,

@@ -1,10 +1,13 @@
 /**
  * Unit tests of the coordinator's timing machinery: the reaper never
  * overlaps runs and survives a failing run; the lease waiters wake one waiter
- * per group and lose no notification that arrives before a waiter parks.
+ * per matching group of the announced tenant and lose no notification that
+ * arrives before a waiter parks; the PostgreSQL notifier coalesces per
+ * (tenant, kind).
  */
 import { describe, expect, it } from 'vitest';
 import { pino } from 'pino';
+import { CoalescedNotifier, MAX_PENDING_PAIRS, parseAvailabilityPayload } from '../../src/store/postgres/coalesced-notifier.js';
 import { LeaseWaiters, waiterGroup } from '../../src/coordinator/lease-waiters.js';
 import { startReaper } from '../../src/coordinator/reaper.js';
 import type { ReapOutcome, Store } from '../../src/store/store.js';
@@ -32,8 +35,7 @@ describe('reaper', () => {
         }
       },
     } as unknown as Store;
-    let requeued = 0;
-    const reaper = startReaper({ store, intervalMs: 5, log: pino({ level: 'silent' }), onRequeued: () => (requeued += 1) });
+    const reaper = startReaper({ store, intervalMs: 5, log: pino({ level: 'silent' }) });
     await waitFor(() => release !== undefined);
     // Several ticks pass while the first run hangs: none of them starts another run.
     await new Promise((resolve) => setTimeout(resolve, 40));
@@ -45,7 +47,6 @@ describe('reaper', () => {
     await new Promise((resolve) => setTimeout(resolve, 30));
     expect(calls).toBe(after);
     expect(maxRunning).toBe(1);
-    expect(requeued).toBeGreaterThanOrEqual(2);
   });
 });
 
@@ -55,37 +56,77 @@ describe('LeaseWaiters', () => {
   it('wakes the first waiter of each group per notification, in arrival order', async () => {
     const waiters = new LeaseWaiters();
     const order: string[] = [];
-    const a1 = waiters.wait('*', 10_000, waiters.generation, never).then((r) => order.push(`a1:${r}`));
-    const a2 = waiters.wait('*', 10_000, waiters.generation, never).then((r) => order.push(`a2:${r}`));
-    const b1 = waiters.wait(waiterGroup(['sms']), 10_000, waiters.generation, never).then((r) => order.push(`b1:${r}`));
-    waiters.notify();
+    const a1 = waiters.wait('t1', undefined, 10_000, waiters.generation('t1'), never).then((r) => order.push(`a1:${r}`));
+    const a2 = waiters.wait('t1', undefined, 10_000, waiters.generation('t1'), never).then((r) => order.push(`a2:${r}`));
+    const b1 = waiters.wait('t1', ['sms'], 10_000, waiters.generation('t1'), never).then((r) => order.push(`b1:${r}`));
+    waiters.notify({ tenant: 't1', kind: 'sms' });
     await Promise.all([a1, b1]);
     expect(order.sort()).toEqual(['a1:woken', 'b1:woken']);
     expect(waiters.size).toBe(1);
-    waiters.wakeNext('*');
+    waiters.wakeNext('t1', '*');
     await a2;
     expect(order).toContain('a2:woken');
     expect(waiters.size).toBe(0);
   });
 
-  it('returns at once when a notification arrived after the generation was read', async () => {
+  it("wakes only the announced tenant's waiters whose filter admits the kind; null wakes every group", async () => {
     const waiters = new LeaseWaiters();
-    const seen = waiters.generation;
-    waiters.notify();
-    expect(await waiters.wait('*', 10_000, seen, never)).toBe('woken');
+    const woken: string[] = [];
+    const park = (name: string, tenant: string, kinds: readonly string[] | undefined): Promise<unknown> =>
+      waiters.wait(tenant, kinds, 10_000, waiters.generation(tenant), never).then((r) => woken.push(`${name}:${r}`));
+    const parked = [
+      park('a-any', 'a', undefined),
+      park('a-email', 'a', ['email', 'fax']),
+      park('a-sms', 'a', ['sms']),
+      park('b-any', 'b', undefined),
+      park('b-email', 'b', ['email']),
+    ];
+    waiters.notify({ tenant: 'a', kind: 'email' });
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(woken.sort()).toEqual(['a-any:woken', 'a-email:woken']);
+    expect(waiters.wakeUps).toBe(2);
+    // Another tenant's announcement does not move this tenant's generation: a registering waiter is not sent back.
+    const seen = waiters.generation('b');
+    waiters.notify({ tenant: 'a', kind: 'sms' });
+    expect(waiters.generation('b')).toBe(seen);
+    waiters.notify(null);
+    await Promise.all(parked);
+    expect(woken.sort()).toEqual(['a-any:woken', 'a-email:woken', 'a-sms:woken', 'b-any:woken', 'b-email:woken']);
+    expect(waiters.size).toBe(0);
+  });
+
+  it('returns at once when a notification for its tenant arrived after the generation was read', async () => {
+    const waiters = new LeaseWaiters();
+    const seen = waiters.generation('t1');
+    waiters.notify({ tenant: 't1', kind: 'k' });
+    expect(await waiters.wait('t1', undefined, 10_000, seen, never)).toBe('woken');
+    const seenEveryone = waiters.generation('t2');
+    waiters.notify(null);
+    expect(await waiters.wait('t2', ['k'], 10_000, seenEveryone, never)).toBe('woken');
+  });
+
+  it('keeps a changed generation when it forgets the counters of idle tenants', () => {
+    const waiters = new LeaseWaiters();
+    const seen = waiters.generation('t0');
+    waiters.notify({ tenant: 't0', kind: 'k' });
+    const after = waiters.generation('t0');
+    expect(after).not.toBe(seen);
+    for (let i = 1; i <= 10_001; i++) waiters.notify({ tenant: `t${i}`, kind: 'k' });
+    expect(waiters.generation('t0')).not.toBe(seen);
+    expect(waiters.generation('t0')).not.toBe(after);
   });
 
   it('times out, aborts, and ends every wait on close', async () => {
     const waiters = new LeaseWaiters();
-    expect(await waiters.wait('*', 10, waiters.generation, never)).toBe('timeout');
+    expect(await waiters.wait('t1', undefined, 10, waiters.generation('t1'), never)).toBe('timeout');
     const controller = new AbortController();
-    const aborted = waiters.wait('*', 10_000, waiters.generation, controller.signal);
+    const aborted = waiters.wait('t1', undefined, 10_000, waiters.generation('t1'), controller.signal);
     controller.abort();
     expect(await aborted).toBe('aborted');
-    const parked = waiters.wait('*', 10_000, waiters.generation, never);
+    const parked = waiters.wait('t1', undefined, 10_000, waiters.generation('t1'), never);
     waiters.close();
     expect(await parked).toBe('aborted');
-    expect(await waiters.wait('*', 10_000, waiters.generation, never)).toBe('aborted');
+    expect(await waiters.wait('t1', undefined, 10_000, waiters.generation('t1'), never)).toBe('aborted');
     expect(waiters.size).toBe(0);
   });
 
@@ -93,5 +134,32 @@ describe('LeaseWaiters', () => {
     expect(waiterGroup(['b', 'a', 'b'])).toBe(waiterGroup(['a', 'b']));
     expect(waiterGroup([])).toBe(waiterGroup(undefined));
     expect(waiterGroup(['a'])).not.toBe(waiterGroup(undefined));
+  });
+});
+
+describe('CoalescedNotifier', () => {
+  it('sends at once, folds pokes that arrive meanwhile per (tenant, kind) into one follow-up, and folds too many into one for everyone', async () => {
+    const sent: string[][] = [];
+    let release: (() => void) | undefined;
+    const notifier = new CoalescedNotifier(async (payloads) => {
+      sent.push([...payloads]);
+      await new Promise<void>((resolve) => (release = resolve));
+    });
+    notifier.poke({ tenant: 'a', kind: 'k' });
+    notifier.poke({ tenant: 'a', kind: 'k' });
+    notifier.poke({ tenant: 'b', kind: 'k' });
+    notifier.poke({ tenant: 'a', kind: 'k' });
+    expect(sent).toEqual([['["a","k"]']]);
+    release?.();
+    await waitFor(() => sent.length === 2);
+    expect(sent[1]).toEqual(['["a","k"]', '["b","k"]']);
+    for (let i = 0; i <= MAX_PENDING_PAIRS; i++) notifier.poke({ tenant: 't', kind: `k${i}` });
+    release?.();
+    await waitFor(() => sent.length === 3);
+    expect(sent[2]).toEqual(['']);
+    expect(parseAvailabilityPayload('["a","k"]')).toEqual({ tenant: 'a', kind: 'k' });
+    for (const foreign of ['', 'x', '[1,2]', '{"t":"a"}', undefined]) expect(parseAvailabilityPayload(foreign)).toBeNull();
+    notifier.close();
+    release?.();
   });
 });

@@ -56,6 +56,8 @@ export interface Harness {
   readonly time: StoreTime;
   /** A second coordinator over the same database, standing in for another host (closed by close()). */
   openPeer(config?: CoordinatorConfigInput): Promise<FastifyInstance>;
+  /** A second store over the same database, for a coordinator the test builds itself (closed by close()). */
+  openPeerStore(): Promise<Store>;
   close(): Promise<void>;
 }
 
@@ -150,6 +152,7 @@ export async function startCoordinator(config: CoordinatorConfigInput = {}, opti
       apps.push(peer);
       return peer;
     },
+    openPeerStore: () => instance.openPeer(),
     async close() {
       if (closed) return;
       closed = true;

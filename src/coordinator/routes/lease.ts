@@ -3,7 +3,8 @@
  * lease while it runs: renew (with progress), effect and checkpoint.
  *
  * When nothing is available and the worker asked to wait, the request parks
- * in LeaseWaiters: the store's availability notification wakes it at once,
+ * in LeaseWaiters: the store's availability notification for its tenant and a
+ * kind it asked for wakes it at once,
  * and a modest re-check interval catches delayed jobs becoming due (nothing
  * announces those). It answers 204 without a body when the wait ends empty,
  * and stops waiting when the client disconnects or the coordinator closes.
@@ -63,7 +64,7 @@ export function registerLeaseRoutes(app: CoordinatorApp, ctx: RouteContext): voi
       // The lease starts no earlier than this much after the request arrived: the worker places it on its clock by that.
       const arrivedAt = performance.now();
       let waitedMs = 0;
-      let generation = ctx.waiters.generation;
+      let generation = ctx.waiters.generation(principal.tenant);
       let jobs: readonly LeasedJob[] = await ctx.store.jobLease(params);
       const waitMs = body.waitMs ?? 0;
       if (jobs.length === 0 && waitMs > 0) {
@@ -76,13 +77,13 @@ export function registerLeaseRoutes(app: CoordinatorApp, ctx: RouteContext): voi
           while (jobs.length === 0) {
             const remaining = deadline - performance.now();
             if (remaining <= 0) break;
-            const result = await ctx.waiters.wait(group, Math.min(remaining, ctx.config.leaseRecheckMs), generation, gone.signal);
+            const result = await ctx.waiters.wait(principal.tenant, body.kinds, Math.min(remaining, ctx.config.leaseRecheckMs), generation, gone.signal);
             if (result === 'aborted') break;
-            generation = ctx.waiters.generation;
+            generation = ctx.waiters.generation(principal.tenant);
             waitedMs = Math.floor(performance.now() - arrivedAt);
             jobs = await ctx.store.jobLease(params);
             // A full batch may mean more work is waiting: pass the wake-up on.
-            if (result === 'woken' && jobs.length === max) ctx.waiters.wakeNext(group);
+            if (result === 'woken' && jobs.length === max) ctx.waiters.wakeNext(principal.tenant, group);
           }
         } finally {
           reply.raw.off('close', onClose);

@@ -1,18 +1,23 @@
 /**
  * Wakes long polls when another coordinator (or this one) commits work. One
- * dedicated connection LISTENs on the schema's channel; enqueue, requeue and
- * retry NOTIFY it right after their commit, so a wake-up never precedes the
- * change. Whenever LISTEN takes effect (the first connect, or a reconnect
- * after a restart or failover) it wakes everyone once, because notifications
- * sent before that reached nobody.
+ * dedicated connection LISTENs on the schema's channel; enqueue, requeue,
+ * reconcile, retry and lease expiry NOTIFY it right after their commit, so a
+ * wake-up never precedes the change. Each notification names the (tenant,
+ * kind) that became available (coalesced-notifier.ts), so only the waiters
+ * that can lease it wake; an empty or unreadable payload wakes everyone.
+ * Whenever LISTEN takes effect (the first connect, or a reconnect after a
+ * restart or failover) it wakes everyone once, because notifications sent
+ * before that reached nobody.
  */
 
 import pg from 'pg';
+import type { AvailabilityListener as OnAvailable } from '../store.js';
+import { parseAvailabilityPayload } from './coalesced-notifier.js';
 
 export interface AvailabilityListenerOptions {
   readonly clientConfig: pg.ClientConfig;
   readonly channel: string;
-  readonly onAvailable: () => void;
+  readonly onAvailable: OnAvailable;
   readonly minRetryMs?: number;
   readonly maxRetryMs?: number;
 }
@@ -57,7 +62,7 @@ export class AvailabilityListener {
     client.on('error', onDrop);
     client.on('end', onDrop);
     client.on('notification', (message) => {
-      if (message.channel === this.options.channel) this.options.onAvailable();
+      if (message.channel === this.options.channel) this.options.onAvailable(parseAvailabilityPayload(message.payload));
     });
     try {
       await client.connect();
@@ -70,7 +75,7 @@ export class AvailabilityListener {
       this.client = client;
       this.retryMs = this.options.minRetryMs ?? 100;
       // Commits made before this LISTEN took effect announced nobody: wake the waiters once so they look.
-      this.options.onAvailable();
+      this.options.onAvailable(null);
     } catch {
       onDrop();
     } finally {

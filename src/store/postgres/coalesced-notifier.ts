@@ -1,7 +1,12 @@
 /**
  * Sends NOTIFY for the availability channel after a write has committed, at
- * most one at a time per store: pokes that arrive while one is in flight are
- * folded into a single follow-up.
+ * most one statement at a time per store. Each notification carries the
+ * (tenant, kind) of the job that became available (availability-listener.ts
+ * reads it), so another coordinator wakes only the waiters that can lease it.
+ * Pokes that arrive while a statement is in flight are folded per (tenant,
+ * kind) into the follow-up, which sends one notification per distinct pair in
+ * a single statement. More distinct pairs than MAX_PENDING_PAIRS fold into one
+ * notification without a payload, which wakes every waiter.
  *
  * Why not pg_notify inside the writing transaction: PostgreSQL serializes the
  * commits of all transactions that notify (a database-wide lock held through
@@ -13,32 +18,65 @@
  * wake-up and find the job on their next poll.
  */
 
+import type { Availability } from '../store.js';
+
+/** Distinct (tenant, kind) pairs held for the follow-up before they fold into one "everyone" notification. */
+export const MAX_PENDING_PAIRS = 1_000;
+
+/** PostgreSQL refuses a NOTIFY payload of 8,000 bytes or more; a longer pair is sent without one. */
+const MAX_PAYLOAD_BYTES = 7_999;
+
+/** The payload of a notification: `["tenant","kind"]`, or '' for "look, whoever you are". */
+export function availabilityPayload(available: Availability | null): string {
+  if (available === null) return '';
+  const payload = JSON.stringify([available.tenant, available.kind]);
+  return Buffer.byteLength(payload, 'utf8') > MAX_PAYLOAD_BYTES ? '' : payload;
+}
+
+/** The inverse of availabilityPayload: null for an empty or foreign payload (wake everyone). */
+export function parseAvailabilityPayload(payload: string | undefined): Availability | null {
+  if (payload === undefined || payload === '') return null;
+  try {
+    const value: unknown = JSON.parse(payload);
+    if (Array.isArray(value) && value.length === 2 && typeof value[0] === 'string' && typeof value[1] === 'string') {
+      return { tenant: value[0], kind: value[1] };
+    }
+  } catch {
+    // Not ours: treated as a wake-up for everyone.
+  }
+  return null;
+}
+
 export class CoalescedNotifier {
   private inFlight = false;
-  private pending = false;
+  private pending = new Map<string, string>();
   private closed = false;
 
-  constructor(private readonly send: () => Promise<unknown>) {}
+  /** `send` issues one NOTIFY per payload, in one statement. */
+  constructor(private readonly send: (payloads: readonly string[]) => Promise<unknown>) {}
 
-  poke(): void {
+  poke(available: Availability | null): void {
     if (this.closed) return;
-    if (this.inFlight) {
-      this.pending = true;
-      return;
-    }
-    this.inFlight = true;
-    void this.send()
-      .catch(() => undefined) // A lost wake-up costs latency, not correctness; the listener side reconnects.
-      .finally(() => {
-        this.inFlight = false;
-        if (this.pending) {
-          this.pending = false;
-          this.poke();
-        }
-      });
+    const payload = availabilityPayload(available);
+    if (this.pending.size >= MAX_PENDING_PAIRS && !this.pending.has(payload)) this.pending = new Map([['', '']]);
+    else if (!this.pending.has('')) this.pending.set(payload, payload);
+    if (!this.inFlight) this.flush();
   }
 
   close(): void {
     this.closed = true;
+  }
+
+  private flush(): void {
+    if (this.pending.size === 0 || this.closed) return;
+    const payloads = [...this.pending.values()];
+    this.pending = new Map();
+    this.inFlight = true;
+    void this.send(payloads)
+      .catch(() => undefined) // A lost wake-up costs latency, not correctness; the listener side reconnects.
+      .finally(() => {
+        this.inFlight = false;
+        this.flush();
+      });
   }
 }

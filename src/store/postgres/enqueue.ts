@@ -11,7 +11,7 @@ import { canonicalJson } from '../../core/canonical-json.js';
 import { LeaseholdError } from '../../core/errors.js';
 import { crashPoint } from '../../core/fault-points.js';
 import { newJobId } from '../../core/ids.js';
-import type { EnqueueOutcome, EnqueueParams } from '../store.js';
+import { distinctAvailability, type Availability, type EnqueueOutcome, type EnqueueParams } from '../store.js';
 import type { PgDatabase } from './pg-database.js';
 import * as Q from './queries.js';
 import { toJobRecord, type JobRow } from './row-mapping.js';
@@ -50,12 +50,12 @@ export function prepareEnqueue(params: EnqueueParams): PreparedEnqueue {
 
 export interface InsertedJobs {
   readonly outcomes: readonly EnqueueOutcome[];
-  /** At least one job was created: waiting long polls should hear of it. */
-  readonly created: boolean;
+  /** The distinct (tenant, kind) of the jobs created: waiting long polls should hear of them. */
+  readonly available: readonly Availability[];
 }
 
 export async function insertJobs(db: PgDatabase, items: readonly PreparedEnqueue[]): Promise<InsertedJobs> {
-  if (items.length === 0) return { outcomes: [], created: false };
+  if (items.length === 0) return { outcomes: [], available: [] };
   crashPoint('enqueue.before-commit');
   const ids = items.map(() => newJobId());
   const params = items.map((item) => item.params);
@@ -94,5 +94,5 @@ export async function insertJobs(db: PgDatabase, items: readonly PreparedEnqueue
     if (other.request_hash !== p.requestHash) return { kind: 'conflict', existingJobId: other.id };
     return { kind: 'replayed', job: toJobRecord(other) };
   });
-  return { outcomes, created: created.size > 0 };
+  return { outcomes, available: distinctAvailability(inserted.rows) };
 }

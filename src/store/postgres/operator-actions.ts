@@ -3,11 +3,21 @@
  * PostgreSQL transaction on rows locked first: requeue, cancel, reconcile, and
  * applying expired leases and passed deadlines. Each decides with the pure
  * functions of core/transitions.ts and applies with a guarded statement.
- * Callers announce new work (NOTIFY) after the commit when `wakes` is true.
+ * Callers announce the jobs in `wakes` (NOTIFY) after the commit.
  */
 
 import { decideCancel, decideRequeue } from '../../core/transitions.js';
-import type { CancelOutcome, JobRef, ReapOutcome, ReconcileOutcome, ReconcileParams, RequeueOutcome, RequeueParams } from '../store.js';
+import {
+  distinctAvailability,
+  type Availability,
+  type CancelOutcome,
+  type JobRef,
+  type ReapOutcome,
+  type ReconcileOutcome,
+  type ReconcileParams,
+  type RequeueOutcome,
+  type RequeueParams,
+} from '../store.js';
 import { reapBatch } from './lease-endings.js';
 import { endLeases, expectOne, lockJob, reloadJob, type LockedRow } from './locked-rows.js';
 import type { TxClient } from './pg-database.js';
@@ -17,8 +27,8 @@ import { bind } from './sql-fragments.js';
 
 export interface Announced<T> {
   readonly outcome: T;
-  /** Jobs became available: tell waiting long polls once this commits. */
-  readonly wakes: boolean;
+  /** The (tenant, kind) of jobs that became available: tell waiting long polls once this commits. */
+  readonly wakes: readonly Availability[];
 }
 
 function lockScoped(tx: TxClient, ref: JobRef): Promise<LockedRow | undefined> {
@@ -27,11 +37,11 @@ function lockScoped(tx: TxClient, ref: JobRef): Promise<LockedRow | undefined> {
 
 export async function requeueInTx(tx: TxClient, params: RequeueParams): Promise<Announced<RequeueOutcome>> {
   const row = await lockScoped(tx, params);
-  if (row === undefined) return { outcome: { kind: 'rejected', code: 'not_found' }, wakes: false };
+  if (row === undefined) return { outcome: { kind: 'rejected', code: 'not_found' }, wakes: [] };
   const decision = decideRequeue(toSnapshot(row));
-  if (decision.kind === 'reject') return { outcome: { kind: 'rejected', code: decision.code }, wakes: false };
+  if (decision.kind === 'reject') return { outcome: { kind: 'rejected', code: decision.code }, wakes: [] };
   await expectOne(tx, Q.JOB_REQUEUE, [row.id, params.maxAttempts ?? row.max_attempts, 'dead']);
-  return { outcome: { kind: 'requeued', job: await reloadJob(tx, row) }, wakes: true };
+  return { outcome: { kind: 'requeued', job: await reloadJob(tx, row) }, wakes: [{ tenant: row.tenant, kind: row.kind }] };
 }
 
 export async function cancelInTx(tx: TxClient, params: JobRef): Promise<CancelOutcome> {
@@ -54,8 +64,8 @@ export async function cancelInTx(tx: TxClient, params: JobRef): Promise<CancelOu
 
 export async function reconcileInTx(tx: TxClient, params: ReconcileParams): Promise<Announced<ReconcileOutcome>> {
   const row = await lockScoped(tx, params);
-  if (row === undefined) return { outcome: { kind: 'rejected', code: 'not_found' }, wakes: false };
-  if (row.status !== 'unknown') return { outcome: { kind: 'rejected', code: 'not_unknown' }, wakes: false };
+  if (row === undefined) return { outcome: { kind: 'rejected', code: 'not_found' }, wakes: [] };
+  if (row.status !== 'unknown') return { outcome: { kind: 'rejected', code: 'not_unknown' }, wakes: [] };
   switch (params.outcome) {
     case 'succeeded':
       await expectOne(tx, Q.JOB_RECONCILE_SUCCEEDED, [row.id]);
@@ -68,7 +78,7 @@ export async function reconcileInTx(tx: TxClient, params: ReconcileParams): Prom
       await expectOne(tx, Q.JOB_REQUEUE, [row.id, row.max_attempts, 'unknown']);
       break;
   }
-  return { outcome: { kind: 'reconciled', job: await reloadJob(tx, row) }, wakes: params.outcome === 'requeue' };
+  return { outcome: { kind: 'reconciled', job: await reloadJob(tx, row) }, wakes: params.outcome === 'requeue' ? [{ tenant: row.tenant, kind: row.kind }] : [] };
 }
 
 export type ReapCounts = ReapOutcome & {
@@ -82,11 +92,12 @@ const DEADLINE_MESSAGE = 'the job passed its overall deadline';
 export async function reapInTx(tx: TxClient, tenant: string | null, batchSize: number): Promise<Announced<ReapCounts>> {
   const rows = (await tx.query<LockedRow>(bind(Q.EXPIRED_LEASES_LOCK, [tenant, batchSize]))).rows;
   const batch = reapBatch(rows);
+  const requeued = new Set(batch.endings.filter((e) => e.status === 'queued').map((e) => e.id));
   const moved = await endLeases(tx, batch.endings, false);
   if (moved.length > 0) await tx.query(bind(Q.COUNTER_ADD_EXPIRATIONS, [moved.map((m) => m.tenant)]));
   const deadlines = await tx.query(bind(Q.QUEUED_PAST_DEADLINE, [tenant, DEADLINE_MESSAGE, batchSize]));
   return {
     outcome: { ...batch.counts, deadlineExpired: deadlines.rowCount ?? 0, leases: rows.length },
-    wakes: batch.counts.requeued > 0,
+    wakes: distinctAvailability(rows.filter((row) => requeued.has(row.id))),
   };
 }

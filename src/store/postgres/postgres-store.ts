@@ -53,6 +53,7 @@ import type {
   TokenOutcome,
   TokenParams,
 } from '../store.js';
+import type { Availability, AvailabilityListener as OnAvailable } from '../store.js';
 import { AvailabilityListener } from './availability-listener.js';
 import * as C from './catalog-queries.js';
 import { CoalescedNotifier } from './coalesced-notifier.js';
@@ -96,7 +97,7 @@ const REAP_BATCH = 500;
 
 export class PostgresStore implements Store {
   readonly backend = 'postgres' as const;
-  private readonly listeners = new Set<() => void>();
+  private readonly listeners = new Set<OnAvailable>();
   private listener: AvailabilityListener | null = null;
   private readonly notifier: CoalescedNotifier;
   private readonly finished = new FinishedListeners();
@@ -114,7 +115,7 @@ export class PostgresStore implements Store {
     poolSize: number,
     private readonly random: Random,
   ) {
-    this.notifier = new CoalescedNotifier(() => this.db.query(bind(Q.NOTIFY, [this.channel])));
+    this.notifier = new CoalescedNotifier((payloads) => this.db.query(bind(Q.NOTIFY, [this.channel, payloads])));
     this.finishedSender = new FinishedSender((payloads) => this.db.query(bind(Q.NOTIFY_FINISHED, [this.finishedChannel, payloads])));
     // Half the pool, so batched enqueues leave connections for leases and completions.
     this.enqueuer = new StatementBatcher((items) => this.insert(items), Math.max(1, Math.floor(poolSize / 2)), ENQUEUE_BATCH);
@@ -290,6 +291,7 @@ export class PostgresStore implements Store {
 
   async jobFail(params: FailParams): Promise<FailOutcome> {
     if (!isJobId(params.id)) return { kind: 'rejected', code: 'not_found' };
+    let kind = '';
     const outcome = await this.db.transaction(async (tx): Promise<FailOutcome> => {
       const row = await lockJob(tx, params.id, params.tenant, null);
       if (row === undefined) return { kind: 'rejected', code: 'not_found' };
@@ -303,9 +305,10 @@ export class PostgresStore implements Store {
       const ending = failDecisionRow(row, params, decision);
       await endLeases(tx, [ending], true);
       const status = ending.status as 'queued' | 'dead' | 'cancelled' | 'unknown';
+      kind = row.kind;
       return { kind: 'failed', status, runAfter: ending.runAfter, replayed: false };
     });
-    if (outcome.kind === 'failed' && outcome.status === 'queued' && !outcome.replayed) this.announce();
+    if (outcome.kind === 'failed' && outcome.status === 'queued' && !outcome.replayed) this.announce([{ tenant: params.tenant, kind }]);
     this.announceFinished(finishedByFailure(params, outcome));
     return outcome;
   }
@@ -380,13 +383,13 @@ export class PostgresStore implements Store {
     };
   }
 
-  watchAvailable(listener: () => void): () => void {
+  watchAvailable(listener: OnAvailable): () => void {
     this.listeners.add(listener);
     if (this.listener === null && !this.closed) {
       this.listener = new AvailabilityListener({
         clientConfig: clientConfig(this.options),
         channel: this.channel,
-        onAvailable: () => this.wake(),
+        onAvailable: (available) => this.wake(available),
       });
       void this.listener.start();
     }
@@ -438,7 +441,7 @@ export class PostgresStore implements Store {
 
   private async insert(items: readonly PreparedEnqueue[]): Promise<readonly EnqueueOutcome[]> {
     const inserted = await insertJobs(this.db, items);
-    if (inserted.created) this.announce();
+    this.announce(inserted.available);
     return inserted.outcomes;
   }
 
@@ -453,20 +456,22 @@ export class PostgresStore implements Store {
   }
 
   /** New work committed here: wake this process's waiters now, other coordinators' through NOTIFY. */
-  private announce(): void {
-    this.wake();
-    this.notifier.poke();
+  private announce(jobs: readonly Availability[]): void {
+    for (const available of jobs) {
+      this.wake(available);
+      this.notifier.poke(available);
+    }
   }
 
   private announced<T>(result: Announced<T>): T {
-    if (result.wakes) this.announce();
+    this.announce(result.wakes);
     return result.outcome;
   }
 
-  private wake(): void {
+  private wake(available: Availability | null): void {
     for (const listener of [...this.listeners]) {
       try {
-        listener();
+        listener(available);
       } catch {
         // A listener's failure is its own; the others still need waking.
       }

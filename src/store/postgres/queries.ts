@@ -300,8 +300,8 @@ export const JOB_RECONCILE_DEAD = namedQuery(
    RETURNING j.id`,
 );
 
-/** Sent on its own after the write commits (see coalesced-notifier.ts for why not inside it). */
-export const NOTIFY = namedQuery('lh_notify', `SELECT pg_notify($1, '')`);
+/** Sent on its own after the write commits (see coalesced-notifier.ts for why not inside it): one notification per payload, in one round trip. */
+export const NOTIFY = namedQuery('lh_notify', `SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p`);
 
 /** One notification per finished job, `tenant` and `id` as JSON (finished-channel.ts); identical payloads in one statement fold into one. */
 export const NOTIFY_FINISHED = namedQuery('lh_notify_finished', `SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p`);

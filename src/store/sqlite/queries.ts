@@ -11,7 +11,7 @@ const JOB_COLUMNS = `j.seq, j.id, j.tenant, j.owner, j.kind, j.payload, j.status
   j.effect_started_at, j.checkpoint_step, j.checkpoint_state, j.request_hash`;
 
 /** Just what the decide* functions and the guarded writes need: no payload, progress or checkpoint to copy out. */
-const SNAPSHOT_COLUMNS = `j.seq, j.tenant, j.status, j.attempts, j.max_attempts, j.run_after, j.deadline_at, j.lease_expires_at, j.epoch,
+const SNAPSHOT_COLUMNS = `j.seq, j.tenant, j.kind, j.status, j.attempts, j.max_attempts, j.run_after, j.deadline_at, j.lease_expires_at, j.epoch,
   j.lease_token, j.last_outcome, j.cancel_requested, j.effect_started_at`;
 
 const RESULT_COLUMNS = 'r.content_type AS result_content_type, r.body AS result_body, r.checksum AS result_checksum';

@@ -46,6 +46,7 @@ export type SnapshotRow = Pick<
   JobRow,
   | 'seq'
   | 'tenant'
+  | 'kind'
   | 'status'
   | 'attempts'
   | 'max_attempts'

@@ -63,6 +63,7 @@ import type {
   TokenOutcome,
   TokenParams,
 } from '../store.js';
+import { distinctAvailability, type Availability, type AvailabilityListener } from '../store.js';
 import { GroupCommit } from './group-commit.js';
 import { MIGRATIONS } from './migrations.js';
 import { SQL, type QueryName } from './queries.js';
@@ -123,7 +124,7 @@ export class SqliteStore implements Store {
   private readonly statements: Statements;
   private readonly writer: GroupCommit;
   private readonly statsReader: StatsReader;
-  private readonly listeners = new Set<() => void>();
+  private readonly listeners = new Set<AvailabilityListener>();
   private readonly finished = new FinishedListeners();
   private dataVersion = 0;
   private pollTimer: NodeJS.Timeout | null = null;
@@ -252,11 +253,11 @@ export class SqliteStore implements Store {
   // --- enqueue and reads ----------------------------------------------------
 
   jobEnqueue(params: EnqueueParams): Promise<EnqueueOutcome> {
-    return this.write((now) => this.enqueueInTransaction(params, now), true);
+    return this.write((now) => this.enqueueInTransaction(params, now), [{ tenant: params.tenant, kind: params.kind }]);
   }
 
   jobEnqueueMany(params: readonly EnqueueParams[]): Promise<readonly EnqueueOutcome[]> {
-    return this.write((now) => params.map((p) => this.enqueueInTransaction(p, now)), true);
+    return this.write((now) => params.map((p) => this.enqueueInTransaction(p, now)), distinctAvailability(params));
   }
 
   async jobGet(params: JobRef): Promise<JobRecord | null> {
@@ -309,9 +310,9 @@ export class SqliteStore implements Store {
 
   async jobLease(params: LeaseParams): Promise<readonly LeasedJob[]> {
     let reapEnded = false;
-    const leased = await this.write((now) => {
+    const leased = await this.writeAnnouncing((now, available) => {
       // Expired leases of every tenant are settled here (one indexed probe), so an expired job is claimable at once.
-      reapEnded = reapFinishedSome(this.reapInTransaction(now));
+      reapEnded = reapFinishedSome(this.reapInTransaction(now, available));
       const kinds = params.kinds !== undefined && params.kinds.length > 0 ? params.kinds : null;
       const bindings = { tenant: params.tenant, workerId: params.workerId, leaseMs: params.leaseMs, max: params.max, now };
       const rows = (
@@ -370,7 +371,7 @@ export class SqliteStore implements Store {
   }
 
   async jobFail(params: FailParams): Promise<FailOutcome> {
-    const outcome = await this.write((now): FailOutcome => {
+    const outcome = await this.writeAnnouncing((now, available): FailOutcome => {
       const row = this.snapshot(params.tenant, params.id);
       if (row === undefined) return { kind: 'rejected', code: 'not_found' };
       const decision = decideFailure(toSnapshot(row), params.token, { retryable: params.retryable, backoff: params.backoff, random: this.random }, now);
@@ -388,6 +389,7 @@ export class SqliteStore implements Store {
         case 'retry':
           this.expectOne(this.statements.jobRetry.run({ ...base, runAfter: decision.runAfter }).changes);
           this.endAttempt(row, now, 'failed', params.error.code);
+          available.push({ tenant: row.tenant, kind: row.kind });
           return { kind: 'failed', status: 'queued', runAfter: decision.runAfter, replayed: false };
         case 'cancelled':
         case 'unknown':
@@ -398,7 +400,7 @@ export class SqliteStore implements Store {
           return { kind: 'failed', status, runAfter: null, replayed: false };
         }
       }
-    }, true);
+    });
     this.finished.emit(finishedByFailure(params, outcome));
     return outcome;
   }
@@ -426,7 +428,7 @@ export class SqliteStore implements Store {
   // --- operator actions -----------------------------------------------------
 
   jobRequeue(params: RequeueParams): Promise<RequeueOutcome> {
-    return this.write((now): RequeueOutcome => {
+    return this.writeAnnouncing((now, available): RequeueOutcome => {
       const row = this.scopedRow(params);
       if (row === undefined) return { kind: 'rejected', code: 'not_found' };
       const decision = decideRequeue(toSnapshot(row));
@@ -434,8 +436,9 @@ export class SqliteStore implements Store {
       this.expectOne(
         this.statements.jobRequeue.run({ seq: row.seq, now, maxAttempts: params.maxAttempts ?? row.max_attempts, fromStatus: 'dead' }).changes,
       );
+      available.push({ tenant: row.tenant, kind: row.kind });
       return { kind: 'requeued', job: this.reload(row.seq) };
-    }, true);
+    });
   }
 
   async jobCancel(params: JobRef): Promise<CancelOutcome> {
@@ -460,22 +463,25 @@ export class SqliteStore implements Store {
   }
 
   async jobReconcile(params: ReconcileParams): Promise<ReconcileOutcome> {
-    const outcome = await this.write((now): ReconcileOutcome => {
+    const outcome = await this.writeAnnouncing((now, available): ReconcileOutcome => {
       const row = this.scopedRow(params);
       if (row === undefined) return { kind: 'rejected', code: 'not_found' };
       if (row.status !== 'unknown') return { kind: 'rejected', code: 'not_unknown' };
       const bindings = { seq: row.seq, now };
       if (params.outcome === 'succeeded') this.expectOne(this.statements.jobReconcileSucceeded.run(bindings).changes);
       else if (params.outcome === 'dead') this.expectOne(this.statements.jobReconcileDead.run(bindings).changes);
-      else this.expectOne(this.statements.jobRequeue.run({ ...bindings, maxAttempts: row.max_attempts, fromStatus: 'unknown' }).changes);
+      else {
+        this.expectOne(this.statements.jobRequeue.run({ ...bindings, maxAttempts: row.max_attempts, fromStatus: 'unknown' }).changes);
+        available.push({ tenant: row.tenant, kind: row.kind });
+      }
       return { kind: 'reconciled', job: this.reload(row.seq) };
-    }, params.outcome === 'requeue');
+    });
     this.finished.emit(finishedByOperator(params, outcome));
     return outcome;
   }
 
   async jobReapExpired(): Promise<ReapOutcome> {
-    const counts = await this.write((now) => this.reapInTransaction(now), true);
+    const counts = await this.writeAnnouncing((now, available) => this.reapInTransaction(now, available));
     if (reapFinishedSome(counts)) this.finished.emit(null);
     return counts;
   }
@@ -487,7 +493,7 @@ export class SqliteStore implements Store {
     return toTenantStats(await this.statsReader.read(params.tenant, now), now);
   }
 
-  watchAvailable(listener: () => void): () => void {
+  watchAvailable(listener: AvailabilityListener): () => void {
     this.listeners.add(listener);
     this.startPolling();
     return () => {
@@ -598,7 +604,8 @@ export class SqliteStore implements Store {
     return { kind: 'completed', replayed: false };
   }
 
-  private reapInTransaction(now: number): ReapOutcome {
+  /** Applies due expiries; the (tenant, kind) of every job returned to the queue goes into `available`. */
+  private reapInTransaction(now: number, available: Availability[]): ReapOutcome {
     const counts = { requeued: 0, dead: 0, unknown: 0, cancelled: 0, deadlineExpired: 0 };
     const expired = this.statements.jobsExpiredLeases.all(now) as SnapshotRow[];
     for (const row of expired) {
@@ -609,6 +616,7 @@ export class SqliteStore implements Store {
         case 'requeue':
           this.expectOne(this.statements.jobExpireToQueued.run({ ...bindings, message: LEASE_EXPIRED_MESSAGE }).changes);
           this.endAttempt(row, now, 'expired', 'lease_expired');
+          available.push({ tenant: row.tenant, kind: row.kind });
           counts.requeued++;
           break;
         case 'unknown':
@@ -685,13 +693,34 @@ export class SqliteStore implements Store {
 
   // --- plumbing -------------------------------------------------------------
 
-  private write<T>(operation: (now: number) => T, wakesWaiters = false): Promise<T> {
+  /** `queuedJobs`: what the write makes available, announced as soon as it is queued (enqueue). */
+  private write<T>(operation: (now: number) => T, queuedJobs: readonly Availability[] = []): Promise<T> {
     const promise = this.writer.run(operation);
     // Listeners hear of the write as soon as it is queued, not after its commit: a lease a woken
     // long poll asks for now is queued behind it, so it runs in the same transaction (or a later
     // one) and sees the new job. A job enqueued onto an idle queue is committed and leased with
     // one fsync, and neither answer leaves before that commit.
-    if (wakesWaiters) this.notify();
+    for (const available of queuedJobs) this.notify(available);
+    return promise;
+  }
+
+  /**
+   * A write that learns inside its transaction which jobs it makes available (a retry, requeue,
+   * reconcile or expiry reads the job's kind there); they are announced once it has committed.
+   * The list is started afresh each time the operation runs (group commit may run it again alone).
+   */
+  private writeAnnouncing<T>(operation: (now: number, available: Availability[]) => T): Promise<T> {
+    let available: Availability[] = [];
+    const promise = this.writer.run((now) => {
+      available = [];
+      return operation(now, available);
+    });
+    promise.then(
+      () => {
+        for (const job of distinctAvailability(available)) this.notify(job);
+      },
+      () => undefined,
+    );
     return promise;
   }
 
@@ -704,8 +733,8 @@ export class SqliteStore implements Store {
     }
   }
 
-  private notify(): void {
-    for (const listener of this.listeners) listener();
+  private notify(available: Availability | null): void {
+    for (const listener of this.listeners) listener(available);
   }
 
   private startPolling(): void {
@@ -713,10 +742,11 @@ export class SqliteStore implements Store {
     this.dataVersion = this.readDataVersion();
     this.pollTimer = setInterval(() => {
       const version = this.readDataVersion();
-      // data_version changes only when another connection committed.
+      // data_version changes only when another connection committed. It says nothing of what was
+      // committed, so whose jobs became available is unknown: every group of waiters looks.
       if (version !== this.dataVersion) {
         this.dataVersion = version;
-        this.notify();
+        this.notify(null);
         this.finished.emit(null);
       }
     }, this.crossProcessPollMs);
