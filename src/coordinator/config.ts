@@ -40,6 +40,14 @@ export interface CoordinatorConfig {
   readonly kindCacheMs: number;
   /** Counted requests served at once before the next is refused 503 (admission.ts); null = unlimited. */
   readonly maxInFlightRequests: number | null;
+  /** Largest kind payload schema, in bytes of canonical JSON (schema-limits.ts). */
+  readonly maxSchemaBytes: number;
+  /** Kinds one tenant may register. */
+  readonly maxKindsPerTenant: number;
+  /** The result limit of jobs whose kind is not registered (a registered kind has its own maxResultBytes). */
+  readonly defaultMaxResultBytes: number;
+  /** Checkpoint state limit, in bytes of canonical JSON, for unregistered kinds and the default of registered ones. */
+  readonly maxCheckpointBytes: number;
 }
 
 type DeepPartial<T> = { [K in keyof T]?: T[K] extends object ? (T[K] extends null ? T[K] : DeepPartial<T[K]>) : T[K] };
@@ -59,6 +67,10 @@ export const DEFAULT_CONFIG: CoordinatorConfig = deepFreeze({
   authCacheMs: 1_000,
   kindCacheMs: 1_000,
   maxInFlightRequests: 64,
+  maxSchemaBytes: 64 * 1024,
+  maxKindsPerTenant: 1_000,
+  defaultMaxResultBytes: 16 * 1024 * 1024,
+  maxCheckpointBytes: 256 * 1024,
 });
 
 export class CoordinatorConfigError extends Error {
@@ -125,6 +137,10 @@ export function resolveConfig(input: unknown = {}): CoordinatorConfig {
     authCacheMs: int(source['authCacheMs'], DEFAULT_CONFIG.authCacheMs, 'authCacheMs', 0, 3_600_000),
     kindCacheMs: int(source['kindCacheMs'], DEFAULT_CONFIG.kindCacheMs, 'kindCacheMs', 0, 3_600_000),
     maxInFlightRequests: nullableInt(source['maxInFlightRequests'], DEFAULT_CONFIG.maxInFlightRequests, 'maxInFlightRequests'),
+    maxSchemaBytes: int(source['maxSchemaBytes'], DEFAULT_CONFIG.maxSchemaBytes, 'maxSchemaBytes', 1024, 16 * 1024 * 1024),
+    maxKindsPerTenant: int(source['maxKindsPerTenant'], DEFAULT_CONFIG.maxKindsPerTenant, 'maxKindsPerTenant', 1, 1_000_000),
+    defaultMaxResultBytes: int(source['defaultMaxResultBytes'], DEFAULT_CONFIG.defaultMaxResultBytes, 'defaultMaxResultBytes', 1, LIMITS.maxResultBytes),
+    maxCheckpointBytes: int(source['maxCheckpointBytes'], DEFAULT_CONFIG.maxCheckpointBytes, 'maxCheckpointBytes', 1, LIMITS.maxCheckpointBytes),
   };
   if (problems.length > 0) throw new CoordinatorConfigError(problems);
   return deepFreeze(config);
