@@ -47,7 +47,8 @@ export function validatorCompiler(): FastifySchemaCompiler<unknown> {
 export const linearRegExp: LinearRegExpEngine = Object.assign(
   (pattern: string) => {
     const compiled = RE2JS.compile(pattern);
-    return { test: (input: string) => compiled.test(input) };
+    // Ajv shares compiled patterns by toString(): it must name this pattern, or every pattern is the first one.
+    return { test: (input: string) => compiled.test(input), toString: () => `re2:${pattern}` };
   },
   // Only read by Ajv's standalone code generation, which the coordinator does not use.
   { code: 're2js' },
