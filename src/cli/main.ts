@@ -14,6 +14,7 @@ import { keysCreate, keysRevoke } from './commands/keys.js';
 import { kindsList, kindsSet } from './commands/kinds.js';
 import { serveCommand } from './commands/serve.js';
 import { workerCommand } from './commands/worker.js';
+import { terminalSafe } from './terminal-text.js';
 
 export const COMMANDS: readonly Command[] = [
   serveCommand,
@@ -84,7 +85,7 @@ export async function main(args: readonly string[], io: Io): Promise<{ code: num
       io.err(`error: ${error.message}\n\n${commandHelp(error.command ?? command)}`);
       return { code: 2, forceExit: false };
     }
-    io.err(`error: ${describeError(error)}`);
+    io.err(`error: ${terminalSafe(describeError(error))}`);
     return { code: 1, forceExit: command.forceExit === true };
   }
 }
