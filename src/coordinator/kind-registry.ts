@@ -66,6 +66,8 @@ export class KindRegistry {
   private readonly tenants = new Map<string, { readonly kinds: TenantKinds; readonly expiresAt: number }>();
   private readonly loading = new Map<string, Promise<TenantKinds>>();
   private readonly maxCompiled: number;
+  /** Which Ajv compiled a validator handed out by compile(), so remember() frees it from the right one. */
+  private readonly compiledBy = new WeakMap<ValidateFunction, Ajv>();
 
   constructor(
     private readonly store: Store,
@@ -100,7 +102,9 @@ export class KindRegistry {
    * limit). The validator is not kept: `remember` keeps it once stored.
    */
   compile(schema: unknown): ValidateFunction {
-    return this.compileFresh(schema).validate;
+    const fresh = this.compileFresh(schema);
+    this.compiledBy.set(fresh.validate, fresh.ajv);
+    return fresh.validate;
   }
 
   /** Keeps the validator compiled for a just-stored registration, replacing the kind's previous one. */
@@ -108,7 +112,7 @@ export class KindRegistry {
     const key = cacheKey(record.tenant, record.kind);
     this.drop(key);
     if (validate === null) return;
-    this.keep(key, { version: record.updatedAt, validate, ajv: this.ajv, schema: schema as object | boolean });
+    this.keep(key, { version: record.updatedAt, validate, ajv: this.compiledBy.get(validate) ?? this.ajv, schema: schema as object | boolean });
   }
 
   private compileFresh(schema: unknown): { validate: ValidateFunction; ajv: Ajv; schema: object | boolean } {
