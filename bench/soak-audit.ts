@@ -143,14 +143,22 @@ function parseLedger(text: string): { lines: LedgerLine[]; unreadable: number } 
   return { lines, unreadable };
 }
 
+/** Every job; a listing carries result summaries only, so each job with a result is read in full for it. */
 async function everyJob(client: LeaseholdClient): Promise<Map<string, Job>> {
   const jobs = new Map<string, Job>();
+  const withResults: string[] = [];
   let cursor: string | null = null;
   do {
     const page = await client.listJobs({ limit: 1000, ...(cursor === null ? {} : { cursor }) });
-    for (const job of page.jobs) jobs.set(job.id, job);
+    for (const job of page.jobs) {
+      jobs.set(job.id, { ...job, result: null });
+      if (job.result !== null) withResults.push(job.id);
+    }
     cursor = page.nextCursor;
   } while (cursor !== null);
+  await inParallel(withResults, 16, async (id) => {
+    jobs.set(id, await client.getJob(id));
+  });
   return jobs;
 }
 

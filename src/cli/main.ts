@@ -15,6 +15,7 @@ import { keysCreate, keysRevoke } from './commands/keys.js';
 import { kindsList, kindsSet } from './commands/kinds.js';
 import { serveCommand } from './commands/serve.js';
 import { workerCommand } from './commands/worker.js';
+import { terminalSafe } from './terminal-text.js';
 
 export const COMMANDS: readonly Command[] = [
   serveCommand,
@@ -102,7 +103,7 @@ export async function main(args: readonly string[], io: Io): Promise<{ code: num
       io.err(usageText(error.message, (error.command ?? command).name));
       return { code: 2, forceExit: false };
     }
-    io.err(`error: ${describeError(error)}`);
+    io.err(`error: ${terminalSafe(describeError(error))}`);
     return { code: 1, forceExit: command.forceExit === true };
   }
 }

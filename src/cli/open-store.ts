@@ -52,12 +52,22 @@ export async function openSqliteStore(path: string, options: OpenStoreOptions = 
   return SqliteStore.open({ path: resolve(path), ...(options.sqliteBusyTimeoutMs === undefined ? {} : { busyTimeoutMs: options.sqliteBusyTimeoutMs }) });
 }
 
-/** The database as it may be shown in logs: a connection string loses its password. */
+/** Query parameters that carry a secret: libpq's `password` and `sslpassword`, and anything named like one. */
+const SECRET_PARAMETER = /pass|secret|token|key|auth|cred/i;
+
+/**
+ * The database as it may be shown in logs: a connection string loses its
+ * password, whether in the user info (`user:secret@`) or in the query string
+ * (`?password=secret`, `?sslpassword=…`).
+ */
 export function describeDb(db: string): string {
   if (!isPostgresUrl(db)) return resolve(db);
   try {
     const url = new URL(db);
     if (url.password !== '') url.password = '***';
+    for (const name of [...new Set(url.searchParams.keys())]) {
+      if (SECRET_PARAMETER.test(name)) url.searchParams.set(name, '***');
+    }
     return url.toString();
   } catch {
     return 'postgres://(unparseable connection string)';

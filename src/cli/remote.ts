@@ -6,6 +6,7 @@
 
 import type { LeaseholdClient } from '../client/leasehold-client.js';
 import { requireOption, type Command, type Io, type OptionSpec, type Values } from './command.js';
+import { terminalSafeJson } from './terminal-text.js';
 
 export const REMOTE_OPTIONS: OptionSpec = {
   url: { type: 'string' },
@@ -32,5 +33,5 @@ export async function withClient<T>(command: Command, values: Values, io: Io, us
 }
 
 export function printJson(io: Io, value: unknown): void {
-  io.out(JSON.stringify(value, null, 2));
+  io.out(terminalSafeJson(value));
 }

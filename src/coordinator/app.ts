@@ -16,6 +16,7 @@ import type { Logger } from 'pino';
 import type { Store } from '../store/store.js';
 import { installAdmission } from './admission.js';
 import { installAuth } from './auth.js';
+import { installCheckpointLimit } from './checkpoint-limit.js';
 import { Backpressure } from './backpressure.js';
 import { resolveConfig, type CoordinatorConfig, type CoordinatorConfigInput } from './config.js';
 import { answerClientError, installErrorHandling, installHostHeaderCheck, installUnroutedAnswer, routeMethods, sendError, toHttpError } from './error-handler.js';
@@ -136,11 +137,12 @@ export async function buildCoordinator(options: CoordinatorOptions): Promise<Fas
   const ctx: RouteContext = {
     store: options.store,
     config,
-    kinds: new KindRegistry(options.store, config.kindCacheMs),
+    kinds: new KindRegistry(options.store, config.kindCacheMs, { maxSchemaBytes: config.maxSchemaBytes }),
     waiters,
     finishWaiters,
     backpressure: new Backpressure(options.store, config.backpressure),
   };
+  installCheckpointLimit(app, ctx);
   registerRoutes(app, ctx);
 
   // The store announces every job that becomes available (the reaper's requeues too) with its tenant and kind.

@@ -57,6 +57,14 @@ export interface CoordinatorConfig {
   readonly keepAliveTimeoutMs: number;
   /** A connection on which nothing moves this long is closed; above the longest long poll. */
   readonly idleTimeoutMs: number;
+  /** Largest kind payload schema, in bytes of canonical JSON (schema-limits.ts). */
+  readonly maxSchemaBytes: number;
+  /** Kinds one tenant may register. */
+  readonly maxKindsPerTenant: number;
+  /** The result limit of jobs whose kind is not registered (a registered kind has its own maxResultBytes). */
+  readonly defaultMaxResultBytes: number;
+  /** Checkpoint state limit, in bytes of canonical JSON, for unregistered kinds and the default of registered ones. */
+  readonly maxCheckpointBytes: number;
 }
 
 /** The settings admission.ts reads. */
@@ -100,6 +108,10 @@ export const DEFAULT_CONFIG: CoordinatorConfig = deepFreeze({
   requestTimeoutMs: 30_000,
   keepAliveTimeoutMs: 5_000,
   idleTimeoutMs: 120_000,
+  maxSchemaBytes: 64 * 1024,
+  maxKindsPerTenant: 1_000,
+  defaultMaxResultBytes: 16 * 1024 * 1024,
+  maxCheckpointBytes: 256 * 1024,
 });
 
 export class CoordinatorConfigError extends Error {
@@ -177,6 +189,10 @@ export function resolveConfig(input: unknown = {}): CoordinatorConfig {
     keepAliveTimeoutMs: int(source['keepAliveTimeoutMs'], DEFAULT_CONFIG.keepAliveTimeoutMs, 'keepAliveTimeoutMs', 100, 600_000),
     // A long poll is silent for up to maxWaitMs: a shorter idle timeout would cut it.
     idleTimeoutMs: int(source['idleTimeoutMs'], DEFAULT_CONFIG.idleTimeoutMs, 'idleTimeoutMs', LIMITS.maxWaitMs + 5_000, 3_600_000),
+    maxSchemaBytes: int(source['maxSchemaBytes'], DEFAULT_CONFIG.maxSchemaBytes, 'maxSchemaBytes', 1024, 16 * 1024 * 1024),
+    maxKindsPerTenant: int(source['maxKindsPerTenant'], DEFAULT_CONFIG.maxKindsPerTenant, 'maxKindsPerTenant', 1, 1_000_000),
+    defaultMaxResultBytes: int(source['defaultMaxResultBytes'], DEFAULT_CONFIG.defaultMaxResultBytes, 'defaultMaxResultBytes', 1, LIMITS.maxResultBytes),
+    maxCheckpointBytes: int(source['maxCheckpointBytes'], DEFAULT_CONFIG.maxCheckpointBytes, 'maxCheckpointBytes', 1, LIMITS.maxCheckpointBytes),
   };
   if (config.headersTimeoutMs > config.requestTimeoutMs) problems.push('headersTimeoutMs must be <= requestTimeoutMs');
   if (problems.length > 0) throw new CoordinatorConfigError(problems);

@@ -16,6 +16,7 @@ import type { Ajv, ErrorObject, ValidateFunction } from 'ajv';
 import { canonicalJson } from '../core/canonical-json.js';
 import { LeaseholdError } from '../core/errors.js';
 import type { KindRecord, Store } from '../store/store.js';
+import { checkSchemaLimits } from './schema-limits.js';
 import { payloadAjv } from './validation.js';
 
 export interface ResolvedKind {
@@ -28,21 +29,53 @@ export interface TenantKinds {
   readonly byName: ReadonlyMap<string, ResolvedKind>;
   /** The smallest maxResultBytes of any kind: results up to it need no per-job lookup. */
   readonly smallestMaxResultBytes: number | null;
+  /** The smallest maxCheckpointBytes of any kind (checkpoint-limit.ts). */
+  readonly smallestMaxCheckpointBytes: number | null;
 }
 
-const MAX_COMPILED = 1_000;
+/** Compiled validators kept at once (least recently used first out); each tenant/kind holds at most one. */
+const MAX_COMPILED = 4_096;
 const MAX_TENANTS = 10_000;
+/**
+ * Ajv keeps every schema it compiled, and every pattern it saw, for its own
+ * lifetime; a fresh instance after this many compiles lets the old one (and
+ * what it kept) go once its validators are evicted.
+ */
+const COMPILES_PER_AJV = 256;
+
+export interface KindRegistryLimits {
+  /** Largest payload schema, in bytes of canonical JSON. */
+  readonly maxSchemaBytes: number;
+  /** Validators kept compiled at once. */
+  readonly maxCompiled?: number;
+}
+
+interface CompiledEntry {
+  /** The registration the validator was compiled for (the record's updatedAt). */
+  readonly version: number;
+  readonly validate: ValidateFunction;
+  readonly ajv: Ajv;
+  readonly schema: object | boolean;
+}
 
 export class KindRegistry {
-  private readonly ajv: Ajv = payloadAjv();
-  private readonly compiled = new Map<string, ValidateFunction>();
+  private ajv: Ajv = payloadAjv();
+  private ajvCompiles = 0;
+  /** By tenant and kind, in least-recently-used order: replacing a kind replaces its entry. */
+  private readonly compiled = new Map<string, CompiledEntry>();
   private readonly tenants = new Map<string, { readonly kinds: TenantKinds; readonly expiresAt: number }>();
   private readonly loading = new Map<string, Promise<TenantKinds>>();
+  private readonly maxCompiled: number;
+  /** Which Ajv compiled a validator handed out by compile(), so remember() frees it from the right one. */
+  private readonly compiledBy = new WeakMap<ValidateFunction, Ajv>();
 
   constructor(
     private readonly store: Store,
     private readonly cacheMs: number,
-  ) {}
+    private readonly limits: KindRegistryLimits = { maxSchemaBytes: 64 * 1024 },
+  ) {
+    this.maxCompiled = limits.maxCompiled ?? MAX_COMPILED;
+  }
 
   async forTenant(tenant: string): Promise<TenantKinds> {
     const hit = this.tenants.get(tenant);
@@ -58,51 +91,112 @@ export class KindRegistry {
     this.tenants.delete(tenant);
   }
 
-  /** Compiles a payload schema, or answers 400 naming why it is not a usable JSON Schema. */
+  /** How many validators are compiled and kept (for tests and diagnostics). */
+  compiledCount(): number {
+    return this.compiled.size;
+  }
+
+  /**
+   * Checks and compiles a payload schema for registration, or answers 400
+   * (not a usable JSON Schema, a pattern RE2 refuses) or 413 (over the size
+   * limit). The validator is not kept: `remember` keeps it once stored.
+   */
   compile(schema: unknown): ValidateFunction {
+    const fresh = this.compileFresh(schema);
+    this.compiledBy.set(fresh.validate, fresh.ajv);
+    return fresh.validate;
+  }
+
+  /** Keeps the validator compiled for a just-stored registration, replacing the kind's previous one. */
+  remember(record: KindRecord, validate: ValidateFunction | null, schema: unknown): void {
+    const key = cacheKey(record.tenant, record.kind);
+    this.drop(key);
+    if (validate === null) return;
+    this.keep(key, { version: record.updatedAt, validate, ajv: this.compiledBy.get(validate) ?? this.ajv, schema: schema as object | boolean });
+  }
+
+  private compileFresh(schema: unknown): { validate: ValidateFunction; ajv: Ajv; schema: object | boolean } {
     if (typeof schema !== 'boolean' && (schema === null || typeof schema !== 'object' || Array.isArray(schema))) {
       throw new LeaseholdError('invalid_request', 'body/payloadSchema must be a JSON Schema (an object or a boolean)');
     }
-    const key = canonicalJson(schema);
-    const cached = this.compiled.get(key);
-    if (cached !== undefined) return cached;
-    let validate: ValidateFunction;
+    checkSchemaLimits(schema, canonicalJson(schema), this.limits.maxSchemaBytes);
+    if (this.ajvCompiles >= COMPILES_PER_AJV) {
+      this.ajv = payloadAjv();
+      this.ajvCompiles = 0;
+    }
+    this.ajvCompiles += 1;
+    const ajv = this.ajv;
     try {
-      validate = this.ajv.compile(schema as object | boolean);
+      return { validate: ajv.compile(schema as object | boolean), ajv, schema: schema as object | boolean };
     } catch (error) {
       const reason = error instanceof Error ? error.message.slice(0, 300) : 'invalid schema';
       throw new LeaseholdError('invalid_request', `body/payloadSchema is not a valid JSON Schema: ${reason}`);
     }
-    if (this.compiled.size >= MAX_COMPILED) this.compiled.clear();
-    this.compiled.set(key, validate);
-    return validate;
+  }
+
+  private keep(key: string, entry: CompiledEntry): void {
+    this.compiled.set(key, entry);
+    while (this.compiled.size > this.maxCompiled) {
+      const oldest = this.compiled.keys().next();
+      if (oldest.done === true) break;
+      this.drop(oldest.value);
+    }
+  }
+
+  private drop(key: string): void {
+    const entry = this.compiled.get(key);
+    if (entry === undefined) return;
+    this.compiled.delete(key);
+    if (typeof entry.schema === 'object') entry.ajv.removeSchema(entry.schema);
+  }
+
+  private validatorFor(record: KindRecord): ValidateFunction | null {
+    if (record.payloadSchema === null || record.payloadSchema === undefined) return null;
+    const key = cacheKey(record.tenant, record.kind);
+    const hit = this.compiled.get(key);
+    if (hit !== undefined && hit.version === record.updatedAt) {
+      this.compiled.delete(key);
+      this.compiled.set(key, hit);
+      return hit.validate;
+    }
+    let fresh: { validate: ValidateFunction; ajv: Ajv; schema: object | boolean };
+    try {
+      fresh = this.compileFresh(record.payloadSchema);
+    } catch {
+      // Stored before these checks or written by hand: refuse every payload rather than accept unchecked ones.
+      return REFUSE_ALL;
+    }
+    this.drop(key);
+    this.keep(key, { version: record.updatedAt, ...fresh });
+    return fresh.validate;
   }
 
   private async load(tenant: string): Promise<TenantKinds> {
     const records = await this.store.kindList({ tenant });
     const byName = new Map<string, ResolvedKind>();
     let smallest: number | null = null;
+    let smallestCheckpoint: number | null = null;
     for (const record of records) {
-      let validate: ValidateFunction | null = null;
-      if (record.payloadSchema !== null && record.payloadSchema !== undefined) {
-        try {
-          validate = this.compile(record.payloadSchema);
-        } catch {
-          // Stored before validation existed or written by hand: refuse every payload rather than accept unchecked ones.
-          validate = this.compile(false);
-        }
-      }
-      byName.set(record.kind, { record, validate });
+      byName.set(record.kind, { record, validate: this.validatorFor(record) });
       smallest = smallest === null ? record.maxResultBytes : Math.min(smallest, record.maxResultBytes);
+      smallestCheckpoint = smallestCheckpoint === null ? record.maxCheckpointBytes : Math.min(smallestCheckpoint, record.maxCheckpointBytes);
     }
-    const kinds: TenantKinds = { byName, smallestMaxResultBytes: smallest };
+    const kinds: TenantKinds = { byName, smallestMaxResultBytes: smallest, smallestMaxCheckpointBytes: smallestCheckpoint };
     if (this.cacheMs > 0) {
+      const now = performance.now();
+      if (this.tenants.size >= MAX_TENANTS) for (const [name, entry] of this.tenants) if (entry.expiresAt <= now) this.tenants.delete(name);
       if (this.tenants.size >= MAX_TENANTS) this.tenants.clear();
-      this.tenants.set(tenant, { kinds, expiresAt: performance.now() + this.cacheMs });
+      this.tenants.set(tenant, { kinds, expiresAt: now + this.cacheMs });
     }
     return kinds;
   }
 }
+
+function cacheKey(tenant: string, kind: string): string {
+  return `${tenant}\u0000${kind}`;
+}
+
+const REFUSE_ALL: ValidateFunction = payloadAjv().compile(false);
 
 /** Names the first failing path of a payload, e.g. `payload/items/0/sku must be string`. */
 export function describePayloadError(errors: readonly ErrorObject[] | null | undefined): string {

@@ -7,8 +7,8 @@
 
 import { JOB_STATUSES } from '../core/states.js';
 import { toRfc3339, toRfc3339OrNull } from '../core/clock.js';
-import type { Job, LeasedJob as WireLeasedJob, Stats } from '../protocol/schemas.js';
-import type { AttemptRecord, JobRecord, JobResult, KindRecord, LeasedJob, TenantStats } from '../store/store.js';
+import type { Job, JobListItem as WireJobListItem, LeasedJob as WireLeasedJob, Stats } from '../protocol/schemas.js';
+import type { AttemptRecord, JobListItem, JobRecord, JobResult, KindRecord, LeasedJob, TenantStats } from '../store/store.js';
 
 export const JSON_CONTENT_TYPE = 'application/json';
 
@@ -29,6 +29,15 @@ export function jsonResultOf(record: Pick<JobRecord, 'status' | 'result'>): unkn
 }
 
 export function toWireJob(record: JobRecord): Job {
+  return { ...wireJobFields(record), result: jsonResultOf(record) };
+}
+
+/** A job as a listing shows it: the result's content type and size only. */
+export function toWireJobListItem(record: JobListItem): WireJobListItem {
+  return { ...wireJobFields(record), result: record.result === null ? null : { contentType: record.result.contentType, bytes: record.result.bytes } };
+}
+
+function wireJobFields(record: Omit<JobListItem, 'result'>): Omit<Job, 'result'> {
   return {
     id: record.id,
     kind: record.kind,
@@ -42,7 +51,6 @@ export function toWireJob(record: JobRecord): Job {
     startedAt: toRfc3339OrNull(record.startedAt),
     finishedAt: toRfc3339OrNull(record.finishedAt),
     lastError: record.lastError === null ? null : { code: record.lastError.code, message: record.lastError.message, class: record.lastError.class },
-    result: jsonResultOf(record),
     progress: record.progress ?? null,
     cancelRequested: record.cancelRequested,
     epoch: record.epoch,
@@ -108,6 +116,7 @@ export interface WireKind {
   backoff: { baseMs: number; maxMs: number };
   deadlineMs: number | null;
   maxResultBytes: number;
+  maxCheckpointBytes: number;
   updatedAt: string;
 }
 
@@ -121,6 +130,7 @@ export function toWireKind(kind: KindRecord): WireKind {
     backoff: { baseMs: kind.backoff.baseMs, maxMs: kind.backoff.maxMs },
     deadlineMs: kind.deadlineMs,
     maxResultBytes: kind.maxResultBytes,
+    maxCheckpointBytes: kind.maxCheckpointBytes,
     updatedAt: toRfc3339(kind.updatedAt),
   };
 }

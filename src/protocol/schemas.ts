@@ -37,6 +37,8 @@ export const LIMITS = Object.freeze({
   maxDeadlineMs: 365 * 24 * 60 * 60_000,
   /** A kind's result limit: no result can arrive in a larger body than the largest body limit. */
   maxResultBytes: 1024 ** 3,
+  /** A kind's checkpoint state limit: a checkpoint arrives in one request body. */
+  maxCheckpointBytes: 1024 ** 3,
   /** Default body limit; kinds may set a lower payload limit. */
   bodyLimitBytes: 1024 * 1024,
   batchBodyLimitBytes: 16 * 1024 * 1024,
@@ -117,7 +119,19 @@ export const Job = Type.Object(
 );
 export type Job = Static<typeof Job>;
 
-export const JobList = Type.Object({ jobs: Type.Array(Job), nextCursor: Type.Union([Type.String(), Type.Null()]) });
+/** What a listing says about a job's result: its content type and size, never its bytes (GET /jobs/{id}/result has those). */
+export const ResultSummary = Type.Union([Type.Object({ contentType: Type.String(), bytes: Type.Integer() }), Type.Null()], {
+  description: 'The stored result: its content type and size in bytes; null when there is none',
+});
+
+/** A job in a listing: the job's fields with a result summary instead of the result, so a page has a known upper size. */
+export const JobListItem = Type.Object(
+  { ...Type.Omit(Job, ['result']).properties, result: ResultSummary },
+  { $id: 'JobListItem' },
+);
+export type JobListItem = Static<typeof JobListItem>;
+
+export const JobList = Type.Object({ jobs: Type.Array(JobListItem), nextCursor: Type.Union([Type.String(), Type.Null()]) });
 export type JobList = Static<typeof JobList>;
 
 export const JobListQuery = Type.Object(
@@ -195,7 +209,8 @@ export type RenewResponse = Static<typeof RenewResponse>;
 /** A result that is not JSON: bytes (base64 on the wire) with their content type. Exclusive with `result`. */
 export const ResultBytes = Type.Object(
   {
-    contentType: Type.String({ minLength: 1, maxLength: 255, pattern: '^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*(\\s*;.*)?$' }),
+    // Checked as an RFC 9110 media type by the coordinator (core/media-type.ts), per item in a batch.
+    contentType: Type.String({ minLength: 1, maxLength: 255, description: 'An RFC 9110 media type, e.g. text/csv; charset=utf-8' }),
     base64: Type.String({ pattern: '^[A-Za-z0-9+/]*={0,2}$' }),
   },
   { additionalProperties: false },
@@ -304,6 +319,7 @@ export const KindDefinition = Type.Object(
     backoff: Type.Optional(BackoffSchema),
     deadlineMs: Type.Optional(Type.Union([Type.Integer({ minimum: 1, maximum: LIMITS.maxDeadlineMs }), Type.Null()])),
     maxResultBytes: Type.Optional(Type.Integer({ minimum: 1, maximum: LIMITS.maxResultBytes })),
+    maxCheckpointBytes: Type.Optional(Type.Integer({ minimum: 1, maximum: LIMITS.maxCheckpointBytes })),
   },
   { additionalProperties: false },
 );
@@ -322,6 +338,7 @@ export const Kind = Type.Object({
   backoff: Type.Object({ baseMs: Type.Integer(), maxMs: Type.Integer() }),
   deadlineMs: Type.Union([Type.Integer(), Type.Null()]),
   maxResultBytes: Type.Integer(),
+  maxCheckpointBytes: Type.Integer(),
   updatedAt: Timestamp,
 });
 export type Kind = Static<typeof Kind>;

@@ -108,12 +108,29 @@ export interface JobListParams {
   readonly status?: JobStatus;
   readonly kind?: string;
   readonly limit: number;
-  /** Opaque, from a previous page's nextCursor. */
+  /**
+   * Opaque, from a previous page's nextCursor for the same scope and filters
+   * (list-cursor.ts). Any other cursor makes jobList throw
+   * LeaseholdError('invalid_request').
+   */
   readonly cursor?: string;
 }
 
+/** What a listing says about a result: never its bytes. */
+export interface ResultSummary {
+  readonly contentType: string;
+  readonly bytes: number;
+}
+
+/**
+ * A job as a listing carries it: without its payload, checkpoint or result
+ * bytes, so a page's size is bounded by its length and not by what the jobs
+ * hold (the list queries do not read those columns).
+ */
+export type JobListItem = Omit<JobRecord, 'payload' | 'checkpoint' | 'result'> & { readonly result: ResultSummary | null };
+
 export interface JobPage {
-  readonly jobs: readonly JobRecord[];
+  readonly jobs: readonly JobListItem[];
   readonly nextCursor: string | null;
 }
 
@@ -255,7 +272,7 @@ export interface TenantStats {
   readonly leaseExpirations: number;
   /** Age of the oldest queued job whose runAfter has passed; null when none. */
   readonly oldestAvailableAgeMs: number | null;
-  /** Payload plus result bytes of jobs not yet deleted. */
+  /** Payload, result, checkpoint state and progress bytes of jobs not yet deleted. */
   readonly storageBytes: number;
 }
 
@@ -287,6 +304,8 @@ export interface KindRecord {
   readonly backoff: BackoffPolicy;
   readonly deadlineMs: number | null;
   readonly maxResultBytes: number;
+  /** Largest checkpoint state, in bytes of canonical JSON. */
+  readonly maxCheckpointBytes: number;
   readonly updatedAt: number;
 }
 

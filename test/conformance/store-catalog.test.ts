@@ -23,6 +23,7 @@ function kind(name: string, overrides: Partial<KindUpsertParams> = {}): KindUpse
     backoff: { baseMs: 1_000, maxMs: 60_000 },
     deadlineMs: null,
     maxResultBytes: 65_536,
+    maxCheckpointBytes: 8_192,
     ...overrides,
   };
 }

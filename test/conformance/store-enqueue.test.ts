@@ -162,9 +162,8 @@ describe.each(backends)('store conformance ($label): enqueue and reads', (factor
     expect(all.nextCursor).toBeNull();
   });
 
-  it('answers a malformed cursor with an empty page', async () => {
+  it('refuses a malformed cursor with invalid_request', async () => {
     await enqueue(backend.store, 'a');
-    const page = await backend.store.jobList({ scope: { tenant: TENANT }, limit: 10, cursor: 'garbage' });
-    expect(page).toEqual({ jobs: [], nextCursor: null });
+    await expect(backend.store.jobList({ scope: { tenant: TENANT }, limit: 10, cursor: 'garbage' })).rejects.toMatchObject({ code: 'invalid_request' });
   });
 });

@@ -154,10 +154,14 @@ describe.each(backends)('$name', (factory) => {
       const jobs = new Map<string, { status: string; epoch: number; result: Execution | null }>();
       let cursor: string | null = null;
       do {
-        const page = await coordinator.inject({ method: 'GET', url: `/jobs?limit=1000${cursor === null ? '' : `&cursor=${cursor}`}`, headers: bearer(adminKey) });
+        const page = await coordinator.inject({ method: 'GET', url: `/jobs?limit=1000${cursor === null ? '' : `&cursor=${encodeURIComponent(cursor)}`}`, headers: bearer(adminKey) });
         expect(page.statusCode).toBe(200);
-        const body = page.json() as { jobs: { id: string; status: string; epoch: number; result: Execution | null }[]; nextCursor: string | null };
-        for (const job of body.jobs) jobs.set(job.id, job);
+        const body = page.json() as { jobs: { id: string }[]; nextCursor: string | null };
+        // A listing carries result summaries only: read each job for its result.
+        for (const { id } of body.jobs) {
+          const full = await coordinator.inject({ method: 'GET', url: `/jobs/${id}`, headers: bearer(adminKey) });
+          jobs.set(id, full.json() as { status: string; epoch: number; result: Execution | null });
+        }
         cursor = body.nextCursor;
       } while (cursor !== null);
       expect(jobs.size).toBe(JOBS);

@@ -30,7 +30,7 @@ let immutable: readonly string[] = [];
 
 function upsertKind(store: Store): Promise<unknown> {
   const backoff = { baseMs: 10, maxMs: 100 };
-  return store.kindUpsert({ tenant: 't1', kind: 'k', payloadSchema: null, maxPayloadBytes: 1024, maxAttempts: 3, leaseMs: 1000, backoff, deadlineMs: null, maxResultBytes: 1024 });
+  return store.kindUpsert({ tenant: 't1', kind: 'k', payloadSchema: null, maxPayloadBytes: 1024, maxAttempts: 3, leaseMs: 1000, backoff, deadlineMs: null, maxResultBytes: 1024, maxCheckpointBytes: 1024 });
 }
 
 function chattr(flag: '+i' | '-i', paths: readonly string[]): void {

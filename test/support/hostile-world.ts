@@ -79,9 +79,11 @@ export async function storeSnapshot(store: Store, tenants: readonly string[] = T
       jobs.push(...page.jobs);
       cursor = page.nextCursor;
     } while (cursor !== null);
+    // Listings leave out payloads, checkpoints and results: compare whole records.
+    const records = await Promise.all(jobs.map((job) => store.jobGet({ scope: { tenant }, id: job.id })));
     const attempts = await Promise.all(jobs.map((job) => store.jobAttempts({ scope: { tenant }, id: job.id })));
     const kinds = await store.kindList({ tenant });
-    parts.push({ tenant, stats, jobs, attempts, kinds });
+    parts.push({ tenant, stats, jobs: records, attempts, kinds });
   }
   return JSON.stringify(parts);
 }

@@ -1,6 +1,6 @@
 /**
  * `leasehold dev` (what `npm start` runs): a coordinator on an embedded
- * SQLite file under ./.leasehold, fresh development keys, an in-process worker
+ * SQLite file under ./.leasehold, development keys kept beside it (dev-keys.ts), an in-process worker
  * with two demo handlers and a couple of demo jobs, so a fresh checkout shows
  * the whole loop in one command. Not for production: the keys are printed.
  */
@@ -12,7 +12,7 @@ import { resolve } from 'node:path';
 import type { HandlerMap, JobContext } from '../../worker/handler.js';
 import { sleep } from '../../worker/retry.js';
 import { integerOption, stringOption, type Command } from '../command.js';
-import { createApiKey } from './keys.js';
+import { devKeysPath, loadOrCreateDevKeys } from '../dev-keys.js';
 import { closeAll, listeningUrl, untilSignal } from './serve.js';
 
 const TENANT = 'dev';
@@ -44,8 +44,9 @@ export const devCommand: Command = {
 
     const created = !existsSync(dbPath);
     const store = await openSqliteStore(dbPath);
-    const admin = await createApiKey(store, { tenant: TENANT, user: 'developer', role: 'admin' });
-    const workerKey = await createApiKey(store, { tenant: TENANT, user: 'demo-worker', role: 'worker' });
+    const { keys, reused } = await loadOrCreateDevKeys(store, dbPath, TENANT);
+    const admin = { key: keys.admin };
+    const workerKey = { key: keys.worker };
     const app = await buildCoordinator({ store, logger });
     const port = (await isPortFree(preferredPort, host)) ? preferredPort : 0;
     await app.listen({ port, host });
@@ -62,7 +63,7 @@ export const devCommand: Command = {
 
     io.out(`leasehold dev coordinator listening on ${url}${port !== preferredPort ? ` (port ${preferredPort} was taken)` : ''}`);
     io.out(`database      ${dbPath}${created ? ' (created)' : ''}`);
-    io.out(`admin key     ${admin.key}   (development only; new on every start)`);
+    io.out(`admin key     ${admin.key}   (development only; ${reused ? 'kept' : 'saved'} in ${devKeysPath(dbPath)})`);
     io.out(`worker key    ${workerKey.key}`);
     io.out('demo worker   running kinds echo, sleep (2 demo jobs enqueued)');
     io.out('');

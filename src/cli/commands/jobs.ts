@@ -9,6 +9,12 @@ import { describeJsonError } from '../../core/json-error.js';
 import type { Job } from '../../protocol/schemas.js';
 import { integerOption, requireOption, stringOption, UsageError, type Command, type Io } from '../command.js';
 import { printJson, REMOTE_DETAILS, REMOTE_OPTIONS, withClient } from '../remote.js';
+import { terminalSafe } from '../terminal-text.js';
+
+/** Every human line here carries text from workers or producers (ids, kinds, codes, messages): printed escaped. */
+function say(io: Io, line: string): void {
+  io.out(terminalSafe(line));
+}
 
 export const enqueueCommand: Command = {
   name: 'enqueue',
@@ -62,7 +68,7 @@ export const enqueueCommand: Command = {
     const answer = await withClient(enqueueCommand, values, io, (client) => client.enqueue(request, { idempotencyKey }));
     if (values['json'] === true) printJson(io, answer.job);
     else if (values['quiet'] === true) io.out(answer.job.id);
-    else io.out(`${answer.replayed ? 'already enqueued' : 'enqueued'} ${answer.job.id} (${answer.job.kind}, ${answer.job.status}, idempotency key ${idempotencyKey})`);
+    else say(io, `${answer.replayed ? 'already enqueued' : 'enqueued'} ${answer.job.id} (${answer.job.kind}, ${answer.job.status}, idempotency key ${idempotencyKey})`);
     return 0;
   },
 };
@@ -87,10 +93,10 @@ export const jobCommand: Command = {
       return 0;
     }
     printJob(io, job);
-    io.out('');
-    io.out(attempts.length === 0 ? 'no attempts yet' : 'attempts:');
+    say(io, '');
+    say(io, attempts.length === 0 ? 'no attempts yet' : 'attempts:');
     for (const a of attempts) {
-      io.out(`  #${a.attempt}  epoch ${a.epoch}  ${a.workerId}  ${a.startedAt} → ${a.endedAt ?? '(running)'}  ${a.outcome ?? '-'}${a.errorCode === null ? '' : ` (${a.errorCode})`}`);
+      say(io, `  #${a.attempt}  epoch ${a.epoch}  ${a.workerId}  ${a.startedAt} → ${a.endedAt ?? '(running)'}  ${a.outcome ?? '-'}${a.errorCode === null ? '' : ` (${a.errorCode})`}`);
     }
     return 0;
   },
@@ -114,11 +120,11 @@ export const deadCommand: Command = {
       printJson(io, page);
       return 0;
     }
-    if (page.jobs.length === 0) io.out('no dead jobs');
+    if (page.jobs.length === 0) say(io, 'no dead jobs');
     for (const job of page.jobs) {
-      io.out(`${job.id}  ${job.kind}  attempts ${job.attempts}/${job.maxAttempts}  ${job.finishedAt ?? ''}  ${job.lastError === null ? '' : `${job.lastError.class} ${job.lastError.code}: ${job.lastError.message}`}`);
+      say(io, `${job.id}  ${job.kind}  attempts ${job.attempts}/${job.maxAttempts}  ${job.finishedAt ?? ''}  ${job.lastError === null ? '' : `${job.lastError.class} ${job.lastError.code}: ${job.lastError.message}`}`);
     }
-    if (page.nextCursor !== null) io.out(`more: --cursor ${page.nextCursor}`);
+    if (page.nextCursor !== null) say(io, `more: --cursor ${page.nextCursor}`);
     return 0;
   },
 };
@@ -136,7 +142,7 @@ export const requeueCommand: Command = {
     const id = positionals[0] ?? '';
     const job = await withClient(requeueCommand, values, io, (client) => client.requeue(id, maxAttempts === undefined ? {} : { maxAttempts }));
     if (values['json'] === true) printJson(io, job);
-    else io.out(`requeued ${job.id} (${job.status}, ${job.maxAttempts} attempts)`);
+    else say(io, `requeued ${job.id} (${job.status}, ${job.maxAttempts} attempts)`);
     return 0;
   },
 };
@@ -153,21 +159,21 @@ export const statsCommand: Command = {
       printJson(io, stats);
       return 0;
     }
-    io.out(Object.entries(stats.counts).map(([status, count]) => `${status} ${count}`).join('  '));
-    io.out(`mean wait ${formatMs(stats.meanWaitMs)}  mean attempt ${formatMs(stats.meanAttemptRunMs)}  mean to completion ${formatMs(stats.meanTimeToCompletionMs)}  lease expirations ${stats.leaseExpirations}`);
-    io.out(`oldest available ${formatMs(stats.oldestAvailableAgeMs)}  storage ${stats.storageBytes} bytes`);
+    say(io, Object.entries(stats.counts).map(([status, count]) => `${status} ${count}`).join('  '));
+    say(io, `mean wait ${formatMs(stats.meanWaitMs)}  mean attempt ${formatMs(stats.meanAttemptRunMs)}  mean to completion ${formatMs(stats.meanTimeToCompletionMs)}  lease expirations ${stats.leaseExpirations}`);
+    say(io, `oldest available ${formatMs(stats.oldestAvailableAgeMs)}  storage ${stats.storageBytes} bytes`);
     return 0;
   },
 };
 
 function printJob(io: Io, job: Job): void {
-  io.out(`${job.id}  ${job.kind}  ${job.status}${job.cancelRequested ? ' (cancel requested)' : ''}`);
-  io.out(`attempts ${job.attempts}/${job.maxAttempts}  priority ${job.priority}  epoch ${job.epoch}`);
-  io.out(`created ${job.createdAt}  run after ${job.runAfter}  started ${job.startedAt ?? '-'}  finished ${job.finishedAt ?? '-'}`);
-  if (job.deadlineAt !== null) io.out(`deadline ${job.deadlineAt}`);
-  if (job.lastError !== null) io.out(`last error ${job.lastError.code} (${job.lastError.class}): ${job.lastError.message}`);
-  if (job.progress !== null && job.progress !== undefined) io.out(`progress ${JSON.stringify(job.progress)}`);
-  if (job.result !== null && job.result !== undefined) io.out(`result ${JSON.stringify(job.result)}`);
+  say(io, `${job.id}  ${job.kind}  ${job.status}${job.cancelRequested ? ' (cancel requested)' : ''}`);
+  say(io, `attempts ${job.attempts}/${job.maxAttempts}  priority ${job.priority}  epoch ${job.epoch}`);
+  say(io, `created ${job.createdAt}  run after ${job.runAfter}  started ${job.startedAt ?? '-'}  finished ${job.finishedAt ?? '-'}`);
+  if (job.deadlineAt !== null) say(io, `deadline ${job.deadlineAt}`);
+  if (job.lastError !== null) say(io, `last error ${job.lastError.code} (${job.lastError.class}): ${job.lastError.message}`);
+  if (job.progress !== null && job.progress !== undefined) say(io, `progress ${JSON.stringify(job.progress)}`);
+  if (job.result !== null && job.result !== undefined) say(io, `result ${JSON.stringify(job.result)}`);
 }
 
 function formatMs(ms: number | null): string {

@@ -16,6 +16,7 @@ import type { BackoffPolicy } from '../../core/backoff.js';
 import { LeaseholdError } from '../../core/errors.js';
 import { crashPoint } from '../../core/fault-points.js';
 import { isJobId } from '../../core/ids.js';
+import { isMediaType } from '../../core/media-type.js';
 import {
   CompleteManyRequest,
   CompleteManyResponse,
@@ -38,26 +39,30 @@ interface ResultInput {
   readonly body: Buffer;
 }
 
-/** The result to store: JSON in canonical form, or bytes with their content type. */
+/** The result to store: JSON in canonical form, or bytes with their content type (an RFC 9110 media type). */
 function resultInput(result: unknown, resultBytes: ResultBytes | undefined): ResultInput | undefined {
   if (resultBytes !== undefined) {
     if (result !== undefined) throw new LeaseholdError('invalid_request', 'body/result and body/resultBytes are exclusive');
+    if (!isMediaType(resultBytes.contentType)) {
+      throw new LeaseholdError('invalid_request', 'body/resultBytes/contentType must be an RFC 9110 media type (type/subtype; name=value, ASCII, no control characters)');
+    }
     return { contentType: resultBytes.contentType, body: Buffer.from(resultBytes.base64, 'base64') };
   }
   return result === undefined ? undefined : { contentType: JSON_CONTENT_TYPE, body: Buffer.from(canonicalJson(result), 'utf8') };
 }
 
 /**
- * The kind's maxResultBytes for a result, looked up only when it could
- * matter: a tenant without kinds has no limit beyond the body limit, and a
- * result within every kind's limit needs no lookup of the job's kind.
+ * The result limit of the job's kind (the coordinator's defaultMaxResultBytes
+ * for an unregistered kind), looked up only when it could matter: a result
+ * within every limit needs no lookup of the job's kind.
  */
 async function maxResultBytesFor(ctx: RouteContext, tenant: string, id: string, result: ResultInput | undefined): Promise<number | undefined> {
   if (result === undefined) return undefined;
   const kinds = await ctx.kinds.forTenant(tenant);
-  if (kinds.smallestMaxResultBytes === null || result.body.length <= kinds.smallestMaxResultBytes) return undefined;
+  const fallback = ctx.config.defaultMaxResultBytes;
+  if (result.body.length <= Math.min(fallback, kinds.smallestMaxResultBytes ?? fallback)) return undefined;
   const job = isJobId(id) ? await ctx.store.jobGet({ scope: { tenant }, id }) : null;
-  return job === null ? undefined : kinds.byName.get(job.kind)?.record.maxResultBytes;
+  return job === null ? undefined : (kinds.byName.get(job.kind)?.record.maxResultBytes ?? fallback);
 }
 
 interface CompletionInput {
@@ -126,7 +131,7 @@ export function registerCompletionRoutes(app: CoordinatorApp, ctx: RouteContext)
       schema: {
         summary: 'Complete many jobs in one transaction',
         description:
-          'Each item follows the rules of the single complete. Per item: status `succeeded`; `dead` with code result_too_large; or `rejected` with the code the single call would answer (stale_lease, deadline_exceeded, cancelled, not_found).',
+          'Each item follows the rules of the single complete. Per item: status `succeeded`; `dead` with code result_too_large; or `rejected` with the code the single call would answer (stale_lease, deadline_exceeded, cancelled, not_found, invalid_request for a content type that is not an RFC 9110 media type).',
         tags: ['lease'],
         body: CompleteManyRequest,
         response: { 200: CompleteManyResponse, ...errorResponses(413) },
@@ -134,11 +139,15 @@ export function registerCompletionRoutes(app: CoordinatorApp, ctx: RouteContext)
     },
     async (request) => {
       const principal = principalOf(request);
-      const items = request.body.completions;
+      const all = request.body.completions;
+      // An item whose content type is not a media type is refused alone, like an item with a stale token.
+      const refused = new Set(all.filter((item) => item.resultBytes !== undefined && !isMediaType(item.resultBytes.contentType)));
+      const items = all.filter((item) => !refused.has(item));
       const params = await Promise.all(items.map((item) => completeParams(ctx, principal.tenant, item)));
       const outcomes = await ctx.store.jobCompleteMany(params);
       crashPoint('complete.after-commit');
-      const results = items.map((item, index) => batchItemResult(item.id, outcomes[index]));
+      const applied = new Map(items.map((item, index) => [item, batchItemResult(item.id, outcomes[index])]));
+      const results = all.map((item) => applied.get(item) ?? { id: item.id, status: 'rejected', code: 'invalid_request' });
       for (const entry of results) {
         if (entry.code === 'stale_lease') entry.code = await explainRejection(ctx, principal.tenant, entry.id, 'stale_lease');
       }

@@ -8,6 +8,7 @@
 import { Type } from '@sinclair/typebox';
 import { LeaseholdError } from '../../core/errors.js';
 import { isJobId } from '../../core/ids.js';
+import { essenceOf, isMediaType } from '../../core/media-type.js';
 import { AttemptList, IdParams, ReconcileRequest } from '../../protocol/schemas.js';
 import { principalOf, scopeOf } from '../auth.js';
 import { errorResponses, type CoordinatorApp, type RouteContext } from '../route-context.js';
@@ -24,6 +25,24 @@ export function reprDigest(checksumHex: string): string {
   return `sha-256=:${Buffer.from(checksumHex, 'hex').toString('base64')}:`;
 }
 
+/**
+ * How a stored result is served. Its content type came from a worker: it is
+ * never sniffed, and anything but JSON or plain text is a download in a
+ * sandbox, so a result cannot run script in the coordinator's origin. A value
+ * that is not a media type (stored by hand or before the check) is served as
+ * bytes rather than failing the read.
+ */
+export function resultHeaders(contentType: string): Record<string, string> {
+  const valid = isMediaType(contentType);
+  const essence = valid ? essenceOf(contentType) : '';
+  const inline = essence === 'application/json' || essence.endsWith('+json') || essence === 'text/plain';
+  return {
+    'content-type': valid ? contentType : 'application/octet-stream',
+    'x-content-type-options': 'nosniff',
+    ...(inline ? {} : { 'content-security-policy': 'sandbox', 'content-disposition': 'attachment' }),
+  };
+}
+
 export function registerJobActionRoutes(app: CoordinatorApp, ctx: RouteContext): void {
   app.get(
     '/jobs/:id/result',
@@ -32,7 +51,7 @@ export function registerJobActionRoutes(app: CoordinatorApp, ctx: RouteContext):
       schema: {
         summary: 'The result of a succeeded job',
         description:
-          'The stored bytes with their content type; ETag is the quoted SHA-256 (hex) and Repr-Digest the same digest in RFC 9530 form. 404 result_not_ready before success; 204 when the job succeeded without a result.',
+          'The stored bytes with their content type and X-Content-Type-Options: nosniff; anything but JSON or text/plain also with Content-Security-Policy: sandbox and Content-Disposition: attachment. ETag is the quoted SHA-256 (hex) and Repr-Digest the same digest in RFC 9530 form. 404 result_not_ready before success; 204 when the job succeeded without a result.',
         tags: ['jobs'],
         params: IdParams,
         headers: Type.Object({ 'if-none-match': Type.Optional(Type.String()) }),
@@ -54,7 +73,8 @@ export function registerJobActionRoutes(app: CoordinatorApp, ctx: RouteContext):
       if (typeof ifNoneMatch === 'string' && ifNoneMatch.split(',').some((tag) => tag.trim() === etag || tag.trim() === '*')) {
         return reply.code(304).send(null);
       }
-      return reply.code(200).header('content-type', job.result.contentType).send(job.result.body);
+      for (const [name, value] of Object.entries(resultHeaders(job.result.contentType))) reply.header(name, value);
+      return reply.code(200).send(job.result.body);
     },
   );
 

@@ -15,7 +15,7 @@ import type { JobRecord, JobScope } from '../../store/store.js';
 import { principalOf, scopeOf } from '../auth.js';
 import { prepareEnqueue, requireIdempotencyKey } from '../enqueue.js';
 import { errorResponses, type CoordinatorApp, type RouteContext } from '../route-context.js';
-import { toWireJob } from '../wire.js';
+import { toWireJob, toWireJobListItem } from '../wire.js';
 import { JobBody, JobListBody } from './shared-schemas.js';
 
 export const DEFAULT_LIST_LIMIT = 100;
@@ -107,6 +107,8 @@ export function registerJobRoutes(app: CoordinatorApp, ctx: RouteContext): void 
       config: { roles: ['producer', 'admin'] },
       schema: {
         summary: 'List jobs, newest first',
+        description:
+          'Each job carries a result summary {contentType, bytes} (or null), never the result itself; nextCursor is opaque and valid only with the same key and filters.',
         tags: ['jobs'],
         querystring: JobListQuery,
         response: { 200: JobListBody, ...errorResponses() },
@@ -121,7 +123,7 @@ export function registerJobRoutes(app: CoordinatorApp, ctx: RouteContext): void 
         ...(query.kind === undefined ? {} : { kind: query.kind }),
         ...(query.cursor === undefined ? {} : { cursor: query.cursor }),
       });
-      return { jobs: page.jobs.map(toWireJob), nextCursor: page.nextCursor };
+      return { jobs: page.jobs.map(toWireJobListItem), nextCursor: page.nextCursor };
     },
   );
 

@@ -32,9 +32,10 @@ export function registerKindRoutes(app: CoordinatorApp, ctx: RouteContext): void
       const principal = principalOf(request);
       const body = request.body;
       const payloadSchema = body.payloadSchema ?? null;
-      if (payloadSchema !== null) ctx.kinds.compile(payloadSchema);
+      const validate = payloadSchema === null ? null : ctx.kinds.compile(payloadSchema);
       const backoff = body.backoff ?? ctx.config.defaultBackoff;
       if (backoff.maxMs < backoff.baseMs) throw new LeaseholdError('invalid_request', 'body/backoff/maxMs must be >= body/backoff/baseMs');
+      await refuseBeyondKindCap(ctx, principal.tenant, request.params.kind);
       const record = await ctx.store.kindUpsert({
         tenant: principal.tenant,
         kind: request.params.kind,
@@ -45,7 +46,9 @@ export function registerKindRoutes(app: CoordinatorApp, ctx: RouteContext): void
         backoff: { baseMs: backoff.baseMs, maxMs: backoff.maxMs },
         deadlineMs: body.deadlineMs ?? null,
         maxResultBytes: body.maxResultBytes ?? ctx.config.bodyLimitBytes,
+        maxCheckpointBytes: body.maxCheckpointBytes ?? ctx.config.maxCheckpointBytes,
       });
+      ctx.kinds.remember(record, validate, payloadSchema);
       ctx.kinds.invalidate(principal.tenant);
       return toWireKind(record);
     },
@@ -65,5 +68,20 @@ export function registerKindRoutes(app: CoordinatorApp, ctx: RouteContext): void
       const kinds = await ctx.store.kindList({ tenant: principalOf(request).tenant });
       return { kinds: kinds.map(toWireKind) };
     },
+  );
+}
+
+/**
+ * A tenant registers at most `maxKindsPerTenant` kinds: each one is a compiled
+ * validator in every coordinator and a row read on every registry refresh.
+ * Replacing a kind is always allowed. Two registrations racing past the cap
+ * can exceed it by the number of concurrent requests, not more.
+ */
+async function refuseBeyondKindCap(ctx: RouteContext, tenant: string, kind: string): Promise<void> {
+  const existing = (await ctx.kinds.forTenant(tenant)).byName;
+  if (existing.size < ctx.config.maxKindsPerTenant || existing.has(kind)) return;
+  throw new LeaseholdError(
+    'invalid_request',
+    `the tenant already has ${existing.size} kinds, the most this coordinator allows (maxKindsPerTenant); replace an existing kind instead`,
   );
 }

@@ -5,7 +5,7 @@
  */
 
 import { Type, type Static, type TObject, type TProperties } from '@sinclair/typebox';
-import { Job } from '../../protocol/schemas.js';
+import { Job, JobListItem } from '../../protocol/schemas.js';
 
 function withoutId<T extends TProperties>(schema: TObject<T>): TObject<T> {
   const { $id: _unused, ...rest } = schema;
@@ -14,7 +14,9 @@ function withoutId<T extends TProperties>(schema: TObject<T>): TObject<T> {
 
 export const JobBody = withoutId(Job);
 
-export const JobListBody = Type.Object({ jobs: Type.Array(JobBody), nextCursor: Type.Union([Type.String(), Type.Null()]) });
+export const JobListItemBody = withoutId(JobListItem);
+
+export const JobListBody = Type.Object({ jobs: Type.Array(JobListItemBody), nextCursor: Type.Union([Type.String(), Type.Null()]) });
 
 export const EnqueueBatchEntrySchema = Type.Object({
   idempotencyKey: Type.String(),

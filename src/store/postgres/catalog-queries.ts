@@ -4,7 +4,7 @@
  * statements that move jobs are in queries.ts.
  */
 
-import { JOB_COLUMNS, JOB_WITH_RESULT_FROM, ms, namedQuery, RESULT_COLUMNS } from './sql-fragments.js';
+import { JOB_WITH_RESULT_FROM, LIST_COLUMNS, ms, namedQuery } from './sql-fragments.js';
 
 const API_KEY_COLUMNS = `id, tenant, user_name, role, key_hash, ${ms('created_at')} AS created_at, ${ms('revoked_at')} AS revoked_at`;
 
@@ -22,19 +22,25 @@ export const API_KEY_REVOKE = namedQuery(
 );
 
 const KIND_COLUMNS = `tenant, kind, payload_schema, max_payload_bytes, max_attempts, lease_ms, backoff_base_ms, backoff_max_ms,
-  deadline_ms::float8 AS deadline_ms, max_result_bytes, ${ms('updated_at')} AS updated_at`;
+  deadline_ms::float8 AS deadline_ms, max_result_bytes, max_checkpoint_bytes, ${ms('updated_at')} AS updated_at`;
 
 export const KIND_UPSERT = namedQuery(
   'lh_kind_upsert',
   `INSERT INTO kinds AS k (tenant, kind, payload_schema, max_payload_bytes, max_attempts, lease_ms, backoff_base_ms,
-                           backoff_max_ms, deadline_ms, max_result_bytes, updated_at)
-   VALUES ($1, $2, $3::json, $4, $5, $6, $7, $8, $9, $10, now())
+                           backoff_max_ms, deadline_ms, max_result_bytes, max_checkpoint_bytes, updated_at)
+   VALUES ($1, $2, $3::json, $4, $5, $6, $7, $8, $9, $10, $11, now())
    ON CONFLICT (tenant, kind) DO UPDATE SET payload_schema = EXCLUDED.payload_schema,
      max_payload_bytes = EXCLUDED.max_payload_bytes, max_attempts = EXCLUDED.max_attempts, lease_ms = EXCLUDED.lease_ms,
      backoff_base_ms = EXCLUDED.backoff_base_ms, backoff_max_ms = EXCLUDED.backoff_max_ms,
-     deadline_ms = EXCLUDED.deadline_ms, max_result_bytes = EXCLUDED.max_result_bytes, updated_at = EXCLUDED.updated_at
+     deadline_ms = EXCLUDED.deadline_ms, max_result_bytes = EXCLUDED.max_result_bytes,
+     max_checkpoint_bytes = EXCLUDED.max_checkpoint_bytes, updated_at = EXCLUDED.updated_at
    RETURNING ${KIND_COLUMNS}`,
 );
+
+/** The first store to open a database creates its secret; every later one, on any host, reads the same row. */
+export const SECRET_INSERT = namedQuery('lh_secret_insert', `INSERT INTO store_secrets (name, secret) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING`);
+
+export const SECRET_GET = namedQuery('lh_secret_get', `SELECT secret FROM store_secrets WHERE name = $1`);
 
 export const KIND_GET = namedQuery('lh_kind_get', `SELECT ${KIND_COLUMNS} FROM kinds WHERE tenant = $1 AND kind = $2`);
 
@@ -43,7 +49,7 @@ export const KIND_LIST = namedQuery('lh_kind_list', `SELECT ${KIND_COLUMNS} FROM
 /** Newest first; the cursor is the seq of the last job on the previous page. Run unplanned (see bindUnplanned). */
 export const JOB_LIST = namedQuery(
   'lh_job_list',
-  `SELECT ${JOB_COLUMNS}, ${RESULT_COLUMNS} FROM ${JOB_WITH_RESULT_FROM}
+  `SELECT ${LIST_COLUMNS} FROM ${JOB_WITH_RESULT_FROM}
     WHERE j.tenant = $1 AND ($2::text IS NULL OR j.owner = $2) AND ($3::text IS NULL OR j.status = $3)
       AND ($4::text IS NULL OR j.kind = $4) AND ($5::bigint IS NULL OR j.seq < $5)
     ORDER BY j.seq DESC LIMIT $6`,
@@ -57,7 +63,8 @@ export const ATTEMPT_LIST = namedQuery(
 
 /**
  * One pass over the tenant's jobs. The means use the same millisecond values
- * the API shows; storage counts payloads plus results of jobs still stored.
+ * the API shows; storage counts payloads, checkpoint state, progress and
+ * results of jobs still stored.
  */
 export const STATS = namedQuery(
   'lh_stats',
@@ -72,7 +79,7 @@ export const STATS = namedQuery(
      (SELECT avg(${ms('a.ended_at')} - ${ms('a.started_at')})::float8
         FROM job_attempts a JOIN jobs aj ON aj.id = a.job_id WHERE aj.tenant = $1 AND a.ended_at IS NOT NULL) AS mean_attempt_run,
      (${ms('now()')} - ${ms("min(j.run_after) FILTER (WHERE j.status = 'queued' AND j.run_after <= now())")}) AS oldest_age,
-     coalesce(sum(j.payload_bytes), 0)::float8
+     coalesce(sum(j.payload_bytes + coalesce(octet_length(j.checkpoint_state::text), 0) + coalesce(octet_length(j.progress::text), 0)), 0)::float8
        + (SELECT coalesce(sum(r.size_bytes), 0) FROM job_results r JOIN jobs rj ON rj.id = r.job_id WHERE rj.tenant = $1)::float8
        AS storage_bytes,
      (SELECT coalesce(max(lease_expirations), 0) FROM tenant_counters WHERE tenant = $1)::float8 AS lease_expirations

@@ -159,4 +159,12 @@ CREATE TABLE tenant_counters (
     // The failure class of the last error (src/core/failure-classes.ts); NULL on older rows, read as inferred.
     sql: `ALTER TABLE jobs ADD COLUMN last_error_class text;`,
   },
+  {
+    version: 3,
+    name: 'checkpoint_limit_and_secrets',
+    // A kind's checkpoint state limit (256 KiB for kinds registered before), and the secrets the
+    // store keeps beside the data, such as the key that seals list cursors (list-cursor.ts).
+    sql: `ALTER TABLE kinds ADD COLUMN max_checkpoint_bytes integer NOT NULL DEFAULT 262144 CHECK (max_checkpoint_bytes > 0);
+CREATE TABLE store_secrets (name text PRIMARY KEY, secret bytea NOT NULL);`,
+  },
 ];

@@ -54,6 +54,7 @@ import type {
   TokenParams,
 } from '../store.js';
 import type { Availability, AvailabilityListener as OnAvailable } from '../store.js';
+import { CURSOR_SECRET_NAME, newCursorSecret, openCursor, sealCursor } from '../list-cursor.js';
 import { AvailabilityListener } from './availability-listener.js';
 import * as C from './catalog-queries.js';
 import { CoalescedNotifier } from './coalesced-notifier.js';
@@ -68,7 +69,20 @@ import { cancelInTx, reapInTx, reconcileInTx, requeueInTx, type Announced, type 
 import { clientConfig, PgDatabase, splitConnectionString } from './pg-database.js';
 import { pgTarget, translatePgConnectError, translatePgError } from './pg-errors.js';
 import * as Q from './queries.js';
-import { toApiKeyRecord, toAttemptRecord, toJobRecord, toKindRecord, toLeasedJob, toSnapshot, type ApiKeyRow, type AttemptRow, type JobRow, type KindRow } from './row-mapping.js';
+import {
+  toApiKeyRecord,
+  toAttemptRecord,
+  toJobListItem,
+  toJobRecord,
+  toKindRecord,
+  toLeasedJob,
+  toSnapshot,
+  type ApiKeyRow,
+  type AttemptRow,
+  type JobListRow,
+  type JobRow,
+  type KindRow,
+} from './row-mapping.js';
 import { bind, bindUnplanned, type NamedQuery } from './sql-fragments.js';
 import { StatementBatcher } from './statement-batcher.js';
 
@@ -113,6 +127,8 @@ export class PostgresStore implements Store {
     /** NOTIFY channel: one per schema, so test schemas do not wake each other. */
     private readonly channel: string,
     poolSize: number,
+    /** Seals list cursors; one row of the schema, so every coordinator on it opens every other's cursors. */
+    private readonly cursorSecret: Buffer,
     private readonly random: Random,
   ) {
     this.notifier = new CoalescedNotifier((payloads) => this.db.query(bind(Q.NOTIFY, [this.channel, payloads])));
@@ -142,11 +158,23 @@ export class PostgresStore implements Store {
         await db.close();
         db = new PgDatabase({ connectionString, schema, poolSize, forceSynchronousCommit: true });
       }
+      await db.query(bind(C.SECRET_INSERT, [CURSOR_SECRET_NAME, newCursorSecret()]));
     } catch (error) {
       await db.close().catch(() => undefined);
       throw translatePgConnectError(error, pgTarget(connectionString, schema));
     }
-    return new PostgresStore(db, { connectionString, schema }, `lh_available_${schema}`.slice(0, 63), poolSize, options.random ?? systemRandom);
+    let cursorSecret: Buffer | undefined;
+    try {
+      cursorSecret = (await db.query<{ secret: Buffer }>(bind(C.SECRET_GET, [CURSOR_SECRET_NAME]))).rows[0]?.secret;
+    } catch (error) {
+      await db.close().catch(() => undefined);
+      throw translatePgError(error);
+    }
+    if (cursorSecret === undefined) {
+      await db.close();
+      throw new Error('store_secrets has no list cursor secret after inserting one');
+    }
+    return new PostgresStore(db, { connectionString, schema }, `lh_available_${schema}`.slice(0, 63), poolSize, cursorSecret, options.random ?? systemRandom);
   }
 
   /** Drops a schema and everything in it (test isolation). */
@@ -199,7 +227,7 @@ export class PostgresStore implements Store {
     const schema = params.payloadSchema === undefined || params.payloadSchema === null ? null : canonicalJson(params.payloadSchema);
     const values = [
       params.tenant, params.kind, schema, params.maxPayloadBytes, params.maxAttempts, params.leaseMs,
-      params.backoff.baseMs, params.backoff.maxMs, params.deadlineMs, params.maxResultBytes,
+      params.backoff.baseMs, params.backoff.maxMs, params.deadlineMs, params.maxResultBytes, params.maxCheckpointBytes,
     ];
     return toKindRecord(await this.one<KindRow>(C.KIND_UPSERT, values));
   }
@@ -230,13 +258,15 @@ export class PostgresStore implements Store {
   }
 
   async jobList(params: JobListParams): Promise<JobPage> {
-    const cursor = params.cursor === undefined ? null : /^\d{1,15}$/.test(params.cursor) ? params.cursor : undefined;
-    if (cursor === undefined) return { jobs: [], nextCursor: null };
+    const cursor = params.cursor === undefined ? null : openCursor(this.cursorSecret, params, params.cursor);
     const values = [params.scope.tenant, params.scope.owner ?? null, params.status ?? null, params.kind ?? null, cursor, params.limit + 1];
-    const rows = (await this.db.query<JobRow>(bindUnplanned(C.JOB_LIST, values))).rows;
+    const rows = (await this.db.query<JobListRow>(bindUnplanned(C.JOB_LIST, values))).rows;
     const page = rows.slice(0, params.limit);
     const last = page[page.length - 1];
-    return { jobs: page.map(toJobRecord), nextCursor: rows.length > params.limit && last !== undefined ? String(last.seq) : null };
+    return {
+      jobs: page.map(toJobListItem),
+      nextCursor: rows.length > params.limit && last !== undefined ? sealCursor(this.cursorSecret, params, last.seq) : null,
+    };
   }
 
   async jobAttempts(params: JobRef): Promise<readonly AttemptRecord[] | null> {

@@ -8,7 +8,7 @@
 import { storedJobError } from '../stored-job-error.js';
 import { isJobStatus, isRole, type JobStatus, type Role } from '../../core/states.js';
 import { ATTEMPT_OUTCOMES, type AttemptOutcome, type JobSnapshot } from '../../core/transitions.js';
-import type { ApiKeyRecord, AttemptRecord, Checkpoint, JobRecord, JobResult, KindRecord, LeasedJob } from '../store.js';
+import type { ApiKeyRecord, AttemptRecord, Checkpoint, JobListItem, JobRecord, JobResult, KindRecord, LeasedJob } from '../store.js';
 
 export interface JobRow {
   readonly id: string;
@@ -71,13 +71,19 @@ function toResult(row: JobRow): JobResult | null {
   return { contentType: row.result_content_type ?? 'application/octet-stream', body: row.result_body, checksum: row.result_checksum ?? '' };
 }
 
+/** The columns of the list query (LIST_COLUMNS): no payload, checkpoint state or result body. */
+export type JobListRow = Omit<JobRow, 'payload' | 'checkpoint_state' | 'result_body' | 'result_checksum'> & { readonly result_bytes: number | null };
+
 export function toJobRecord(row: JobRow): JobRecord {
+  return { ...toJobListItem({ ...row, result_bytes: null }), payload: row.payload, checkpoint: toCheckpoint(row), result: toResult(row) };
+}
+
+export function toJobListItem(row: JobListRow): JobListItem {
   return {
     id: row.id,
     tenant: row.tenant,
     owner: row.owner,
     kind: row.kind,
-    payload: row.payload,
     status: toStatus(row.status),
     attempts: row.attempts,
     maxAttempts: row.max_attempts,
@@ -101,8 +107,10 @@ export function toJobRecord(row: JobRow): JobRecord {
     progress: row.progress ?? null,
     cancelRequested: row.cancel_requested,
     effectStartedAt: row.effect_started_at,
-    checkpoint: toCheckpoint(row),
-    result: toResult(row),
+    result:
+      row.result_content_type === null || row.result_content_type === undefined || row.result_bytes === null
+        ? null
+        : { contentType: row.result_content_type, bytes: row.result_bytes },
   };
 }
 
@@ -191,6 +199,7 @@ export interface KindRow {
   readonly backoff_max_ms: number;
   readonly deadline_ms: number | null;
   readonly max_result_bytes: number;
+  readonly max_checkpoint_bytes: number;
   readonly updated_at: number;
 }
 
@@ -205,6 +214,7 @@ export function toKindRecord(row: KindRow): KindRecord {
     backoff: { baseMs: row.backoff_base_ms, maxMs: row.backoff_max_ms },
     deadlineMs: row.deadline_ms,
     maxResultBytes: row.max_result_bytes,
+    maxCheckpointBytes: row.max_checkpoint_bytes,
     updatedAt: row.updated_at,
   };
 }

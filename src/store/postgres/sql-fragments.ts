@@ -75,6 +75,17 @@ export const JOB_COLUMNS = `
   j.last_error_code, j.last_error_message, j.last_error_class, j.progress, j.cancel_requested,
   ${ms('j.effect_started_at')} AS effect_started_at, j.checkpoint_step, j.checkpoint_state`;
 
+/** What a listing reads, from `jobs j` and `job_results r`: no payload, checkpoint state or result body. */
+export const LIST_COLUMNS = `
+  j.id::text AS id, j.seq::float8 AS seq, j.tenant, j.owner, j.kind, j.idempotency_key, j.request_hash,
+  j.status, j.attempts, j.max_attempts, j.priority,
+  ${ms('j.run_after')} AS run_after, ${ms('j.deadline_at')} AS deadline_at,
+  j.lease_owner, ${ms('j.lease_expires_at')} AS lease_expires_at, j.epoch, j.lease_token, j.last_outcome,
+  ${ms('j.created_at')} AS created_at, ${ms('j.started_at')} AS started_at, ${ms('j.finished_at')} AS finished_at,
+  j.last_error_code, j.last_error_message, j.last_error_class, j.progress, j.cancel_requested,
+  ${ms('j.effect_started_at')} AS effect_started_at, j.checkpoint_step,
+  r.content_type AS result_content_type, r.size_bytes AS result_bytes`;
+
 /** The result columns, from alias `r` (a LEFT JOIN, so all may be NULL). */
 export const RESULT_COLUMNS = 'r.content_type AS result_content_type, r.body AS result_body, r.checksum AS result_checksum';
 

@@ -131,4 +131,12 @@ CREATE TABLE tenant_counters (
     // error code, which for a worker's fail is the worker's own. NULL on rows written before; read as inferred.
     sql: `ALTER TABLE jobs ADD COLUMN last_error_class TEXT;`,
   },
+  {
+    version: 3,
+    name: 'checkpoint_limit_and_secrets',
+    // A kind's checkpoint state limit (kinds registered before get the default, 256 KiB), and the
+    // secrets the store keeps beside the data, such as the key that seals list cursors (list-cursor.ts).
+    sql: `ALTER TABLE kinds ADD COLUMN max_checkpoint_bytes INTEGER NOT NULL DEFAULT 262144 CHECK (max_checkpoint_bytes > 0);
+CREATE TABLE store_secrets (name TEXT PRIMARY KEY, secret BLOB NOT NULL) WITHOUT ROWID;`,
+  },
 ];

@@ -16,6 +16,12 @@ const SNAPSHOT_COLUMNS = `j.seq, j.tenant, j.kind, j.status, j.attempts, j.max_a
 
 const RESULT_COLUMNS = 'r.content_type AS result_content_type, r.body AS result_body, r.checksum AS result_checksum';
 
+/** What a listing reads: no payload, checkpoint state or result body, so a page costs its rows, not their contents. */
+const LIST_COLUMNS = `j.seq, j.id, j.tenant, j.owner, j.kind, j.status, j.attempts, j.max_attempts, j.priority,
+  j.run_after, j.deadline_at, j.deadline_ms, j.lease_owner, j.lease_expires_at, j.epoch, j.lease_token, j.last_outcome,
+  j.created_at, j.started_at, j.finished_at, j.last_error_code, j.last_error_message, j.last_error_class, j.progress, j.cancel_requested,
+  j.effect_started_at, j.checkpoint_step, j.request_hash, r.content_type AS result_content_type, r.size_bytes AS result_bytes`;
+
 export const SQL = {
   migrationsTable: `CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`,
   migrationsApplied: `SELECT version FROM schema_migrations ORDER BY version`,
@@ -26,13 +32,17 @@ export const SQL = {
   apiKeyRevoke: `UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`,
 
   kindUpsert: `INSERT INTO kinds (tenant, kind, payload_schema, max_payload_bytes, max_attempts, lease_ms, backoff_base_ms,
-      backoff_max_ms, deadline_ms, max_result_bytes, updated_at)
+      backoff_max_ms, deadline_ms, max_result_bytes, max_checkpoint_bytes, updated_at)
     VALUES (@tenant, @kind, @payloadSchema, @maxPayloadBytes, @maxAttempts, @leaseMs, @backoffBaseMs, @backoffMaxMs,
-      @deadlineMs, @maxResultBytes, @now)
+      @deadlineMs, @maxResultBytes, @maxCheckpointBytes, @now)
     ON CONFLICT (tenant, kind) DO UPDATE SET payload_schema = excluded.payload_schema,
       max_payload_bytes = excluded.max_payload_bytes, max_attempts = excluded.max_attempts, lease_ms = excluded.lease_ms,
       backoff_base_ms = excluded.backoff_base_ms, backoff_max_ms = excluded.backoff_max_ms,
-      deadline_ms = excluded.deadline_ms, max_result_bytes = excluded.max_result_bytes, updated_at = excluded.updated_at`,
+      deadline_ms = excluded.deadline_ms, max_result_bytes = excluded.max_result_bytes,
+      max_checkpoint_bytes = excluded.max_checkpoint_bytes, updated_at = excluded.updated_at`,
+  /** The first store to open a database creates its secret; every later one reads the same row. */
+  secretInsert: `INSERT INTO store_secrets (name, secret) VALUES (?, ?) ON CONFLICT (name) DO NOTHING`,
+  secretGet: `SELECT secret FROM store_secrets WHERE name = ?`,
   kindGet: `SELECT * FROM kinds WHERE tenant = ? AND kind = ?`,
   kindList: `SELECT * FROM kinds WHERE tenant = ? ORDER BY kind`,
 
@@ -53,15 +63,15 @@ export const SQL = {
   jobSnapshot: `SELECT ${SNAPSHOT_COLUMNS} FROM jobs j WHERE j.id = ? AND j.tenant = ?`,
   // One statement per filter, planned once each, so every page walks an index in seq order from the
   // cursor instead of sorting the tenant's jobs (@cursor is never NULL: the first page starts above every seq).
-  jobListByStatus: `SELECT ${JOB_COLUMNS}, ${RESULT_COLUMNS} FROM jobs j LEFT JOIN job_results r ON r.job_seq = j.seq
+  jobListByStatus: `SELECT ${LIST_COLUMNS} FROM jobs j LEFT JOIN job_results r ON r.job_seq = j.seq
     WHERE j.tenant = @tenant AND j.status = @status AND j.seq < @cursor
       AND (@owner IS NULL OR j.owner = @owner) AND (@kind IS NULL OR j.kind = @kind)
     ORDER BY j.seq DESC LIMIT @limit`,
-  jobListByOwner: `SELECT ${JOB_COLUMNS}, ${RESULT_COLUMNS} FROM jobs j LEFT JOIN job_results r ON r.job_seq = j.seq
+  jobListByOwner: `SELECT ${LIST_COLUMNS} FROM jobs j LEFT JOIN job_results r ON r.job_seq = j.seq
     WHERE j.tenant = @tenant AND j.owner = @owner AND j.seq < @cursor AND (@kind IS NULL OR j.kind = @kind)
     ORDER BY j.seq DESC LIMIT @limit`,
   /** `+j.tenant` keeps the planner on the table's own seq order (an index on tenant would need a sort). */
-  jobListByTenant: `SELECT ${JOB_COLUMNS}, ${RESULT_COLUMNS} FROM jobs j LEFT JOIN job_results r ON r.job_seq = j.seq
+  jobListByTenant: `SELECT ${LIST_COLUMNS} FROM jobs j LEFT JOIN job_results r ON r.job_seq = j.seq
     WHERE +j.tenant = @tenant AND j.seq < @cursor AND (@kind IS NULL OR j.kind = @kind)
     ORDER BY j.seq DESC LIMIT @limit`,
 
@@ -113,6 +123,9 @@ export const SQL = {
       last_error_code = @code, last_error_message = @message, last_error_class = 'transient'
     WHERE seq = @seq AND status = 'running' AND lease_token = @token AND lease_expires_at > @now`,
   resultInsert: `INSERT INTO job_results (job_seq, content_type, body, checksum, size_bytes) VALUES (?, ?, ?, ?, ?)`,
+  /** Bytes of a job's checkpoint state and progress, to move the tenant's storage counter by the change. */
+  jobMutableBytes: `SELECT coalesce(length(CAST(checkpoint_state AS BLOB)), 0) + coalesce(length(CAST(progress AS BLOB)), 0) AS bytes
+    FROM jobs WHERE seq = ?`,
   jobCheckpoint: `UPDATE jobs SET checkpoint_step = @step, checkpoint_state = @state
     WHERE seq = @seq AND status = 'running' AND lease_token = @token AND lease_expires_at > @now`,
   jobEffectStarted: `UPDATE jobs SET effect_started_at = COALESCE(effect_started_at, @now)

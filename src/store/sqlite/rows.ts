@@ -6,7 +6,7 @@
 import { storedJobError } from '../stored-job-error.js';
 import type { JobStatus, Role } from '../../core/states.js';
 import type { AttemptOutcome, JobSnapshot } from '../../core/transitions.js';
-import type { ApiKeyRecord, AttemptRecord, JobRecord, KindRecord } from '../store.js';
+import type { ApiKeyRecord, AttemptRecord, JobListItem, JobRecord, KindRecord } from '../store.js';
 
 export interface JobRow {
   seq: number;
@@ -66,6 +66,9 @@ export interface JobWithResultRow extends JobRow {
   result_checksum: string | null;
 }
 
+/** The columns of the list statements: no payload, checkpoint state or result body. */
+export type JobListRow = Omit<JobRow, 'payload' | 'checkpoint_state'> & { result_content_type: string | null; result_bytes: number | null };
+
 export interface LeasedRow {
   seq: number;
   id: string;
@@ -104,6 +107,7 @@ export interface KindRow {
   backoff_max_ms: number;
   deadline_ms: number | null;
   max_result_bytes: number;
+  max_checkpoint_bytes: number;
   updated_at: number;
 }
 
@@ -137,11 +141,22 @@ export function toSnapshot(row: SnapshotRow): JobSnapshot {
 
 export function toJobRecord(row: JobWithResultRow): JobRecord {
   return {
+    ...toJobListItem({ ...row, result_bytes: null }),
+    payload: JSON.parse(row.payload) as unknown,
+    checkpoint: row.checkpoint_step === null ? null : { step: row.checkpoint_step, state: parseJsonOrNull(row.checkpoint_state) },
+    result:
+      row.result_checksum === null || row.result_body === null || row.result_content_type === null
+        ? null
+        : { contentType: row.result_content_type, body: row.result_body, checksum: row.result_checksum },
+  };
+}
+
+export function toJobListItem(row: JobListRow): JobListItem {
+  return {
     id: row.id,
     tenant: row.tenant,
     owner: row.owner,
     kind: row.kind,
-    payload: JSON.parse(row.payload) as unknown,
     status: row.status,
     attempts: row.attempts,
     maxAttempts: row.max_attempts,
@@ -165,11 +180,7 @@ export function toJobRecord(row: JobWithResultRow): JobRecord {
     progress: parseJsonOrNull(row.progress),
     cancelRequested: row.cancel_requested === 1,
     effectStartedAt: row.effect_started_at,
-    checkpoint: row.checkpoint_step === null ? null : { step: row.checkpoint_step, state: parseJsonOrNull(row.checkpoint_state) },
-    result:
-      row.result_checksum === null || row.result_body === null || row.result_content_type === null
-        ? null
-        : { contentType: row.result_content_type, body: row.result_body, checksum: row.result_checksum },
+    result: row.result_content_type === null || row.result_bytes === null ? null : { contentType: row.result_content_type, bytes: row.result_bytes },
   };
 }
 
@@ -196,6 +207,7 @@ export function toKindRecord(row: KindRow): KindRecord {
     backoff: { baseMs: row.backoff_base_ms, maxMs: row.backoff_max_ms },
     deadlineMs: row.deadline_ms,
     maxResultBytes: row.max_result_bytes,
+    maxCheckpointBytes: row.max_checkpoint_bytes,
     updatedAt: row.updated_at,
   };
 }

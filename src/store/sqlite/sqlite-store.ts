@@ -64,6 +64,7 @@ import type {
   TokenParams,
 } from '../store.js';
 import { distinctAvailability, type Availability, type AvailabilityListener } from '../store.js';
+import { CURSOR_SECRET_NAME, newCursorSecret, openCursor, sealCursor } from '../list-cursor.js';
 import { GroupCommit } from './group-commit.js';
 import { MIGRATIONS } from './migrations.js';
 import { SQL, type QueryName } from './queries.js';
@@ -72,11 +73,13 @@ import { FinishedListeners, finishedByCompletion, finishedByFailure, finishedByO
 import {
   toApiKeyRecord,
   toAttemptRecord,
+  toJobListItem,
   toJobRecord,
   toKindRecord,
   toSnapshot,
   type ApiKeyRow,
   type AttemptRow,
+  type JobListRow,
   type JobRow,
   type SnapshotRow,
   type JobWithResultRow,
@@ -129,6 +132,7 @@ export class SqliteStore implements Store {
   private dataVersion = 0;
   private pollTimer: NodeJS.Timeout | null = null;
   private closed = false;
+  private readonly cursorSecret: Buffer;
 
   private constructor(
     private readonly db: Db,
@@ -141,6 +145,7 @@ export class SqliteStore implements Store {
     this.statements = Object.fromEntries(
       Object.entries(SQL).map(([name, text]) => [name, db.prepare(text)]),
     ) as unknown as Statements;
+    this.cursorSecret = this.loadCursorSecret();
     const waitNot = db.prepare('PRAGMA busy_timeout = 0');
     const waitAgain = db.prepare(`PRAGMA busy_timeout = ${busyTimeoutMs}`);
     this.writer = new GroupCommit({
@@ -186,6 +191,16 @@ export class SqliteStore implements Store {
 
   async now(): Promise<number> {
     return this.clock.now();
+  }
+
+  /** The database's cursor secret, created by the first store to open it (a read-only store that finds none seals for itself). */
+  private loadCursorSecret(): Buffer {
+    const get = (): Buffer | undefined => (this.statements.secretGet.get(CURSOR_SECRET_NAME) as { secret: Buffer } | undefined)?.secret;
+    const found = get();
+    if (found !== undefined) return found;
+    if (this.db.readonly) return newCursorSecret();
+    this.statements.secretInsert.run(CURSOR_SECRET_NAME, newCursorSecret());
+    return get() ?? newCursorSecret();
   }
 
   async ping(): Promise<void> {
@@ -234,6 +249,7 @@ export class SqliteStore implements Store {
         backoffMaxMs: params.backoff.maxMs,
         deadlineMs: params.deadlineMs,
         maxResultBytes: params.maxResultBytes,
+        maxCheckpointBytes: params.maxCheckpointBytes,
         now,
       });
       return { ...params, updatedAt: now };
@@ -271,8 +287,7 @@ export class SqliteStore implements Store {
   }
 
   async jobList(params: JobListParams): Promise<JobPage> {
-    const cursor = params.cursor === undefined ? null : decodeCursor(params.cursor);
-    if (params.cursor !== undefined && cursor === null) return { jobs: [], nextCursor: null };
+    const cursor = params.cursor === undefined ? null : openCursor(this.cursorSecret, params, params.cursor);
     const owner = params.scope.owner ?? null;
     const status = params.status ?? null;
     const statement =
@@ -286,13 +301,13 @@ export class SqliteStore implements Store {
           kind: params.kind ?? null,
           cursor: cursor ?? Number.MAX_SAFE_INTEGER,
           limit: params.limit + 1,
-        }) as JobWithResultRow[],
+        }) as JobListRow[],
     );
     const page = rows.slice(0, params.limit);
     const last = page[page.length - 1];
     return {
-      jobs: page.map(toJobRecord),
-      nextCursor: rows.length > params.limit && last !== undefined ? String(last.seq) : null,
+      jobs: page.map(toJobListItem),
+      nextCursor: rows.length > params.limit && last !== undefined ? sealCursor(this.cursorSecret, params, last.seq) : null,
     };
   }
 
@@ -351,9 +366,11 @@ export class SqliteStore implements Store {
       const decision = decideRenew(toSnapshot(row), params.token, params.leaseMs, now);
       if (decision.kind === 'reject') return { kind: 'rejected', code: decision.code };
       const progress = params.progress === undefined ? null : canonicalJson(params.progress);
+      const before = progress === null ? 0 : this.mutableBytes(row.seq);
       this.expectOne(
         this.statements.jobRenew.run({ seq: row.seq, token: params.token, leaseExpiresAt: decision.leaseExpiresAt, progress, now }).changes,
       );
+      if (progress !== null) this.countStorageChange(row.tenant, row.seq, before);
       return { kind: 'renewed', leaseExpiresAt: decision.leaseExpiresAt };
     });
   }
@@ -407,16 +424,29 @@ export class SqliteStore implements Store {
 
   jobCheckpoint(params: CheckpointParams): Promise<TokenOutcome> {
     return this.write((now) =>
-      this.withLiveLease(params, now, (row) =>
-        this.statements.jobCheckpoint.run({
+      this.withLiveLease(params, now, (row) => {
+        const before = this.mutableBytes(row.seq);
+        const changes = this.statements.jobCheckpoint.run({
           seq: row.seq,
           token: params.token,
           now,
           step: params.checkpoint.step,
           state: canonicalJson(params.checkpoint.state ?? null),
-        }).changes,
-      ),
+        }).changes;
+        if (changes === 1) this.countStorageChange(row.tenant, row.seq, before);
+        return changes;
+      }),
     );
+  }
+
+  private mutableBytes(seq: number): number {
+    return (this.statements.jobMutableBytes.get(seq) as { bytes: number } | undefined)?.bytes ?? 0;
+  }
+
+  /** Checkpoint state and progress count in the tenant's storage, like payloads and results. */
+  private countStorageChange(tenant: string, seq: number, before: number): void {
+    const delta = this.mutableBytes(seq) - before;
+    if (delta !== 0) this.statements.counterAddStorage.run(tenant, delta);
   }
 
   jobMarkEffectStarted(params: TokenParams): Promise<TokenOutcome> {
@@ -784,9 +814,6 @@ function migrate(db: Db, clock: Clock): void {
   }
 }
 
-function decodeCursor(cursor: string): number | null {
-  return /^\d{1,15}$/.test(cursor) ? Number(cursor) : null;
-}
 
 function toTenantStats(rows: StatsRows, now: number): TenantStats {
   const counts = Object.fromEntries(JOB_STATUSES.map((s) => [s, 0])) as Record<JobStatus, number>;
