@@ -9,17 +9,9 @@
  */
 
 import { it } from 'vitest';
+import { REQUIRE_VARIABLE, requiredHere, type Requirement } from './require-env.js';
 
-export const REQUIRE_VARIABLE = 'LEASEHOLD_REQUIRE';
-
-export type Requirement = 'postgres' | 'tmpfs' | 'strace' | 'device-mapper';
-
-export function requiredHere(name: Requirement, env: NodeJS.ProcessEnv = process.env): boolean {
-  return (env[REQUIRE_VARIABLE] ?? '')
-    .split(',')
-    .map((entry) => entry.trim())
-    .includes(name);
-}
+export { REQUIRE_VARIABLE, requiredHere, type Requirement };
 
 type Body = () => Promise<void> | void;
 
