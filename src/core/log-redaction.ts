@@ -7,17 +7,17 @@
 export const LOG_CENSOR = '[redacted]';
 
 export const LOG_REDACT_PATHS: readonly string[] = [
-  'req.headers.authorization',
-  'headers.authorization',
-  '*.headers.authorization',
   'authorization',
   'token',
   'key',
   'apiKey',
+  // One level down: headers.authorization, lease.token, client.apiKey, err.token …
+  '*.authorization',
   '*.token',
   '*.key',
   '*.apiKey',
-  '*.authorization',
+  // Two levels down: req.headers.authorization (pino's request serializer keeps the headers).
+  '*.headers.authorization',
 ];
 
 /** pino's `redact` option for the paths above. */
