@@ -3,7 +3,7 @@
  * comparison at its boundary (equal times, the last attempt, a retry landing
  * exactly on the deadline), each guard with its null, and the small helpers
  * (ids, clock, errors, states, crash points). Written against the mutants
- * `npm run mutation` left alive; docs/RELIABILITY.md §6 lists what remains.
+ * `npm run mutation` left alive; docs/RELIABILITY.md §11 lists what remains.
  */
 
 import { describe, expect, it } from 'vitest';
