@@ -11,7 +11,7 @@ import { backoffDelayMs, DEFAULT_BACKOFF } from '../../src/core/backoff.js';
 import { canonicalJson } from '../../src/core/canonical-json.js';
 import { ManualClock, parseRfc3339, systemClock, toRfc3339, toRfc3339OrNull } from '../../src/core/clock.js';
 import { ERROR_CODES, isErrorCode, JOB_FAILURE_CODES, LeaseholdError, StoreUnavailableError } from '../../src/core/errors.js';
-import { FAILURE_CLASSES } from '../../src/core/failure-classes.js';
+import { FAILURE_CLASSES, inferFailureClass } from '../../src/core/failure-classes.js';
 import { armedCrashPoint, parseCrashSetting } from '../../src/core/fault-points.js';
 import { constantTimeEqual, hashApiKey, isJobId, newApiKey, newJobId, newLeaseToken, sha256Hex } from '../../src/core/ids.js';
 import { isJobStatus, isRole, JOB_STATUSES, TERMINAL_STATUSES } from '../../src/core/states.js';
@@ -178,6 +178,8 @@ describe('clock', () => {
     expect(parseRfc3339('2026-01-01T00:00:00')).toBeNull();
     expect(parseRfc3339('2026-01-01T00:00:00.1234567890Z')).toBeNull();
     expect(parseRfc3339('x2026-01-01T00:00:00Z')).toBeNull();
+    // An expanded year that Date.parse accepts: only the anchored pattern refuses it.
+    expect(parseRfc3339('+002026-01-01T00:00:00Z')).toBeNull();
     expect(parseRfc3339('2026-01-01T00:00:00Zx')).toBeNull();
     expect(parseRfc3339('2026-13-45T00:00:00Z')).toBeNull();
   });
@@ -196,7 +198,15 @@ describe('errors, states and classes', () => {
     expect(isErrorCode('stale_lease')).toBe(true);
     expect(isErrorCode('toString')).toBe(false);
     expect(isErrorCode(409)).toBe(false);
+    // An array would pass a property lookup by its string form.
+    expect(isErrorCode(['stale_lease'])).toBe(false);
     expect(Object.keys(ERROR_CODES).length).toBeGreaterThan(20);
+  });
+
+  it('reads a stored worker code named like a class by where the job ended', () => {
+    expect(inferFailureClass({ status: 'dead', attempts: 3, maxAttempts: 3 }, 'transient')).toBe('attempts_exhausted');
+    expect(inferFailureClass({ status: 'dead', attempts: 1, maxAttempts: 3 }, 'permanent')).toBe('permanent');
+    expect(inferFailureClass({ status: 'queued', attempts: 1, maxAttempts: 3 }, 'lease_expired')).toBe('lease_expired');
   });
 
   it('describes every failure class and queue failure code in words', () => {
