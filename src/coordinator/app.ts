@@ -34,6 +34,7 @@ import { registerKindRoutes } from './routes/kinds.js';
 import { registerLeaseRoutes } from './routes/lease.js';
 import { registerSystemRoutes } from './routes/system.js';
 import { validatorCompiler } from './validation.js';
+import { logRedaction } from '../core/log-redaction.js';
 
 export interface CoordinatorOptions {
   readonly store: Store;
@@ -42,19 +43,8 @@ export interface CoordinatorOptions {
   readonly config?: CoordinatorConfigInput;
 }
 
-/** Where a key or token could appear in a log object. */
-export const LOG_REDACT_PATHS: readonly string[] = [
-  'req.headers.authorization',
-  'headers.authorization',
-  'authorization',
-  'token',
-  'key',
-  'apiKey',
-  '*.token',
-  '*.key',
-  '*.apiKey',
-  '*.authorization',
-];
+/** Where a key or token could appear in a log object (kept in core so that the CLI's loggers share it). */
+export { LOG_REDACT_PATHS } from '../core/log-redaction.js';
 
 /** Every route of the API; exported so a test can enumerate them. */
 export function registerRoutes(app: CoordinatorApp, ctx: RouteContext): void {
@@ -75,7 +65,7 @@ export async function buildCoordinator(options: CoordinatorOptions): Promise<Fas
   const loggerInstance: FastifyBaseLogger | undefined =
     options.logger === undefined || options.logger === false
       ? undefined
-      : (options.logger.child({ component: 'coordinator' }, { redact: { paths: [...LOG_REDACT_PATHS], censor: '[redacted]' } }) as FastifyBaseLogger);
+      : (options.logger.child({ component: 'coordinator' }, { redact: logRedaction() }) as FastifyBaseLogger);
 
   const app = Fastify({
     ...(loggerInstance === undefined ? { logger: false } : { loggerInstance }),

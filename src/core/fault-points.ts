@@ -47,7 +47,11 @@ export function parseCrashSetting(setting: string | undefined): ReadonlyMap<Cras
   return armed;
 }
 
-function armedCrashPoint(armed: ReadonlyMap<CrashPointName, number>): (name: CrashPointName) => void {
+/** The armed form of crashPoint; `die` is SIGKILL of this process (a unit test passes its own). */
+export function armedCrashPoint(
+  armed: ReadonlyMap<CrashPointName, number>,
+  die: () => void = () => process.kill(process.pid, 'SIGKILL'),
+): (name: CrashPointName) => void {
   const hits = new Map<CrashPointName, number>();
   return (name) => {
     const at = armed.get(name);
@@ -55,7 +59,7 @@ function armedCrashPoint(armed: ReadonlyMap<CrashPointName, number>): (name: Cra
     const hit = (hits.get(name) ?? 0) + 1;
     hits.set(name, hit);
     // SIGKILL, not exit(): no finally blocks, no ROLLBACK, no flush; the kernel closes files and sockets.
-    if (hit === at) process.kill(process.pid, 'SIGKILL');
+    if (hit === at) die();
   };
 }
 

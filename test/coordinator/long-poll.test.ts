@@ -7,32 +7,78 @@
  * one coordinator from another.
  */
 import { performance } from 'node:perf_hooks';
+import type { FastifyInstance } from 'fastify';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { request as httpRequest } from 'node:http';
+import { buildCoordinator } from '../../src/coordinator/app.js';
+import type { Store } from '../../src/store/store.js';
 import { backends, bearer, drainAfterAll, enqueue, get, startCoordinator, type Harness } from '../support/http-fixtures.js';
 
 const tick = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** The store, telling `onEmptyLease` each time a lease found nothing: the moment a long poll parks. */
+function observingLeases(store: Store, onEmptyLease: () => void): Store {
+  return new Proxy(store, {
+    get(target, property, receiver) {
+      if (property === 'jobLease') {
+        return async (...args: Parameters<Store['jobLease']>) => {
+          const jobs = await target.jobLease(...args);
+          if (jobs.length === 0) onEmptyLease();
+          return jobs;
+        };
+      }
+      const value: unknown = Reflect.get(target, property, receiver);
+      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+    },
+  });
+}
+
 describe.each(backends)('HTTP contract ($name)', (backend) => {
   let h: Harness;
+  /** The coordinator the long polls go to, over a store that counts empty leases. */
+  let app: FastifyInstance;
+  let emptyLeases = 0;
+  let onEmpty: () => void = () => undefined;
   drainAfterAll(backend);
 
   beforeEach(async () => {
     h = await startCoordinator({ leaseRecheckMs: 60_000 }, { backend });
+    emptyLeases = 0;
+    const store = observingLeases(h.store, () => {
+      emptyLeases += 1;
+      onEmpty();
+    });
+    app = await buildCoordinator({ store, logger: false, config: { leaseRecheckMs: 60_000, reaperIntervalMs: 0 } });
   });
   afterEach(async () => {
+    await app.close();
     await h.close();
   });
 
   function longPoll(body: Record<string, unknown>) {
-    return h.app.inject({ method: 'POST', url: '/lease', headers: bearer(h.keys.worker), payload: { workerId: 'w', ...body } });
+    return app.inject({ method: 'POST', url: '/lease', headers: bearer(h.keys.worker), payload: { workerId: 'w', ...body } });
+  }
+
+  /**
+   * Resolves once `count` leases in all have found nothing: each such poll is parked from then on, and a
+   * notification after it is not lost (LeaseWaiters' generation counter).
+   */
+  function parked(count: number): Promise<void> {
+    return new Promise((resolve) => {
+      const check = (): void => {
+        if (emptyLeases >= count) resolve();
+      };
+      onEmpty = check;
+      check();
+    });
   }
 
   describe('long poll', () => {
     it('is woken by an enqueue well before waitMs', async () => {
-      const started = performance.now();
       const pending = longPoll({ waitMs: 20_000 });
-      await tick(50);
+      await parked(1);
+      // From the moment the poll is parked: what is measured is the wake-up, not the first (empty) lease.
+      const started = performance.now();
       const enqueued = await enqueue(h.app, h.keys.producer, { kind: 'email', payload: { n: 1 } });
       const response = await pending;
       const elapsed = performance.now() - started;
@@ -60,7 +106,7 @@ describe.each(backends)('HTTP contract ($name)', (backend) => {
 
     it('wakes as many waiters as there are new jobs, each getting its own job', async () => {
       const polls = Array.from({ length: 4 }, (_, i) => longPoll({ waitMs: 20_000, workerId: `w${i}` }));
-      await tick(50);
+      await parked(4);
       await Promise.all(Array.from({ length: 4 }, (_, i) => enqueue(h.app, h.keys.producer, { kind: 'email', payload: i })));
       const responses = await Promise.all(polls);
       const ids = responses.map((r) => (r.json() as { jobs: { id: string }[] }).jobs[0]?.id);
@@ -83,11 +129,12 @@ describe.each(backends)('HTTP contract ($name)', (backend) => {
 
     it('only takes jobs of the kinds it asked for', async () => {
       const pending = longPoll({ waitMs: 1_000, kinds: ['sms'] });
-      await tick(50);
+      await parked(1);
       await enqueue(h.app, h.keys.producer, { kind: 'email', payload: 1 });
       expect((await pending).statusCode).toBe(204);
+      const before = emptyLeases;
       const sms = longPoll({ waitMs: 20_000, kinds: ['sms'] });
-      await tick(50);
+      await parked(before + 1);
       await enqueue(h.app, h.keys.producer, { kind: 'sms', payload: 2 });
       const response = await sms;
       expect((response.json() as { jobs: { kind: string }[] }).jobs.map((j) => j.kind)).toEqual(['sms']);
@@ -95,33 +142,31 @@ describe.each(backends)('HTTP contract ($name)', (backend) => {
 
     it('ends parked requests when the app closes', async () => {
       const pending = longPoll({ waitMs: 30_000 });
-      await tick(50);
+      await parked(1);
       const started = performance.now();
-      await h.app.close();
+      await app.close();
       const response = await pending;
       expect(response.statusCode).toBe(204);
       expect(performance.now() - started).toBeLessThan(5_000);
     });
 
     it('stops waiting when the client disconnects, so it never takes a job nobody will run', async () => {
-      const address = await h.app.listen({ port: 0, host: '127.0.0.1' });
+      const address = await app.listen({ port: 0, host: '127.0.0.1' });
       const { hostname, port } = new URL(address);
-      const closed = new Promise<void>((resolve) => {
-        const req = httpRequest({ hostname, port, method: 'POST', path: '/lease', headers: { ...bearer(h.keys.worker), 'content-type': 'application/json' } });
-        req.on('error', () => resolve());
-        req.end(JSON.stringify({ workerId: 'ghost', waitMs: 30_000 }));
-        // Give the request time to park, then hang up.
-        setTimeout(() => {
-          req.destroy();
-          resolve();
-        }, 200);
-      });
-      await closed;
-      await tick(100);
+      // The server's end of the connection closing is what aborts the parked request.
+      const serverSideClosed = new Promise<void>((resolve) => app.server.once('connection', (socket) => socket.once('close', () => resolve())));
+      const req = httpRequest({ hostname, port, method: 'POST', path: '/lease', headers: { ...bearer(h.keys.worker), 'content-type': 'application/json' } });
+      req.on('error', () => undefined);
+      req.end(JSON.stringify({ workerId: 'ghost', waitMs: 30_000 }));
+      await parked(1);
+      req.destroy();
+      await serverSideClosed;
       const id = ((await enqueue(h.app, h.keys.producer, { kind: 'email', payload: 1 })).json() as { id: string }).id;
-      await tick(300);
+      // Had the ghost's poll taken the job, it would be running; a live poll gets it instead.
+      const live = await longPoll({ waitMs: 5_000, workerId: 'live' });
+      expect((live.json() as { jobs: { id: string; attempt: number }[] }).jobs.map((j) => [j.id, j.attempt])).toEqual([[id, 1]]);
       const job = (await get(h.app, h.keys.admin, `/jobs/${id}`)).json() as { status: string; attempts: number };
-      expect(job).toMatchObject({ status: 'queued', attempts: 0 });
+      expect(job).toMatchObject({ status: 'running', attempts: 1 });
     });
   });
 });

@@ -139,7 +139,10 @@ describe('retries', () => {
       if (attempt < 3) {
         const failed = await worker.fail(job.id, { token: leased!.token, error: { code: 'flaky', message: `attempt ${attempt}` } });
         expect(failed.status).toBe('queued');
-        expect(failed.runAfter).toBeDefined();
+        // Backoff of at most 20 ms from the moment the coordinator decided, which was before now.
+        const retryIn = Date.parse(failed.runAfter ?? '') - Date.now();
+        expect(retryIn).toBeLessThanOrEqual(20);
+        expect(retryIn).toBeGreaterThan(-10_000);
       } else {
         await worker.complete(job.id, { token: leased!.token, result: { ok: true } });
       }

@@ -68,10 +68,11 @@ export async function startSqliteCoordinator(
   };
 }
 
-/** A pino logger at warn whose JSON lines the test can read. */
+/** A pino logger at every level (trace and up) whose JSON lines the test can read. */
 export function captureLog(): { readonly logger: Logger; readonly logLines: string[] } {
   const logLines: string[] = [];
-  const logger = pino({ level: 'warn' }, new Writable({ write: (chunk, _encoding, done) => (logLines.push(String(chunk)), done()) }));
+  // Every level: a secret written at debug is as leaked as one at warn.
+  const logger = pino({ level: 'trace' }, new Writable({ write: (chunk, _encoding, done) => (logLines.push(String(chunk)), done()) }));
   return { logger, logLines };
 }
 

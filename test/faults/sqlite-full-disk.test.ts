@@ -8,8 +8,10 @@
  * Idempotency-Key, create their jobs, and every job runs to the end.
  *
  * Where tmpfs cannot be mounted (not root, a container without the
- * capability), the store's write methods fail with an injected SQLITE_FULL
- * instead, and the test's name says so.
+ * capability) the test is reported as skipped with the reason: a stand-in
+ * that refused calls before SQLite ran would make "nothing half-written"
+ * true by construction. CI names `tmpfs` in LEASEHOLD_REQUIRE, so there a
+ * failed mount fails the test.
  */
 
 import { execFileSync } from 'node:child_process';
@@ -17,35 +19,39 @@ import { closeSync, ftruncateSync, fstatSync, mkdtempSync, openSync, rmSync, wri
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { StoreUnavailableError } from '../../src/core/errors.js';
-import type { EnqueueParams, Store } from '../../src/store/store.js';
+import type { EnqueueParams } from '../../src/store/store.js';
 import { enqueue, get, lease, post } from '../support/http-fixtures.js';
+import { itNeeds } from '../support/requirements.js';
 import { driverCodeOf, expectRefusalsLogged, expectStoreUnavailable, inspectDatabase, startSqliteCoordinator, type SqliteFaultCoordinator } from './fault-harness.js';
 
-// Probed while the file is collected, so the test's name can say which fault it runs; the real mount
-// happens in beforeAll, so that a run which filters this test out leaves nothing mounted.
-// LEASEHOLD_FAULT_INJECT_ENOSPC=1 runs the fallback on a machine that could mount.
-const mounted = process.env['LEASEHOLD_FAULT_INJECT_ENOSPC'] !== '1' && canMountTmpfs();
+// Probed while the file is collected, so that the test can report itself skipped with the reason; the
+// real mount happens in beforeAll, so that a run which filters this test out leaves nothing mounted.
+const unmountable = whyTmpfsCannotMount();
+const mounted = unmountable === null;
 let dir: string;
 let filler: string;
 
-function canMountTmpfs(): boolean {
+/** null when a tmpfs can be mounted here, else the reason it cannot. */
+function whyTmpfsCannotMount(): string | null {
   const probe = mkdtempSync(join(tmpdir(), 'leasehold-mount-probe-'));
   try {
-    if (!mountTmpfs(probe, '64k')) return false;
+    const failure = mountTmpfs(probe, '64k');
+    if (failure !== null) return failure;
     execFileSync('umount', [probe]);
-    return true;
+    return null;
   } finally {
     rmSync(probe, { recursive: true, force: true });
   }
 }
 
-function mountTmpfs(target: string, size: string): boolean {
+/** null when mounted, else mount's error. */
+function mountTmpfs(target: string, size: string): string | null {
   try {
     execFileSync('mount', ['-t', 'tmpfs', '-o', `size=${size}`, 'tmpfs', target], { stdio: 'pipe' });
-    return true;
-  } catch {
-    return false;
+    return null;
+  } catch (error) {
+    const stderr = String((error as { stderr?: unknown }).stderr ?? '').trim();
+    return `mount -t tmpfs failed: ${stderr === '' ? String(error) : stderr}`;
   }
 }
 
@@ -71,46 +77,26 @@ function fillDisk(leaveBytes: number): number {
   }
 }
 
-const WRITE_METHODS = new Set(['jobEnqueue', 'jobEnqueueMany', 'jobLease', 'jobRenew', 'jobComplete', 'jobCompleteMany', 'jobFail', 'kindUpsert', 'jobReapExpired']);
-
-/** The fallback: write methods fail as SQLite does on a full disk while `full` is set. */
-function injectDiskFull(store: Store): { readonly store: Store; full: boolean } {
-  const control = { store, full: false };
-  control.store = new Proxy(store, {
-    get(target, property) {
-      const value = Reflect.get(target, property, target) as unknown;
-      if (typeof value !== 'function') return value;
-      if (control.full && WRITE_METHODS.has(String(property))) {
-        const cause = Object.assign(new Error('database or disk is full'), { code: 'SQLITE_FULL' });
-        return () => Promise.reject(new StoreUnavailableError('the job store is unavailable', cause));
-      }
-      return (value as (...args: unknown[]) => unknown).bind(target);
-    },
-  });
-  return control;
-}
-
-let c: SqliteFaultCoordinator;
-let injected: { readonly store: Store; full: boolean } | undefined;
+let c: SqliteFaultCoordinator | undefined;
 
 beforeAll(async () => {
+  if (!mounted) return;
   dir = mkdtempSync(join(tmpdir(), 'leasehold-full-disk-'));
   filler = join(dir, 'filler');
-  if (mounted && !mountTmpfs(dir, '4m')) throw new Error(`could not mount a tmpfs on ${dir}, though the probe could`);
-  c = await startSqliteCoordinator(join(dir, 'jobs.db'), mounted ? {} : { wrap: (store) => (injected = injectDiskFull(store)).store });
+  const failure = mountTmpfs(dir, '4m');
+  if (failure !== null) throw new Error(`could not mount a tmpfs on ${dir}, though the probe could: ${failure}`);
+  c = await startSqliteCoordinator(join(dir, 'jobs.db'));
 });
 
 afterAll(async () => {
+  if (!mounted) return;
   await c?.close();
-  if (mounted) execFileSync('umount', [dir]);
+  execFileSync('umount', [dir]);
   rmSync(dir, { recursive: true, force: true });
 });
 
-const title = mounted
-  ? 'answers 503 store_unavailable on a full tmpfs (SQLITE_FULL), keeps every accepted job and none of the refused, and recovers when space is freed'
-  : 'injected ENOSPC (no tmpfs could be mounted): answers 503 store_unavailable, keeps every accepted job and none of the refused, and recovers when the fault clears';
-
-it(title, async () => {
+itNeeds('tmpfs', unmountable)('answers 503 store_unavailable on a full tmpfs (SQLITE_FULL), keeps every accepted job and none of the refused, and recovers when space is freed', async () => {
+  const c = coordinator();
   const payload = { text: 'x'.repeat(2000) };
   const accepted = new Set<string>();
   const refusedKeys: string[] = [];
@@ -123,8 +109,7 @@ it(title, async () => {
   const [leased] = await lease(c.app, c.keys.worker, { leaseMs: 60_000 });
   expect(leased).toBeDefined();
 
-  if (mounted) fillDisk(256 * 1024);
-  else injected!.full = true;
+  fillDisk(256 * 1024);
   let round = 0;
   // Rounds of 8 concurrent enqueues (one group-commit batch or two) until three rounds in a row were refused.
   for (let refusedRounds = 0; refusedRounds < 3 && round < 200; round++) {
@@ -146,7 +131,7 @@ it(title, async () => {
   expect(refusedKeys.length).toBeGreaterThanOrEqual(24);
   expectStoreUnavailable(await post(c.app, c.keys.worker, '/lease', { workerId: 'w1', leaseMs: 60_000 }));
   expectStoreUnavailable(await post(c.app, c.keys.worker, `/jobs/${leased!.id}/complete`, { token: leased!.token, result: 'r' }));
-  const store = injected?.store ?? c.store;
+  const store = c.store;
   expect(await driverCodeOf(() => store.jobEnqueue(directEnqueue('direct')))).toBe('SQLITE_FULL');
   // Fifty enqueues queued in one tick form one group-commit batch: every one of them fails, with the stable code.
   const batch = await Promise.allSettled(Array.from({ length: 50 }, (_, k) => store.jobEnqueue(directEnqueue(`batch-${k}`))));
@@ -164,8 +149,7 @@ it(title, async () => {
   expectRefusalsLogged(c.logLines, /^SQLITE_FULL$/, [c.keys.producer, c.keys.worker, c.keys.admin, leased!.token]);
   console.log(`full disk: ${accepted.size} jobs accepted (202) before SQLITE_FULL, ${refusedKeys.length} enqueues refused 503 over ${round} rounds of 8`);
 
-  if (mounted) rmSync(filler);
-  else injected!.full = false;
+  rmSync(filler);
 
   for (const key of refusedKeys) {
     const again = await enqueue(c.app, c.keys.producer, { kind: 'email', payload }, key);
@@ -187,6 +171,11 @@ it(title, async () => {
   expect(after.jobIds).toEqual(accepted);
   expect(after.byStatus).toEqual({ succeeded: accepted.size });
 });
+
+function coordinator(): SqliteFaultCoordinator {
+  if (c === undefined) throw new Error('the coordinator did not start');
+  return c;
+}
 
 function directEnqueue(idempotencyKey: string): EnqueueParams {
   return {

@@ -59,3 +59,50 @@ it('rejects only the operation that throws, and keeps nothing of it', async () =
   expect(values).toEqual([1, 3]);
   expect(commits).toBe(1);
 });
+
+it('settles callers only after COMMIT has returned, with the rows visible to another connection', async () => {
+  const events: string[] = [];
+  const realExec = db.exec.bind(db);
+  db.exec = (sql: string) => {
+    if (sql === 'COMMIT') events.push('commit started');
+    const result = realExec(sql);
+    if (sql === 'COMMIT') events.push('commit returned');
+    return result;
+  };
+  const other = new Database(join(dir, 'gc.db'), { readonly: true });
+  try {
+    const seen = await Promise.all(
+      [1, 2, 3].map((v) =>
+        writer.run(insert(v)).then(() => {
+          events.push(`settled ${v}`);
+          return (other.prepare('SELECT COUNT(*) AS n FROM t WHERE v = ?').get(v) as { n: number }).n;
+        }),
+      ),
+    );
+    expect(events).toEqual(['commit started', 'commit returned', 'settled 1', 'settled 2', 'settled 3']);
+    expect(seen).toEqual([1, 1, 1]);
+  } finally {
+    other.close();
+  }
+});
+
+it('fails every caller of a batch whose COMMIT fails, and keeps nothing of it', async () => {
+  // A deferred foreign key is checked by COMMIT itself: every operation succeeds, then COMMIT throws.
+  db.exec('CREATE TABLE parent (id INTEGER PRIMARY KEY)');
+  db.exec('CREATE TABLE child (v INTEGER NOT NULL, parent INTEGER REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED)');
+  db.pragma('foreign_keys = ON');
+  const outcomes = await Promise.allSettled([
+    writer.run(insert(1)),
+    writer.run(() => db.prepare('INSERT INTO child (v, parent) VALUES (1, 999)').run().changes),
+    writer.run(insert(2)),
+  ]);
+  expect(outcomes.map((o) => o.status)).toEqual(['rejected', 'rejected', 'rejected']);
+  for (const outcome of outcomes) expect(String((outcome as PromiseRejectedResult).reason)).toMatch(/FOREIGN KEY constraint failed/);
+  expect(commits).toBe(0);
+  expect(db.inTransaction).toBe(false);
+  expect((db.prepare('SELECT COUNT(*) AS n FROM t').get() as { n: number }).n).toBe(0);
+  expect((db.prepare('SELECT COUNT(*) AS n FROM child').get() as { n: number }).n).toBe(0);
+  // The writer goes on: the next batch commits.
+  expect(await writer.run(insert(3))).toBe(1);
+  expect(commits).toBe(1);
+});

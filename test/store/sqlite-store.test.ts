@@ -51,6 +51,12 @@ describe('SqliteStore', () => {
     const db = new Database(join(dir, 'jobs.db'), { readonly: true });
     expect(db.pragma('journal_mode', { simple: true })).toBe('wal');
     db.close();
+    // synchronous is a setting of each connection: read it on the one the store writes through (2 = FULL).
+    // The store has no other connection that writes; the stats reader's is opened read-only.
+    const own = (store as unknown as { readonly db: Database.Database }).db;
+    expect(own.readonly).toBe(false);
+    expect(own.pragma('synchronous', { simple: true })).toBe(2);
+    expect(own.pragma('journal_mode', { simple: true })).toBe('wal');
   });
 
   it('commits concurrent enqueues together and keeps each outcome separate', async () => {

@@ -5,6 +5,7 @@
  * the whole loop in one command. Not for production: the keys are printed.
  */
 
+import { cliLogger } from '../logger.js';
 import { randomUUID } from 'node:crypto';
 import { existsSync, mkdirSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -32,14 +33,13 @@ export const devCommand: Command = {
     const preferredPort = integerOption(values, 'port', devCommand, { min: 0, max: 65_535 }) ?? 8080;
     const dbPath = resolve(stringOption(values, 'db') ?? '.leasehold/dev.db');
     mkdirSync(resolve(dbPath, '..'), { recursive: true });
-    const [{ pino }, { buildCoordinator }, { openSqliteStore }, { LeaseholdClient }, { Worker }] = await Promise.all([
-      import('pino'),
+    const [{ buildCoordinator }, { openSqliteStore }, { LeaseholdClient }, { Worker }] = await Promise.all([
       import('../../coordinator/app.js'),
       import('../open-store.js'),
       import('../../client/leasehold-client.js'),
       import('../../worker/worker.js'),
     ]);
-    const logger = pino({ name: 'leasehold-dev', level: stringOption(values, 'log-level') ?? 'warn' });
+    const logger = await cliLogger('leasehold-dev', stringOption(values, 'log-level') ?? 'warn');
     const host = '127.0.0.1';
 
     const created = !existsSync(dbPath);

@@ -6,6 +6,7 @@
  * acknowledged write is cut off.
  */
 
+import { cliLogger } from '../logger.js';
 import type { Logger } from 'pino';
 import type { FastifyInstance } from 'fastify';
 import type { Store } from '../../store/store.js';
@@ -37,8 +38,8 @@ export const serveCommand: Command = {
     // Before the store is opened: a configuration mistake should not touch the database.
     const config = await serveConfig(values, serveCommand);
     // Loaded here, not at the top: `leasehold --help` should not pay for Fastify.
-    const [{ pino }, { buildCoordinator }] = await Promise.all([import('pino'), import('../../coordinator/app.js')]);
-    const logger = pino({ name: 'leasehold', level: stringOption(values, 'log-level') ?? 'info' });
+    const { buildCoordinator } = await import('../../coordinator/app.js');
+    const logger = await cliLogger('leasehold', stringOption(values, 'log-level') ?? 'info');
     const created = isNewSqliteFile(db);
     const store = await openStore(db, sqliteBusyTimeoutMs === undefined ? {} : { sqliteBusyTimeoutMs });
     if (created) logger.info({ db: describeDb(db) }, 'created a new SQLite database');

@@ -5,6 +5,7 @@
  * exits at once (the leases still decide).
  */
 
+import { cliLogger } from '../logger.js';
 import { integerOption, requireOption, stringOption, type Command } from '../command.js';
 import { loadHandlers } from '../load-handlers.js';
 
@@ -47,12 +48,11 @@ export const workerCommand: Command = {
     const graceMs = integerOption(values, 'grace-ms', workerCommand, { min: 0, max: 24 * 3_600_000 });
     const workerId = stringOption(values, 'worker-id');
     const handlers = await loadHandlers(handlersFile, process.cwd());
-    const [{ pino }, { LeaseholdClient }, { Worker }] = await Promise.all([
-      import('pino'),
+    const [{ LeaseholdClient }, { Worker }] = await Promise.all([
       import('../../client/leasehold-client.js'),
       import('../../worker/worker.js'),
     ]);
-    const logger = pino({ name: 'leasehold-worker', level: stringOption(values, 'log-level') ?? 'info' });
+    const logger = await cliLogger('leasehold-worker', stringOption(values, 'log-level') ?? 'info');
     const client = new LeaseholdClient({ baseUrl, apiKey, connections: Math.min(concurrency + 4, 64) });
     const worker = new Worker({
       client,

@@ -28,6 +28,11 @@ export class AvailabilityListener {
   private retryMs: number;
   private stopped = false;
   private connecting = false;
+  private markReady: () => void = () => undefined;
+  /** Resolves once LISTEN has first taken effect: wake-ups counted after it come from NOTIFY. */
+  readonly ready = new Promise<void>((resolve) => {
+    this.markReady = resolve;
+  });
 
   constructor(private readonly options: AvailabilityListenerOptions) {
     this.retryMs = options.minRetryMs ?? 100;
@@ -74,6 +79,7 @@ export class AvailabilityListener {
       }
       this.client = client;
       this.retryMs = this.options.minRetryMs ?? 100;
+      this.markReady();
       // Commits made before this LISTEN took effect announced nobody: wake the waiters once so they look.
       this.options.onAvailable(null);
     } catch {

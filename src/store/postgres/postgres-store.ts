@@ -441,6 +441,11 @@ export class PostgresStore implements Store {
     return remove;
   }
 
+  /** Resolves once the LISTEN that watchAvailable started is in effect (at once if nothing watches). */
+  listening(): Promise<void> {
+    return this.listener?.ready ?? Promise.resolve();
+  }
+
   // --- helpers --------------------------------------------------------------
 
   /** Applies due lease expiries and passed deadlines of every tenant, one batch, in one transaction. */
