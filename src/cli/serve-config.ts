@@ -47,6 +47,10 @@ export const CONFIG_FLAGS: readonly ConfigFlag[] = [
   { flag: 'batch-body-limit-bytes', path: ['batchBodyLimitBytes'], type: 'integer', help: 'largest POST /jobs/batch and POST /complete body (default 16777216)' },
   { flag: 'lease-recheck-ms', path: ['leaseRecheckMs'], type: 'integer', help: 'how often a long poll re-checks for delayed jobs (default 250)' },
   { flag: 'auth-cache-ms', path: ['authCacheMs'], type: 'integer', help: 'how long a looked-up API key is trusted (default 1000)' },
+  { flag: 'max-schema-bytes', path: ['maxSchemaBytes'], type: 'integer', help: 'largest kind payloadSchema, bytes of JSON (default 65536)' },
+  { flag: 'max-kinds-per-tenant', path: ['maxKindsPerTenant'], type: 'integer', help: 'kinds one tenant may register (default 1000)' },
+  { flag: 'default-max-result-bytes', path: ['defaultMaxResultBytes'], type: 'integer', help: 'result limit of jobs whose kind is not registered (default 16777216)' },
+  { flag: 'max-checkpoint-bytes', path: ['maxCheckpointBytes'], type: 'integer', help: 'checkpoint state limit for unregistered kinds and the default of registered ones (default 262144)' },
   { flag: 'kind-cache-ms', path: ['kindCacheMs'], type: 'integer', help: 'how long a tenant\'s kind registry is reused (default 1000)' },
 ];
 
