@@ -15,8 +15,9 @@
  * reconnect tells listeners to look again (null).
  */
 
-import pg from 'pg';
+import type pg from 'pg';
 import type { FinishedJob } from '../store.js';
+import { ChannelListener } from './channel-listener.js';
 
 const WILDCARD = '*';
 const MAX_PAYLOAD = 7_999;
@@ -77,75 +78,18 @@ export interface FinishedListenerOptions {
   readonly onFinished: (job: FinishedJob | null) => void;
 }
 
-/** The LISTEN side: one connection, reconnected with backoff; each (re)connect reports null once. */
-export class FinishedListenerConnection {
-  private client: pg.Client | null = null;
-  private retryTimer: NodeJS.Timeout | null = null;
-  private retryMs = 100;
-  private stopped = false;
-  private connecting = false;
-
-  constructor(private readonly options: FinishedListenerOptions) {}
-
-  async start(): Promise<void> {
-    await this.connect();
-  }
-
-  async stop(): Promise<void> {
-    this.stopped = true;
-    if (this.retryTimer !== null) clearTimeout(this.retryTimer);
-    this.retryTimer = null;
-    const client = this.client;
-    this.client = null;
-    if (client !== null) await client.end().catch(() => undefined);
-  }
-
-  private async connect(): Promise<void> {
-    if (this.stopped || this.connecting) return;
-    this.connecting = true;
-    const client = new pg.Client(this.options.clientConfig);
-    let dropped = false;
-    const onDrop = (): void => {
-      if (dropped) return;
-      dropped = true;
-      if (this.client === client) this.client = null;
-      client.end().catch(() => undefined);
-      this.scheduleReconnect();
-    };
-    client.on('error', onDrop);
-    client.on('end', onDrop);
-    client.on('notification', (message) => {
-      if (message.channel !== this.options.channel) return;
-      const job = decodeFinished(message.payload);
-      if (job !== undefined) this.options.onFinished(job);
-    });
-    try {
-      await client.connect();
-      await client.query(`LISTEN "${this.options.channel}"`);
-      if (this.stopped) {
-        dropped = true;
-        await client.end().catch(() => undefined);
-        return;
-      }
-      this.client = client;
-      this.retryMs = 100;
+/** The LISTEN side (channel-listener.ts); each (re)connect reports null once. */
+export class FinishedListenerConnection extends ChannelListener {
+  constructor(options: FinishedListenerOptions) {
+    const { onFinished, ...connection } = options;
+    super({
+      ...connection,
+      onPayload: (payload) => {
+        const job = decodeFinished(payload);
+        if (job !== undefined) onFinished(job);
+      },
       // Completions committed before this LISTEN took effect reached nobody here.
-      this.options.onFinished(null);
-    } catch {
-      onDrop();
-    } finally {
-      this.connecting = false;
-    }
-  }
-
-  private scheduleReconnect(): void {
-    if (this.stopped || this.retryTimer !== null) return;
-    const delay = this.retryMs;
-    this.retryMs = Math.min(this.retryMs * 2, 5_000);
-    this.retryTimer = setTimeout(() => {
-      this.retryTimer = null;
-      void this.connect();
-    }, delay);
-    this.retryTimer.unref();
+      onListening: () => onFinished(null),
+    });
   }
 }
