@@ -62,7 +62,11 @@ parentPort.on('message', ({ id, schema }) => {
     const script = new vm.Script(source, { filename: workerData.filename });
     const module = { exports: {} };
     script.runInThisContext()((name) => (name === workerData.re2Module ? { linearRegExp: engine } : req(name)), module, module.exports);
-    try { module.exports({}); } catch {}
+    try {
+      const result = module.exports({});
+      // An $async schema's validator answers a promise: a rejection must not end the worker.
+      if (result !== null && typeof result === 'object' && typeof result.then === 'function') result.then(undefined, () => {});
+    } catch {}
     const cache = script.createCachedData();
     parentPort.postMessage({ id, source, cache }, [cache.buffer]);
   } catch (error) {
