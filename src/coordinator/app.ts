@@ -147,6 +147,7 @@ export async function buildCoordinator(options: CoordinatorOptions): Promise<Fas
   });
   app.addHook('onClose', async () => {
     unwatch();
+    await ctx.kinds.close();
   });
 
   return app as unknown as FastifyInstance;

@@ -12,11 +12,12 @@
  */
 
 import { performance } from 'node:perf_hooks';
-import type { Ajv, ErrorObject, ValidateFunction } from 'ajv';
+import type { ErrorObject, ValidateFunction } from 'ajv';
 import { canonicalJson } from '../core/canonical-json.js';
 import { LeaseholdError } from '../core/errors.js';
 import type { KindRecord, Store } from '../store/store.js';
 import { checkSchemaLimits } from './schema-limits.js';
+import { SchemaCompileError, SchemaCompiler } from './schema-compiler.js';
 import { payloadAjv } from './validation.js';
 
 export interface ResolvedKind {
@@ -37,37 +38,36 @@ export interface TenantKinds {
 const MAX_COMPILED = 4_096;
 const MAX_TENANTS = 10_000;
 /**
- * Ajv keeps every schema it compiled, and every pattern it saw, for its own
- * lifetime; a fresh instance after this many compiles lets the old one (and
- * what it kept) go once its validators are evicted.
+ * How long one schema may take to compile in the worker. A schema at the
+ * 64 KiB cap took 1.7–3.4 s on a shared 2-core machine (2026-12-01); the
+ * bound leaves room for load, since refusing a legal schema because the host
+ * is busy would be worse, and the wait holds no other tenant's request.
  */
-const COMPILES_PER_AJV = 256;
+const COMPILE_TIMEOUT_MS = 10_000;
 
 export interface KindRegistryLimits {
   /** Largest payload schema, in bytes of canonical JSON. */
   readonly maxSchemaBytes: number;
   /** Validators kept compiled at once. */
   readonly maxCompiled?: number;
+  /** How long one schema may take to compile before it is refused. */
+  readonly compileTimeoutMs?: number;
 }
 
 interface CompiledEntry {
   /** The registration the validator was compiled for (the record's updatedAt). */
   readonly version: number;
   readonly validate: ValidateFunction;
-  readonly ajv: Ajv;
-  readonly schema: object | boolean;
 }
 
 export class KindRegistry {
-  private ajv: Ajv = payloadAjv();
-  private ajvCompiles = 0;
+  /** Compiles in a worker thread: each validator is standalone code, freed with its entry (no shared Ajv keeps it). */
+  private readonly compiler: SchemaCompiler;
   /** By tenant and kind, in least-recently-used order: replacing a kind replaces its entry. */
   private readonly compiled = new Map<string, CompiledEntry>();
   private readonly tenants = new Map<string, { readonly kinds: TenantKinds; readonly expiresAt: number }>();
   private readonly loading = new Map<string, Promise<TenantKinds>>();
   private readonly maxCompiled: number;
-  /** Which Ajv compiled a validator handed out by compile(), so remember() frees it from the right one. */
-  private readonly compiledBy = new WeakMap<ValidateFunction, Ajv>();
 
   constructor(
     private readonly store: Store,
@@ -75,6 +75,12 @@ export class KindRegistry {
     private readonly limits: KindRegistryLimits = { maxSchemaBytes: 64 * 1024 },
   ) {
     this.maxCompiled = limits.maxCompiled ?? MAX_COMPILED;
+    this.compiler = new SchemaCompiler(limits.compileTimeoutMs ?? COMPILE_TIMEOUT_MS);
+  }
+
+  /** Stops the compiler's worker thread. */
+  close(): Promise<void> {
+    return this.compiler.close();
   }
 
   async forTenant(tenant: string): Promise<TenantKinds> {
@@ -98,40 +104,33 @@ export class KindRegistry {
 
   /**
    * Checks and compiles a payload schema for registration, or answers 400
-   * (not a usable JSON Schema, a pattern RE2 refuses) or 413 (over the size
-   * limit). The validator is not kept: `remember` keeps it once stored.
+   * (not a usable JSON Schema, a pattern RE2 refuses, too complex to compile
+   * in time) or 413 (over the size limit). The validator is not kept:
+   * `remember` keeps it once stored.
    */
-  compile(schema: unknown): ValidateFunction {
-    const fresh = this.compileFresh(schema);
-    this.compiledBy.set(fresh.validate, fresh.ajv);
-    return fresh.validate;
-  }
-
-  /** Keeps the validator compiled for a just-stored registration, replacing the kind's previous one. */
-  remember(record: KindRecord, validate: ValidateFunction | null, schema: unknown): void {
-    const key = cacheKey(record.tenant, record.kind);
-    this.drop(key);
-    if (validate === null) return;
-    this.keep(key, { version: record.updatedAt, validate, ajv: this.compiledBy.get(validate) ?? this.ajv, schema: schema as object | boolean });
-  }
-
-  private compileFresh(schema: unknown): { validate: ValidateFunction; ajv: Ajv; schema: object | boolean } {
+  async compile(schema: unknown): Promise<ValidateFunction> {
     if (typeof schema !== 'boolean' && (schema === null || typeof schema !== 'object' || Array.isArray(schema))) {
       throw new LeaseholdError('invalid_request', 'body/payloadSchema must be a JSON Schema (an object or a boolean)');
     }
-    checkSchemaLimits(schema, canonicalJson(schema), this.limits.maxSchemaBytes);
-    if (this.ajvCompiles >= COMPILES_PER_AJV) {
-      this.ajv = payloadAjv();
-      this.ajvCompiles = 0;
-    }
-    this.ajvCompiles += 1;
-    const ajv = this.ajv;
+    const text = canonicalJson(schema);
+    // Each step takes up to about 10 ms of the event loop for a 64 KiB schema: other requests run between them.
+    await new Promise((resolve) => setImmediate(resolve));
+    checkSchemaLimits(schema, text, this.limits.maxSchemaBytes);
     try {
-      return { validate: ajv.compile(schema as object | boolean), ajv, schema: schema as object | boolean };
+      return await this.compiler.compile(schema as object | boolean);
     } catch (error) {
+      if (error instanceof SchemaCompileError && error.timedOut) throw new LeaseholdError('invalid_request', `body/payloadSchema is ${error.message}`);
       const reason = error instanceof Error ? error.message.slice(0, 300) : 'invalid schema';
       throw new LeaseholdError('invalid_request', `body/payloadSchema is not a valid JSON Schema: ${reason}`);
     }
+  }
+
+  /** Keeps the validator compiled for a just-stored registration, replacing the kind's previous one. */
+  remember(record: KindRecord, validate: ValidateFunction | null): void {
+    const key = cacheKey(record.tenant, record.kind);
+    this.drop(key);
+    if (validate === null) return;
+    this.keep(key, { version: record.updatedAt, validate });
   }
 
   private keep(key: string, entry: CompiledEntry): void {
@@ -147,10 +146,9 @@ export class KindRegistry {
     const entry = this.compiled.get(key);
     if (entry === undefined) return;
     this.compiled.delete(key);
-    if (typeof entry.schema === 'object') entry.ajv.removeSchema(entry.schema);
   }
 
-  private validatorFor(record: KindRecord): ValidateFunction | null {
+  private async validatorFor(record: KindRecord): Promise<ValidateFunction | null> {
     if (record.payloadSchema === null || record.payloadSchema === undefined) return null;
     const key = cacheKey(record.tenant, record.kind);
     const hit = this.compiled.get(key);
@@ -159,16 +157,17 @@ export class KindRegistry {
       this.compiled.set(key, hit);
       return hit.validate;
     }
-    let fresh: { validate: ValidateFunction; ajv: Ajv; schema: object | boolean };
+    let validate: ValidateFunction;
     try {
-      fresh = this.compileFresh(record.payloadSchema);
-    } catch {
-      // Stored before these checks or written by hand: refuse every payload rather than accept unchecked ones.
-      return REFUSE_ALL;
+      validate = await this.compile(record.payloadSchema);
+    } catch (error) {
+      // Stored before these checks, written by hand, or too complex: refuse every payload rather than accept unchecked
+      // ones, and keep the refusal for this version so each enqueue does not compile it again.
+      validate = refuseAll(error instanceof LeaseholdError ? error.message : 'body/payloadSchema is not a usable JSON Schema');
     }
     this.drop(key);
-    this.keep(key, { version: record.updatedAt, ...fresh });
-    return fresh.validate;
+    this.keep(key, { version: record.updatedAt, validate });
+    return validate;
   }
 
   private async load(tenant: string): Promise<TenantKinds> {
@@ -177,7 +176,7 @@ export class KindRegistry {
     let smallest: number | null = null;
     let smallestCheckpoint: number | null = null;
     for (const record of records) {
-      byName.set(record.kind, { record, validate: this.validatorFor(record) });
+      byName.set(record.kind, { record, validate: await this.validatorFor(record) });
       smallest = smallest === null ? record.maxResultBytes : Math.min(smallest, record.maxResultBytes);
       smallestCheckpoint = smallestCheckpoint === null ? record.maxCheckpointBytes : Math.min(smallestCheckpoint, record.maxCheckpointBytes);
     }
@@ -197,6 +196,13 @@ function cacheKey(tenant: string, kind: string): string {
 }
 
 const REFUSE_ALL: ValidateFunction = payloadAjv().compile(false);
+
+/** A validator that refuses every payload with a message naming why the kind's schema cannot check it. */
+function refuseAll(reason: string): ValidateFunction {
+  const message = `cannot be checked: the kind's payload schema could not be compiled (${reason.replace(/^body\/payloadSchema (is )?/, '')})`;
+  const errors: ErrorObject[] = [{ instancePath: '', schemaPath: '#', keyword: 'false schema', params: {}, message }];
+  return Object.assign((_data: unknown): _data is unknown => false, { errors, schema: false, schemaEnv: REFUSE_ALL.schemaEnv });
+}
 
 /** Names the first failing path of a payload, e.g. `payload/items/0/sku must be string`. */
 export function describePayloadError(errors: readonly ErrorObject[] | null | undefined): string {

@@ -50,7 +50,8 @@ export const linearRegExp: LinearRegExpEngine = Object.assign(
     // Ajv shares compiled patterns by toString(): it must name this pattern, or every pattern is the first one.
     return { test: (input: string) => compiled.test(input), toString: () => `re2:${pattern}` };
   },
-  // Only read by Ajv's standalone code generation, which the coordinator does not use.
+  // Ajv's standalone code names the engine by this; schema-compiler.ts compiles with its own copy of the engine
+  // (in its worker) that names `require('leasehold:re2').linearRegExp`, which resolves to this function.
   { code: 're2js' },
 );
 type LinearRegExpEngine = NonNullable<CodeOptions['regExp']>;

@@ -42,8 +42,8 @@ describe('kind registry validator cache', () => {
     const registry = new KindRegistry(store, 0, { maxSchemaBytes: 64 * 1024 });
     for (let i = 0; i < 50; i++) {
       const schema = { type: 'object', properties: { [`f${i}`]: { type: 'string', pattern: `^v${i}$` } } };
-      const validate = registry.compile(schema);
-      registry.remember(await store.kindUpsert(kind('t1', 'k', schema)), validate, schema);
+      const validate = await registry.compile(schema);
+      registry.remember(await store.kindUpsert(kind('t1', 'k', schema)), validate);
       const resolved = (await registry.forTenant('t1')).byName.get('k');
       expect(resolved?.validate?.({ [`f${i}`]: `v${i}` })).toBe(true);
       expect(resolved?.validate?.({ [`f${i}`]: 'other' })).toBe(false);

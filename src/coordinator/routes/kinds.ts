@@ -32,7 +32,7 @@ export function registerKindRoutes(app: CoordinatorApp, ctx: RouteContext): void
       const principal = principalOf(request);
       const body = request.body;
       const payloadSchema = body.payloadSchema ?? null;
-      const validate = payloadSchema === null ? null : ctx.kinds.compile(payloadSchema);
+      const validate = payloadSchema === null ? null : await ctx.kinds.compile(payloadSchema);
       const backoff = body.backoff ?? ctx.config.defaultBackoff;
       if (backoff.maxMs < backoff.baseMs) throw new LeaseholdError('invalid_request', 'body/backoff/maxMs must be >= body/backoff/baseMs');
       await refuseBeyondKindCap(ctx, principal.tenant, request.params.kind);
@@ -48,7 +48,7 @@ export function registerKindRoutes(app: CoordinatorApp, ctx: RouteContext): void
         maxResultBytes: body.maxResultBytes ?? ctx.config.bodyLimitBytes,
         maxCheckpointBytes: body.maxCheckpointBytes ?? ctx.config.maxCheckpointBytes,
       });
-      ctx.kinds.remember(record, validate, payloadSchema);
+      ctx.kinds.remember(record, validate);
       ctx.kinds.invalidate(principal.tenant);
       return toWireKind(record);
     },
