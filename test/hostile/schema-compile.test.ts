@@ -2,8 +2,8 @@
  * A tenant's payload schema at the size cap takes seconds to compile; it is
  * compiled off the event loop and in bounded time. While one tenant registers
  * a 64 KiB schema, and while a coordinator that has not seen it compiles it
- * on a cache miss, /healthz and another tenant's enqueues keep answering in
- * under 50 ms (real HTTP, on every backend). A compile beyond the time bound
+ * on a cache miss, /healthz and another tenant's enqueues keep answering
+ * within PROBE_BOUND_MS (real HTTP, on every backend). A compile beyond the time bound
  * is refused at registration and makes the kind's enqueues answer a clear
  * error at load.
  */
@@ -19,6 +19,14 @@ import { canonicalJson } from '../../src/core/canonical-json.js';
 import { describePayloadError, KindRegistry } from '../../src/coordinator/kind-registry.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { backends, drainAfterAll, startCoordinator, type Harness } from '../support/http-fixtures.js';
+
+/**
+ * Compiled on the event loop, the schema held every probe for the whole compile (slowest probe 1,473–1,573 ms,
+ * 2026-12-01, this 2-core machine). Off it, the slowest probe measured 17–50 ms with the file alone and up to
+ * 96 ms beside other test files: what remains on the main thread is canonical JSON and the size checks (2–14 ms
+ * each at 64 KiB), loading the generated code from V8's cache (11–13 ms) and garbage collection.
+ */
+const PROBE_BOUND_MS = 250;
 
 const MAX_SCHEMA_BYTES = 64 * 1024;
 
@@ -77,7 +85,7 @@ describe.each(backends)('compiling a 64 KiB kind schema ($name)', (backend) => {
     h = undefined;
   });
 
-  it('keeps /healthz and another tenant under 50 ms while one tenant registers it and a peer compiles it on a cache miss', async () => {
+  it(`keeps /healthz and another tenant under ${PROBE_BOUND_MS} ms while one tenant registers it and a peer compiles it on a cache miss`, async () => {
     h = await startCoordinator({}, { backend });
     const pool = await listen(h.app);
     pools.push(pool);
@@ -97,7 +105,7 @@ describe.each(backends)('compiling a 64 KiB kind schema ($name)', (backend) => {
     console.log(`register ${bytes} B schema: ${registered.ms.toFixed(0)} ms; ${during.length} probes, slowest ${slowest.toFixed(1)} ms (${backend.name})`);
     expect(during.every((answer) => answer.status === 200 || answer.status === 202)).toBe(true);
     expect(during.length).toBeGreaterThanOrEqual(4);
-    expect(slowest).toBeLessThan(50);
+    expect(slowest).toBeLessThan(PROBE_BOUND_MS);
     expect((await call(pool, 'POST', '/jobs', h.keys.producer, { kind: 'big', payload: { p7: 'x'.repeat(1_008) } })).status).toBe(400);
 
     // Another coordinator has not compiled it: its first enqueue of the kind compiles it on the registry's load path.
@@ -115,7 +123,7 @@ describe.each(backends)('compiling a 64 KiB kind schema ($name)', (backend) => {
     console.log(`compile on a cache miss: ${missed.ms.toFixed(0)} ms; ${duringMiss.length} probes, slowest ${slowestMiss.toFixed(1)} ms (${backend.name})`);
     expect(duringMiss.every((answer) => answer.status === 200 || answer.status === 202)).toBe(true);
     expect(duringMiss.length).toBeGreaterThanOrEqual(4);
-    expect(slowestMiss).toBeLessThan(50);
+    expect(slowestMiss).toBeLessThan(PROBE_BOUND_MS);
   });
 });
 
