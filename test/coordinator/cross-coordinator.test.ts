@@ -13,10 +13,10 @@ import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import pg from 'pg';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { buildCoordinator } from '../../src/coordinator/app.js';
-import type { Store } from '../../src/store/store.js';
 import { backends, bearer, drainAfterAll, enqueue, lease, post, startCoordinator, type Harness } from '../support/http-fixtures.js';
 import { SCHEMA_PREFIX } from '../support/reused-pg-schemas.js';
 import { waitFor } from '../support/wait-for.js';
+import { observingLeases } from '../support/observing-leases.js';
 
 const WAIT_MS = 30_000;
 /** "At once": far below WAIT_MS, with room for a loaded two-core machine. */
@@ -49,23 +49,6 @@ async function listenersUp(count: number): Promise<void> {
   } finally {
     await client.end();
   }
-}
-
-/** The same store, calling `onEmptyLease` each time a lease attempt found nothing. */
-function observingLeases(store: Store, onEmptyLease: () => void): Store {
-  return new Proxy(store, {
-    get(target, property, receiver) {
-      if (property === 'jobLease') {
-        return async (...args: Parameters<Store['jobLease']>) => {
-          const jobs = await target.jobLease(...args);
-          if (jobs.length === 0) onEmptyLease();
-          return jobs;
-        };
-      }
-      const value: unknown = Reflect.get(target, property, receiver);
-      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
-    },
-  });
 }
 
 describe.each(backends)('HTTP contract ($name)', (backend) => {

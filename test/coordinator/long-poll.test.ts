@@ -11,27 +11,10 @@ import type { FastifyInstance } from 'fastify';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { request as httpRequest } from 'node:http';
 import { buildCoordinator } from '../../src/coordinator/app.js';
-import type { Store } from '../../src/store/store.js';
 import { backends, bearer, drainAfterAll, enqueue, get, startCoordinator, type Harness } from '../support/http-fixtures.js';
+import { observingLeases } from '../support/observing-leases.js';
 
 const tick = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-/** The store, telling `onEmptyLease` each time a lease found nothing: the moment a long poll parks. */
-function observingLeases(store: Store, onEmptyLease: () => void): Store {
-  return new Proxy(store, {
-    get(target, property, receiver) {
-      if (property === 'jobLease') {
-        return async (...args: Parameters<Store['jobLease']>) => {
-          const jobs = await target.jobLease(...args);
-          if (jobs.length === 0) onEmptyLease();
-          return jobs;
-        };
-      }
-      const value: unknown = Reflect.get(target, property, receiver);
-      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
-    },
-  });
-}
 
 describe.each(backends)('HTTP contract ($name)', (backend) => {
   let h: Harness;
