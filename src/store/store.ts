@@ -386,9 +386,8 @@ export interface Store {
    * dead, cancelled, unknown) and that change has committed: with the job's
    * tenant and id when this store knows it, or with null when jobs may have
    * finished without it knowing which (the reaper's batches, another process's
-   * commit); a null listener call means "look again at every job you wait for".
-   * Other coordinators' completions arrive too (PostgreSQL NOTIFY, SQLite's
-   * data_version). Returns an unsubscribe.
+   * commit): then look again at every job you wait for. Other coordinators'
+   * completions arrive too (PostgreSQL NOTIFY, SQLite's data_version); returns an unsubscribe.
    */
   watchFinished(listener: FinishedListener): () => void;
 }
