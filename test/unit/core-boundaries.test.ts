@@ -27,19 +27,7 @@ import {
   type JobSnapshot,
 } from '../../src/core/transitions.js';
 
-const NOW = 1_000_000;
-const running: JobSnapshot = {
-  status: 'running',
-  attempts: 1,
-  maxAttempts: 3,
-  leaseToken: 'tok',
-  leaseExpiresAt: NOW + 100,
-  deadlineAt: null,
-  effectStartedAt: null,
-  cancelRequested: false,
-  lastOutcome: null,
-};
-const policy = { retryable: true, backoff: { baseMs: 100, maxMs: 1000 }, random: () => 0.5 };
+import { NOW, policy, running } from '../support/job-snapshots.js';
 
 describe('lease and deadline guards', () => {
   it('holds a lease only while running, under the same token, strictly before expiry', () => {
