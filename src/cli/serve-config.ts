@@ -25,7 +25,7 @@ export const CONFIG_FLAGS: readonly ConfigFlag[] = [
   { flag: 'max-oldest-available-age-ms', path: ['backpressure', 'maxOldestAvailableAgeMs'], type: 'limit', help: 'age of the oldest available job per tenant before 503 (default unlimited)' },
   { flag: 'max-storage-bytes', path: ['backpressure', 'maxStorageBytes'], type: 'limit', help: 'payload + result bytes per tenant before 503 (default unlimited)' },
   { flag: 'backpressure-stats-cache-ms', path: ['backpressure', 'statsCacheMs'], type: 'integer', help: 'how long a tenant\'s backpressure snapshot is reused (default 1000)' },
-  { flag: 'admission-target-ms', path: ['admissionTargetMs'], type: 'limit', help: 'enqueues and other counted requests answer 503 while their wait stays above this (default off; 10 suggested)' },
+  { flag: 'admission-target-ms', path: ['admissionTargetMs'], type: 'limit', help: 'enqueues and other counted requests answer 503 while the queueing delay stays at or above this (default off; 10 suggested)' },
   { flag: 'admission-interval-ms', path: ['admissionIntervalMs'], type: 'integer', help: 'how long the wait must stay above the target before the first 503 (default 100)' },
   { flag: 'max-in-flight-requests', path: ['maxInFlightRequests'], type: 'limit', help: 'counted requests in flight before the next answers 503, a memory bound (default 4096)' },
   { flag: 'max-in-flight-per-key', path: ['maxInFlightPerKey'], type: 'limit', help: 'requests in flight per API key before 429 (default 2000)' },

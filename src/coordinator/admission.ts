@@ -10,26 +10,23 @@
  *   in flight): beyond them `429 too_many_requests`, so one key or tenant
  *   cannot take the whole coordinator. Public routes are not counted.
  * - Queueing delay (a CoDel-style rule, docs/DESIGN.md §6.9): the counted
- *   requests (see isCounted) are refused `503 overloaded` while the time they
- *   wait before they are served has stayed above `admissionTargetMs` for a
- *   whole `admissionIntervalMs`. A burst shorter than the interval is admitted in full; a
+ *   requests (see isCounted) are refused `503 overloaded` while the queueing
+ *   delay has stayed at or above `admissionTargetMs` for a whole
+ *   `admissionIntervalMs`, and admitted again at the first sample under it. A
+ *   burst the coordinator works off within the interval is admitted in full; a
  *   standing queue is refused until it drains.
  * - A count ceiling on counted requests in flight, only as a memory bound.
  *
- * What counts as waiting: a counted request is served from the moment its
- * body has been received (its handler about to run: routed, authenticated,
- * parsed, validated) until its answer is ready (onSend): the event loop's
- * turns, the group commit's turn and the commit. Its wait is that time less
- * the time a request takes when nothing else is being served (the smallest
- * recent such lone time): what it spent behind other requests,
- * not its own commit, so a slow disk alone never looks like a queue, and
- * neither does a client that sends its body slowly (that time is before the
- * handler). As in CoDel the rule refuses when the waits have stayed above the
- * target for a whole interval (one slow request, or a burst the coordinator
- * works off within the interval, does not trip it) and stops at the first
- * wait under the target. While refusing it still admits one request per
- * interval, so a fresh wait is measured, and it stops when no counted request
- * is in flight (the queue is empty).
+ * What the queueing delay is: sampled every fifth of the interval, the sum of
+ * how late the sampling timer fired (the event loop's lag: a request that
+ * arrives while the loop is busy waits in its socket that long before any of
+ * our code sees it; with SQLite the commits run on the loop, so its queue is
+ * here) and how long the oldest write queued inside the store has waited
+ * (Store.queueWaitMs: SQLite's group commit, PostgreSQL's statement batcher
+ * and connection pool). Both are measured, never estimated, so nothing stale
+ * is remembered: when the store recovers or the backlog drains, the next
+ * sample says so. A client that sends its body slowly waits for itself, not
+ * in a queue, and does not count.
  *
  * Not counted for the delay rule and the ceiling, and never refused by them:
  * reads (GET), and the worker's lease protocol (lease, renew, checkpoint,
@@ -40,7 +37,6 @@
  * actions.
  */
 
-import { performance } from 'node:perf_hooks';
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
 import type { AdmissionConfig } from './config.js';
 
@@ -48,14 +44,6 @@ declare module 'fastify' {
   interface FastifyInstance {
     /** What admission holds now (diagnostics and tests). */
     readonly admission: AdmissionState;
-  }
-  interface FastifyRequest {
-    /** A counted request: -1 until its handler starts, then performance.now() then; 0 when not measured or done. */
-    servingSince: number;
-    /** Nothing else was being served when its handler started. */
-    servedAlone: boolean;
-    /** The number of counted handlers started before and including this one. */
-    servingStart: number;
   }
 }
 
@@ -110,13 +98,17 @@ function isPoll(request: FastifyRequest): boolean {
 }
 
 /**
- * The CoDel-style state: `firstAboveAt` is when the waits will have stayed
- * above the target for a whole interval; `refusing` is set once they have.
+ * The CoDel-style state: refusing starts once the delay has stayed at or
+ * above the target for a whole interval, and ends once it has stayed under
+ * the target for a whole interval. Refusals are cheap, so the loop's lag
+ * falls as soon as refusing starts while the backlog may still stand in the
+ * sockets; ending at the first low sample would let it all in at once.
  */
 export class QueueDelayRule {
-  private firstAboveAt = 0;
+  /** When the current run of samples on one side of the target began; 0 before the first sample. */
+  private runStartedAt = 0;
+  private runAbove = false;
   private refusing = false;
-  private probeAt = 0;
 
   constructor(
     private readonly targetMs: number,
@@ -127,30 +119,56 @@ export class QueueDelayRule {
     return this.refusing;
   }
 
-  /** A counted request waited `waitedMs` behind others, observed at `now` (ms). */
-  observe(waitedMs: number, now: number): void {
-    if (waitedMs < this.targetMs) {
-      this.reset();
-    } else if (this.firstAboveAt === 0) {
-      this.firstAboveAt = now + this.intervalMs;
-    } else if (!this.refusing && now >= this.firstAboveAt) {
-      this.refusing = true;
-      this.probeAt = now + this.intervalMs;
+  /** The queueing delay was `delayMs` at `now` (ms). */
+  observe(delayMs: number, now: number): void {
+    const above = delayMs >= this.targetMs;
+    if (this.runStartedAt === 0 || above !== this.runAbove) {
+      this.runStartedAt = now;
+      this.runAbove = above;
+      return;
     }
+    if (now - this.runStartedAt >= this.intervalMs) this.refusing = above;
+  }
+}
+
+/**
+ * Samples the queueing delay every `periodMs` from an unreferenced timer: the
+ * timer's own lateness plus the store's oldest queued write.
+ */
+export class QueueDelayProbe {
+  private timer: NodeJS.Timeout | undefined;
+  private due = 0;
+  /** The last sample, in ms. */
+  last = 0;
+
+  constructor(
+    private readonly periodMs: number,
+    private readonly storeWaitMs: () => number,
+    private readonly onSample: (delayMs: number, now: number) => void,
+  ) {}
+
+  start(): void {
+    this.schedule();
   }
 
-  /** Whether to refuse a counted request arriving at `now`; one per interval passes as a probe. */
-  refuses(now: number): boolean {
-    if (!this.refusing) return false;
-    if (now < this.probeAt) return true;
-    this.probeAt = now + this.intervalMs;
-    return false;
+  stop(): void {
+    clearTimeout(this.timer);
+    this.timer = undefined;
   }
 
-  /** Nothing counted is in flight: no standing queue. */
-  reset(): void {
-    this.firstAboveAt = 0;
-    this.refusing = false;
+  private schedule(): void {
+    this.due = performance.now() + this.periodMs;
+    this.timer = setTimeout(() => this.sample(), this.periodMs);
+    this.timer.unref();
+  }
+
+  private sample(): void {
+    const now = performance.now();
+    // Timers fire up to a millisecond early or late even when idle; lateness under that is no queue.
+    const lag = Math.max(0, now - this.due - 1);
+    this.last = lag + this.storeWaitMs();
+    this.onSample(this.last, now);
+    if (this.timer !== undefined) this.schedule();
   }
 }
 
@@ -174,19 +192,16 @@ export interface AdmissionState {
   /** Counted requests in flight. */
   readonly countedInFlight: number;
   readonly overloaded: boolean;
+  /** The last queueing-delay sample, in ms (0 with the rule off). */
+  readonly queueDelayMs: number;
   inFlightOf(keyId: string, tenant: string): { readonly key: number; readonly tenant: number };
   pollsOf(keyId: string, tenant: string): { readonly key: number; readonly tenant: number };
 }
 
 /** Installs the rules; must come right after the auth hook. `app.admission` shows the counters. */
-export function installAdmission(app: FastifyInstance, config: AdmissionConfig): void {
+export function installAdmission(app: FastifyInstance, config: AdmissionConfig, storeWaitMs: () => number): void {
   const delay = config.admissionTargetMs === null ? null : new QueueDelayRule(config.admissionTargetMs, config.admissionIntervalMs);
-  /** Counted requests between their handler's start and their answer. */
-  let serving = 0;
-  /** Counted handlers started so far. */
-  let starts = 0;
-  /** How long a counted request takes with nothing else being served (smoothed). */
-  let loneMs = 0;
+  const probe = delay === null ? null : new QueueDelayProbe(Math.max(1, Math.floor(config.admissionIntervalMs / 5)), storeWaitMs, (ms, now) => delay.observe(ms, now));
   const keyInFlight = new Counts();
   const tenantInFlight = new Counts();
   const keyPolls = new Counts();
@@ -195,9 +210,16 @@ export function installAdmission(app: FastifyInstance, config: AdmissionConfig):
 
   const over = (limit: number | null, count: number): boolean => limit !== null && count >= limit;
 
-  app.decorateRequest('servingSince', 0);
-  app.decorateRequest('servedAlone', false);
-  app.decorateRequest('servingStart', 0);
+  if (probe !== null) {
+    app.addHook('onReady', (done: HookHandlerDoneFunction) => {
+      probe.start();
+      done();
+    });
+    app.addHook('onClose', (_instance: FastifyInstance, done: HookHandlerDoneFunction) => {
+      probe.stop();
+      done();
+    });
+  }
   app.addHook('onRequest', (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => {
     const principal = request.principal;
     if (principal === null) {
@@ -216,7 +238,7 @@ export function installAdmission(app: FastifyInstance, config: AdmissionConfig):
       return;
     }
     const counted = isCounted(request);
-    if (counted && (over(config.maxInFlightRequests, countedInFlight) || delay?.refuses(performance.now()) === true)) {
+    if (counted && (over(config.maxInFlightRequests, countedInFlight) || delay?.overloaded === true)) {
       refuse(reply, OVERLOADED, 503);
       return;
     }
@@ -229,42 +251,10 @@ export function installAdmission(app: FastifyInstance, config: AdmissionConfig):
     reply.raw.once('close', () => {
       keys.remove(keyId);
       tenants.remove(tenant);
-      if (counted && --countedInFlight === 0) delay?.reset();
-      if (request.servingSince !== 0) {
-        // Answered without onSend (the client went away): no longer served.
-        if (request.servingSince > 0) serving--;
-        request.servingSince = 0;
-      }
+      if (counted) countedInFlight--;
     });
-    if (counted && delay !== null) request.servingSince = -1;
     done();
   });
-
-  if (delay !== null) {
-    app.addHook('preHandler', (request: FastifyRequest, _reply: FastifyReply, done: HookHandlerDoneFunction) => {
-      if (request.servingSince === -1) {
-        request.servingSince = performance.now();
-        request.servedAlone = serving === 0;
-        request.servingStart = ++starts;
-        serving++;
-      }
-      done();
-    });
-    app.addHook('onSend', (request: FastifyRequest, _reply: FastifyReply, payload: unknown, done: (error: null, value: unknown) => void) => {
-      if (request.servingSince > 0) {
-        const now = performance.now();
-        const took = now - request.servingSince;
-        serving--;
-        request.servingSince = 0;
-        // Alone for its whole time: nothing was being served when it started, and nothing started since.
-        const alone = request.servedAlone && starts === request.servingStart;
-        // The smallest recent lone time: a faster one is taken at once, a slower one moves it a tenth of the way.
-        if (alone) loneMs = loneMs === 0 ? took : Math.min(took, 0.9 * loneMs + 0.1 * took);
-        delay.observe(alone ? 0 : Math.max(0, took - loneMs), now);
-      }
-      done(null, payload);
-    });
-  }
 
   const state: AdmissionState = {
     get countedInFlight() {
@@ -272,6 +262,9 @@ export function installAdmission(app: FastifyInstance, config: AdmissionConfig):
     },
     get overloaded() {
       return delay?.overloaded ?? false;
+    },
+    get queueDelayMs() {
+      return probe?.last ?? 0;
     },
     inFlightOf: (keyId, tenant) => ({ key: keyInFlight.get(keyId), tenant: tenantInFlight.get(tenant) }),
     pollsOf: (keyId, tenant) => ({ key: keyPolls.get(keyId), tenant: tenantPolls.get(tenant) }),

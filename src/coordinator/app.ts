@@ -107,7 +107,7 @@ export async function buildCoordinator(options: CoordinatorOptions): Promise<Fas
   installHostHeaderCheck(app);
   installUnroutedAnswer(app, methods);
   installAuth(app, { store: options.store, cacheMs: config.authCacheMs });
-  installAdmission(app, config);
+  installAdmission(app, config, () => options.store.queueWaitMs());
 
   await app.register(swagger, {
     openapi: {

@@ -40,7 +40,7 @@ export interface CoordinatorConfig {
   readonly kindCacheMs: number;
   /** Counted requests in flight before the next is refused 503 (admission.ts): a memory bound only; null = unlimited. */
   readonly maxInFlightRequests: number | null;
-  /** Counted requests are refused 503 while their wait stayed above this for a whole interval (admission.ts); null = off. */
+  /** Counted requests are refused 503 while the queueing delay stayed at or above this for a whole interval (admission.ts); null = off. */
   readonly admissionTargetMs: number | null;
   readonly admissionIntervalMs: number;
   /** Requests in flight (long polls aside) per API key and per tenant before 429; null = unlimited. */

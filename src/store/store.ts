@@ -336,6 +336,8 @@ export interface Store {
   now(): Promise<number>;
   /** Resolves when the database answers a trivial query. */
   ping(): Promise<void>;
+  /** How long the oldest write still queued inside the store (not yet sent or begun) has waited, in ms; 0 with none. */
+  queueWaitMs(): number;
   close(): Promise<void>;
 
   apiKeyInsert(params: ApiKeyInsertParams): Promise<ApiKeyRecord>;

@@ -13,7 +13,7 @@ import { connect, type AddressInfo, type Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { Pool } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
-import { QueueDelayRule, UNCOUNTED_ROUTES } from '../../src/coordinator/admission.js';
+import { QueueDelayProbe, QueueDelayRule, UNCOUNTED_ROUTES } from '../../src/coordinator/admission.js';
 import { CoordinatorConfigError, resolveConfig, type CoordinatorConfigInput } from '../../src/coordinator/config.js';
 import type { Store } from '../../src/store/store.js';
 import { createKey, startCoordinator, type Harness } from '../support/http-fixtures.js';
@@ -227,16 +227,23 @@ describe('admission control', () => {
 
   it('refuses counted requests 503 while they wait behind each other longer than the target, and admits again once the queue drains', async () => {
     // Enqueues reach the store one at a time, 20 ms each (a store that serves one statement at a time, like a
-    // pool with one connection): eight closed-loop lanes keep a standing queue in the process, each request
-    // waiting behind the others' for whole intervals. The lease protocol is never refused by this rule.
+    // pool with one connection, whose queue the store reports): eight closed-loop lanes keep a standing queue,
+    // each request waiting behind the others' for whole intervals. The lease protocol is never refused by this rule.
     h = await startCoordinator({});
     const inner = h.store;
     let chain: Promise<unknown> = Promise.resolve();
+    // When each enqueue still waiting for its turn was called, oldest first: the store's own queue.
+    const waiting: number[] = [];
     const slow = new Proxy(inner, {
       get(target, property, receiver) {
+        if (property === 'queueWaitMs') return () => (waiting.length === 0 ? 0 : performance.now() - (waiting[0] as number));
         if (property === 'jobEnqueue') {
           return (params: Parameters<Store['jobEnqueue']>[0]) => {
-            const turn = chain.then(() => new Promise((resolve) => setTimeout(resolve, 20)));
+            waiting.push(performance.now());
+            const turn = chain.then(() => {
+              waiting.shift();
+              return new Promise((resolve) => setTimeout(resolve, 20));
+            });
             chain = turn;
             return turn.then(() => target.jobEnqueue(params));
           };
@@ -308,29 +315,61 @@ describe('admission control', () => {
     }
   });
 
-  it('refuses only when the waits stayed above the target for a whole interval (CoDel), probes once per interval, and resets', () => {
+  it('refuses once the delay stayed at or above the target for a whole interval (CoDel), and admits once it stayed under it as long', () => {
     const rule = new QueueDelayRule(10, 100);
     rule.observe(50, 0);
     rule.observe(80, 99);
-    expect(rule.refuses(99)).toBe(false);
-    // A wait under the target ends the episode: a burst the coordinator works off is not refused.
+    expect(rule.overloaded).toBe(false);
+    // A sample under the target ends the run: a burst the coordinator works off within the interval is not refused.
     rule.observe(5, 100);
     rule.observe(50, 150);
-    expect(rule.refuses(200)).toBe(false);
+    rule.observe(10, 249);
+    expect(rule.overloaded).toBe(false);
     rule.observe(12, 250);
     expect(rule.overloaded).toBe(true);
-    expect(rule.refuses(260)).toBe(true);
-    expect(rule.refuses(349)).toBe(true);
-    // One request per interval passes, so a fresh wait is measured.
-    expect(rule.refuses(350)).toBe(false);
-    expect(rule.refuses(351)).toBe(true);
-    rule.observe(9, 360);
-    expect(rule.refuses(361)).toBe(false);
-    rule.observe(40, 400);
-    rule.observe(40, 500);
-    expect(rule.refuses(501)).toBe(true);
-    rule.reset();
-    expect(rule.refuses(502)).toBe(false);
+    // Refusals are cheap, so the delay falls at once; one low sample does not let the backlog back in.
+    rule.observe(2, 260);
+    rule.observe(400, 300);
+    rule.observe(3, 310);
+    rule.observe(3, 409);
+    expect(rule.overloaded).toBe(true);
+    rule.observe(3, 410);
+    expect(rule.overloaded).toBe(false);
+    // A new episode needs a whole interval of its own.
+    rule.observe(40, 450);
+    rule.observe(40, 549);
+    expect(rule.overloaded).toBe(false);
+    rule.observe(40, 550);
+    expect(rule.overloaded).toBe(true);
+  });
+
+  it('samples the event loop lag plus the store queue, and forgets both once they are gone', async () => {
+    let storeWait = 0;
+    const samples: number[] = [];
+    let sampled: (() => void) | undefined;
+    const probe = new QueueDelayProbe(5, () => storeWait, (ms) => {
+      samples.push(ms);
+      sampled?.();
+    });
+    const next = (): Promise<void> => new Promise((resolve) => (sampled = resolve));
+    probe.start();
+    try {
+      await next();
+      storeWait = 40;
+      await next();
+      expect(probe.last).toBeGreaterThanOrEqual(40);
+      storeWait = 0;
+      // Block the loop for 60 ms: the next sample is at least that late.
+      const blocked = performance.now();
+      while (performance.now() - blocked < 60);
+      await next();
+      expect(probe.last).toBeGreaterThanOrEqual(50);
+      await next();
+      await next();
+      expect(Math.min(...samples.slice(-2))).toBeLessThan(40);
+    } finally {
+      probe.stop();
+    }
   });
 
   it('is configured with generous defaults, positive integers, or null for unlimited', () => {

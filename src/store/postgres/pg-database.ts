@@ -47,6 +47,9 @@ export function clientConfig(options: Omit<PgDatabaseOptions, 'poolSize'>): pg.C
 export class PgDatabase {
   readonly pool: pg.Pool;
   private closed = false;
+  /** When each call still waiting for a pooled connection started, oldest first (Map keeps insertion order). */
+  private readonly acquiring = new Map<number, number>();
+  private acquisitions = 0;
 
   constructor(options: PgDatabaseOptions) {
     this.pool = new pg.Pool({ ...clientConfig(options), max: options.poolSize, idleTimeoutMillis: 30_000 });
@@ -61,7 +64,17 @@ export class PgDatabase {
     for (let attempt = 1; ; attempt++) {
       if (this.closed) throw new StoreUnavailableError('the job store is closed');
       try {
-        return await this.pool.query<R>(config);
+        const client = await this.acquire();
+        let failed = false;
+        try {
+          return await client.query<R>(config);
+        } catch (error) {
+          failed = true;
+          throw error;
+        } finally {
+          // As pg's pool.query does: a connection whose query failed is not reused.
+          client.release(failed ? true : undefined);
+        }
       } catch (error) {
         if (isRetryableConflict(error) && attempt < CONFLICT_RETRIES) continue;
         throw translatePgError(error);
@@ -74,7 +87,7 @@ export class PgDatabase {
       if (this.closed) throw new StoreUnavailableError('the job store is closed');
       let client: pg.PoolClient;
       try {
-        client = await this.pool.connect();
+        client = await this.acquire();
       } catch (error) {
         throw translatePgError(error);
       }
@@ -94,6 +107,22 @@ export class PgDatabase {
         // A connection whose ROLLBACK failed is in an unknown state: drop it.
         client.release(broken ? true : undefined);
       }
+    }
+  }
+
+  /** How long the oldest call still waiting for a connection has waited, in ms (0 with none): admission's queueing delay. */
+  oldestWaitMs(): number {
+    for (const since of this.acquiring.values()) return performance.now() - since;
+    return 0;
+  }
+
+  private async acquire(): Promise<pg.PoolClient> {
+    const id = this.acquisitions++;
+    this.acquiring.set(id, performance.now());
+    try {
+      return await this.pool.connect();
+    } finally {
+      this.acquiring.delete(id);
     }
   }
 

@@ -195,6 +195,10 @@ export class PostgresStore implements Store {
     await this.db.query({ text: 'SELECT 1' });
   }
 
+  queueWaitMs(): number {
+    return Math.max(this.enqueuer.oldestWaitMs(), this.db.oldestWaitMs());
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;

@@ -13,6 +13,8 @@ interface Waiting<I, O> {
   readonly item: I;
   readonly resolve: (value: O) => void;
   readonly reject: (error: unknown) => void;
+  /** performance.now() when it was submitted. */
+  readonly submittedAt: number;
 }
 
 export class StatementBatcher<I, O> {
@@ -28,9 +30,15 @@ export class StatementBatcher<I, O> {
 
   submit(item: I): Promise<O> {
     return new Promise<O>((resolve, reject) => {
-      this.queue.push({ item, resolve, reject });
+      this.queue.push({ item, resolve, reject, submittedAt: performance.now() });
       this.pump();
     });
+  }
+
+  /** How long the oldest call not yet sent has waited, in ms (0 with none). */
+  oldestWaitMs(): number {
+    const head = this.queue[0];
+    return head === undefined ? 0 : performance.now() - head.submittedAt;
   }
 
   private pump(): void {

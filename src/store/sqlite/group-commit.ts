@@ -27,6 +27,8 @@ interface Pending {
   readonly resolve: (value: unknown) => void;
   readonly reject: (error: unknown) => void;
   result: unknown;
+  /** performance.now() when it was queued. */
+  readonly queuedAt: number;
 }
 
 export interface GroupCommitOptions {
@@ -68,12 +70,18 @@ export class GroupCommit {
   run<T>(operation: WriteOperation<T>): Promise<T> {
     if (this.closed) return Promise.reject(this.options.translateError(new Error('store is closed')));
     return new Promise<T>((resolve, reject) => {
-      this.queue.push({ run: operation, resolve: resolve as (value: unknown) => void, reject, result: undefined });
+      this.queue.push({ run: operation, resolve: resolve as (value: unknown) => void, reject, result: undefined, queuedAt: performance.now() });
       if (!this.scheduled && !this.waitingForLock) {
         this.scheduled = true;
         setImmediate(() => this.flush());
       }
     });
+  }
+
+  /** How long the oldest operation not yet in a transaction has waited, in ms (0 with none): admission's queueing delay. */
+  oldestWaitMs(): number {
+    const head = this.queue[0];
+    return head === undefined ? 0 : performance.now() - head.queuedAt;
   }
 
   /** Runs everything queued so far, waiting for the write lock in BEGIN if need be; used by close(). */

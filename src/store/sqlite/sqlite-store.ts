@@ -207,6 +207,10 @@ export class SqliteStore implements Store {
     this.read(() => this.db.prepare('SELECT 1').get());
   }
 
+  queueWaitMs(): number {
+    return this.writer.oldestWaitMs();
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
