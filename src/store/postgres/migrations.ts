@@ -167,4 +167,11 @@ CREATE TABLE tenant_counters (
     sql: `ALTER TABLE kinds ADD COLUMN max_checkpoint_bytes integer NOT NULL DEFAULT 262144 CHECK (max_checkpoint_bytes > 0);
 CREATE TABLE store_secrets (name text PRIMARY KEY, secret bytea NOT NULL);`,
   },
+  {
+    version: 4,
+    name: 'available_by_kind',
+    // Leases with a kinds filter walk each kind's available jobs in lease order and merge them (queries.ts),
+    // so they read O(max × kinds) rows whatever other kinds have queued.
+    sql: `CREATE INDEX jobs_available_by_kind ON jobs (tenant, kind, priority DESC, run_after, seq) WHERE status = 'queued';`,
+  },
 ];

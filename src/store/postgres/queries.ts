@@ -87,7 +87,24 @@ export const DUE_PROBE = namedQuery(
        OR EXISTS (SELECT 1 FROM jobs WHERE status = 'queued' AND deadline_at <= now()) AS due`,
 );
 
-function leaseStatement(name: string, kindFilter: string): ReturnType<typeof namedQuery> {
+const AVAILABLE_NOW = `status = 'queued' AND run_after <= now() AND (deadline_at IS NULL OR deadline_at > now())`;
+
+/**
+ * Without a kinds filter: the tenant's available jobs in lease order (jobs_available). With one ($6): each
+ * kind's available jobs in lease order (jobs_available_by_kind), at most $2 of each, locked as they are
+ * walked, and the best $2 of those; so a lease reads O(max × kinds) rows whatever other kinds have queued.
+ * The rows walked but not picked stay locked until the statement's transaction ends (a few ms), and
+ * concurrent leases skip them meanwhile.
+ */
+const PICK_ANY_KIND = `SELECT id FROM jobs WHERE tenant = $1 AND ${AVAILABLE_NOW}
+        ORDER BY priority DESC, run_after, seq LIMIT $2 FOR UPDATE SKIP LOCKED`;
+const PICK_KINDS = `SELECT c.id FROM (SELECT DISTINCT unnest($6::text[]) AS kind) k
+        CROSS JOIN LATERAL (
+          SELECT id, priority, run_after, seq FROM jobs WHERE tenant = $1 AND kind = k.kind AND ${AVAILABLE_NOW}
+           ORDER BY priority DESC, run_after, seq LIMIT $2 FOR UPDATE SKIP LOCKED) c
+        ORDER BY c.priority DESC, c.run_after, c.seq LIMIT $2`;
+
+function leaseStatement(name: string, pick: string): ReturnType<typeof namedQuery> {
   // $1 tenant, $2 max, $3 tokens (one per slot, drawn in Node), $4 worker, $5 lease ms[, $6 kinds].
   // FOR UPDATE SKIP LOCKED lets concurrent leases pass each other instead of
   // queueing on the same rows. MATERIALIZED: the pick must run exactly once,
@@ -96,12 +113,7 @@ function leaseStatement(name: string, kindFilter: string): ReturnType<typeof nam
   return namedQuery(
     name,
     `WITH picked AS MATERIALIZED (
-       SELECT id FROM jobs
-        WHERE tenant = $1 AND status = 'queued' AND run_after <= now()
-          AND (deadline_at IS NULL OR deadline_at > now())${kindFilter}
-        ORDER BY priority DESC, run_after, seq
-        LIMIT $2
-        FOR UPDATE SKIP LOCKED
+       ${pick}
      ), numbered AS (
        SELECT id, row_number() OVER () AS n FROM picked
      ), leased AS (
@@ -120,8 +132,8 @@ function leaseStatement(name: string, kindFilter: string): ReturnType<typeof nam
   );
 }
 
-export const JOB_LEASE_ANY_KIND = leaseStatement('lh_job_lease_any', '');
-export const JOB_LEASE_KINDS = leaseStatement('lh_job_lease_kinds', ' AND kind = ANY($6::text[])');
+export const JOB_LEASE_ANY_KIND = leaseStatement('lh_job_lease_any', PICK_ANY_KIND);
+export const JOB_LEASE_KINDS = leaseStatement('lh_job_lease_kinds', PICK_KINDS);
 
 /**
  * Renew in one statement: the WHERE is decideRenew's 'renew' branch (live

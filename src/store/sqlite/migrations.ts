@@ -139,4 +139,12 @@ CREATE TABLE tenant_counters (
     sql: `ALTER TABLE kinds ADD COLUMN max_checkpoint_bytes INTEGER NOT NULL DEFAULT 262144 CHECK (max_checkpoint_bytes > 0);
 CREATE TABLE store_secrets (name TEXT PRIMARY KEY, secret BLOB NOT NULL) WITHOUT ROWID;`,
   },
+  {
+    version: 4,
+    name: 'available_by_kind',
+    // Leases with a kinds filter walk each kind's available jobs in lease order and merge them, so they read
+    // O(max × kinds) rows whatever other kinds have queued; an admin's listing walks the tenant's rows in seq order.
+    sql: `CREATE INDEX jobs_available_by_kind ON jobs (tenant, kind, priority DESC, run_after, seq) WHERE status = 'queued';
+CREATE INDEX jobs_by_tenant ON jobs (tenant, seq);`,
+  },
 ];

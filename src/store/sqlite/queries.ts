@@ -70,9 +70,8 @@ export const SQL = {
   jobListByOwner: `SELECT ${LIST_COLUMNS} FROM jobs j LEFT JOIN job_results r ON r.job_seq = j.seq
     WHERE j.tenant = @tenant AND j.owner = @owner AND j.seq < @cursor AND (@kind IS NULL OR j.kind = @kind)
     ORDER BY j.seq DESC LIMIT @limit`,
-  /** `+j.tenant` keeps the planner on the table's own seq order (an index on tenant would need a sort). */
   jobListByTenant: `SELECT ${LIST_COLUMNS} FROM jobs j LEFT JOIN job_results r ON r.job_seq = j.seq
-    WHERE +j.tenant = @tenant AND j.seq < @cursor AND (@kind IS NULL OR j.kind = @kind)
+    WHERE j.tenant = @tenant AND j.seq < @cursor AND (@kind IS NULL OR j.kind = @kind)
     ORDER BY j.seq DESC LIMIT @limit`,
 
   /** One statement picks and claims; lh_token() draws a fresh random token per row. */
@@ -82,15 +81,6 @@ export const SQL = {
       started_at = COALESCE(started_at, @now), last_outcome = NULL, effect_started_at = NULL
     WHERE seq IN (SELECT seq FROM jobs WHERE tenant = @tenant AND status = 'queued' AND run_after <= @now
         AND (deadline_at IS NULL OR deadline_at > @now)
-      ORDER BY priority DESC, run_after, seq LIMIT @max)
-    RETURNING seq, id, kind, payload, attempts, max_attempts, epoch, lease_token, lease_expires_at, deadline_at,
-      checkpoint_step, checkpoint_state, priority, run_after`,
-  jobLeaseKinds: `UPDATE jobs SET status = 'running', attempts = attempts + 1, epoch = epoch + 1, lease_token = lh_token(),
-      lease_owner = @workerId, lease_expires_at = CASE WHEN deadline_at IS NOT NULL AND deadline_at < @now + @leaseMs
-        THEN deadline_at ELSE @now + @leaseMs END,
-      started_at = COALESCE(started_at, @now), last_outcome = NULL, effect_started_at = NULL
-    WHERE seq IN (SELECT seq FROM jobs WHERE tenant = @tenant AND status = 'queued' AND run_after <= @now
-        AND (deadline_at IS NULL OR deadline_at > @now) AND kind IN (SELECT value FROM json_each(@kinds))
       ORDER BY priority DESC, run_after, seq LIMIT @max)
     RETURNING seq, id, kind, payload, attempts, max_attempts, epoch, lease_token, lease_expires_at, deadline_at,
       checkpoint_step, checkpoint_state, priority, run_after`,
@@ -158,3 +148,23 @@ export const STATS_SQL = {
   counterGet: `SELECT lease_expirations, storage_bytes FROM tenant_counters WHERE tenant = ?`,
   statsOldestAvailable: `SELECT MIN(run_after) AS oldest FROM jobs WHERE tenant = ? AND status = 'queued' AND run_after <= ?`,
 } as const;
+
+/**
+ * The lease of a kinds filter with `kindCount` kinds (bound as @k0, @k1, …): each kind's available jobs are
+ * walked in lease order on jobs_available_by_kind, at most @max of each, and the best @max of those are claimed.
+ * It reads O(max × kinds) index entries, never another kind's backlog. One statement per kind count.
+ */
+export function jobLeaseKindsSql(kindCount: number): string {
+  const walks = Array.from(
+    { length: kindCount },
+    (_, i) => `SELECT * FROM (SELECT seq, priority, run_after FROM jobs WHERE tenant = @tenant AND kind = @k${i} AND status = 'queued'
+        AND run_after <= @now AND (deadline_at IS NULL OR deadline_at > @now) ORDER BY priority DESC, run_after, seq LIMIT @max)`,
+  );
+  return `UPDATE jobs SET status = 'running', attempts = attempts + 1, epoch = epoch + 1, lease_token = lh_token(),
+      lease_owner = @workerId, lease_expires_at = CASE WHEN deadline_at IS NOT NULL AND deadline_at < @now + @leaseMs
+        THEN deadline_at ELSE @now + @leaseMs END,
+      started_at = COALESCE(started_at, @now), last_outcome = NULL, effect_started_at = NULL
+    WHERE seq IN (SELECT seq FROM (${walks.join(' UNION ALL ')}) ORDER BY priority DESC, run_after, seq LIMIT @max)
+    RETURNING seq, id, kind, payload, attempts, max_attempts, epoch, lease_token, lease_expires_at, deadline_at,
+      checkpoint_step, checkpoint_state, priority, run_after`;
+}

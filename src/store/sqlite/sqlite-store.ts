@@ -67,7 +67,7 @@ import { distinctAvailability, type Availability, type AvailabilityListener } fr
 import { CURSOR_SECRET_NAME, newCursorSecret, openCursor, sealCursor } from '../list-cursor.js';
 import { GroupCommit } from './group-commit.js';
 import { MIGRATIONS } from './migrations.js';
-import { SQL, type QueryName } from './queries.js';
+import { jobLeaseKindsSql, SQL, type QueryName } from './queries.js';
 import { StatsReader, type StatsRows } from './stats-reader.js';
 import { FinishedListeners, finishedByCompletion, finishedByFailure, finishedByOperator, reapFinishedSome } from '../finished-jobs.js';
 import {
@@ -117,6 +117,11 @@ function translate(error: unknown): unknown {
   return error;
 }
 
+/** @k0, @k1, … for jobLeaseKindsSql; duplicates are dropped so no kind is walked twice. */
+function kindBindings(kinds: readonly string[]): Record<string, string> {
+  return Object.fromEntries([...new Set(kinds)].map((kind, i) => [`k${i}`, kind]));
+}
+
 const LEASE_EXPIRED_MESSAGE = 'the lease expired before the worker completed or failed the job';
 const DEADLINE_MESSAGE = 'the job passed its overall deadline';
 
@@ -125,6 +130,8 @@ type Statements = { readonly [K in QueryName]: Statement };
 export class SqliteStore implements Store {
   readonly backend = 'sqlite' as const;
   private readonly statements: Statements;
+  /** The kinds-filter lease statements, by kind count, prepared on first use. */
+  private readonly leaseKindsStatements = new Map<number, Statement>();
   private readonly writer: GroupCommit;
   private readonly statsReader: StatsReader;
   private readonly listeners = new Set<AvailabilityListener>();
@@ -327,6 +334,15 @@ export class SqliteStore implements Store {
 
   // --- the lease protocol ---------------------------------------------------
 
+  private leaseKindsStatement(kindCount: number): Statement {
+    let statement = this.leaseKindsStatements.get(kindCount);
+    if (statement === undefined) {
+      statement = this.db.prepare(jobLeaseKindsSql(kindCount));
+      this.leaseKindsStatements.set(kindCount, statement);
+    }
+    return statement;
+  }
+
   async jobLease(params: LeaseParams): Promise<readonly LeasedJob[]> {
     let reapEnded = false;
     const leased = await this.writeAnnouncing((now, available) => {
@@ -337,7 +353,7 @@ export class SqliteStore implements Store {
       const rows = (
         kinds === null
           ? this.statements.jobLeaseAnyKind.all(bindings)
-          : this.statements.jobLeaseKinds.all({ ...bindings, kinds: JSON.stringify(kinds) })
+          : this.leaseKindsStatement(new Set(kinds).size).all({ ...bindings, ...kindBindings(kinds) })
       ) as LeasedRow[];
       rows.sort((a, b) => b.priority - a.priority || a.run_after - b.run_after || a.seq - b.seq);
       return rows.map((row) => {

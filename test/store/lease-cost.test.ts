@@ -1,0 +1,146 @@
+/**
+ * A lease with a kinds filter reads each named kind's available jobs, never
+ * another kind's backlog: the query plans on both backends, and on
+ * PostgreSQL the rows each plan node actually read (EXPLAIN ANALYZE) beside
+ * 20,000 queued jobs of another kind and 500 of the named kind itself.
+ */
+
+import Database from 'better-sqlite3';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import * as Q from '../../src/store/postgres/queries.js';
+import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
+import { jobLeaseKindsSql, SQL } from '../../src/store/sqlite/queries.js';
+import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import type { EnqueueParams, Store } from '../../src/store/store.js';
+
+const BACKLOG = 20_000;
+const TENANT = 't1';
+
+function job(kind: string, i: number): EnqueueParams {
+  const key = `${kind}-${i}`;
+  return { tenant: TENANT, owner: 'u', idempotencyKey: key, requestHash: key, kind, payload: { i }, maxAttempts: 3, priority: 0, runAfter: null, deadlineMs: null, payloadBytes: 8 };
+}
+
+/**
+ * BACKLOG queued jobs of kind b; then a0, c0, a1, c1, a2, c2; then a3…a499, so that kind a has a backlog of
+ * its own that a lease of max 10 must not read either.
+ */
+async function seed(store: Store): Promise<void> {
+  for (let start = 0; start < BACKLOG; start += 1_000) {
+    await store.jobEnqueueMany(Array.from({ length: 1_000 }, (_, i) => job('b', start + i)));
+  }
+  await store.jobEnqueueMany([0, 1, 2].flatMap((i) => [job('a', i), job('c', i)]));
+  await store.jobEnqueueMany(Array.from({ length: 497 }, (_, i) => job('a', i + 3)));
+}
+
+describe('lease cost with another kind backlogged (sqlite)', () => {
+  let dir: string;
+  let path: string;
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'lh-lease-cost-'));
+    path = join(dir, 'jobs.db');
+    const store = await SqliteStore.open({ path });
+    await seed(store);
+    await store.close();
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('walks jobs_available_by_kind once per named kind, and never scans the table', () => {
+    const db = new Database(path, { readonly: true });
+    try {
+      db.function('lh_token', () => 'x');
+      const bindings = { tenant: TENANT, workerId: 'w', leaseMs: 1_000, max: 10, now: Date.now(), k0: 'a', k1: 'c' };
+      const plan = (db.prepare(`EXPLAIN QUERY PLAN ${jobLeaseKindsSql(2)}`).all(bindings) as { detail: string }[]).map((row) => row.detail);
+      const walks = plan.filter((detail) => /SEARCH jobs USING INDEX jobs_available_by_kind \(tenant=\? AND kind=\?/.test(detail));
+      expect(walks, plan.join('\n')).toHaveLength(2);
+      expect(plan.join('\n')).not.toMatch(/SCAN jobs|jobs_available \(/);
+      // Without a filter the tenant's index, as before.
+      const any = (db.prepare(`EXPLAIN QUERY PLAN ${SQL.jobLeaseAnyKind}`).all(bindings) as { detail: string }[]).map((row) => row.detail).join('\n');
+      expect(any).toMatch(/jobs_available \(tenant=\?/);
+    } finally {
+      db.close();
+    }
+  });
+
+  it("leases the named kinds' jobs in lease order, merged across kinds, and none of the backlog", async () => {
+    const store = await SqliteStore.open({ path });
+    try {
+      const leased = await store.jobLease({ tenant: TENANT, workerId: 'w', leaseMs: 60_000, max: 4, kinds: ['a', 'c', 'a'] });
+      expect(leased.map((j) => j.kind).sort()).toEqual(['a', 'a', 'c', 'c']);
+      // Enqueued a0, c0, a1, c1, a2, c2: the four oldest across both kinds.
+      expect(leased.map((j) => j.payload)).toEqual([{ i: 0 }, { i: 0 }, { i: 1 }, { i: 1 }]);
+    } finally {
+      await store.close();
+    }
+  });
+});
+
+const url = process.env['DATABASE_URL'] ?? '';
+
+describe.skipIf(url === '')('lease cost with another kind backlogged (postgres)', () => {
+  const schema = `lh_test_lease_cost_${randomBytes(6).toString('hex')}`;
+  let store: PostgresStore;
+  let client: pg.Client;
+
+  beforeAll(async () => {
+    store = await PostgresStore.connect({ connectionString: url, schema, poolSize: 2 });
+    await seed(store);
+    client = new pg.Client({ connectionString: url, options: `-c search_path=${schema}` });
+    await client.connect();
+    await client.query('ANALYZE jobs');
+  }, 120_000);
+  afterAll(async () => {
+    await client?.end();
+    await store?.close();
+    await PostgresStore.dropSchema({ connectionString: url, schema });
+  });
+
+  interface PlanNode {
+    readonly 'Node Type': string;
+    readonly 'Relation Name'?: string;
+    readonly 'Index Name'?: string;
+    readonly 'Actual Rows': number;
+    readonly 'Actual Loops': number;
+    readonly 'Rows Removed by Filter'?: number;
+    readonly Plans?: readonly PlanNode[];
+  }
+
+  function* nodes(node: PlanNode): Generator<PlanNode> {
+    yield node;
+    for (const child of node.Plans ?? []) yield* nodes(child);
+  }
+
+  it("reads each named kind from jobs_available_by_kind, at most max rows of each: neither another kind's backlog nor its own", async () => {
+    const tokens = Array.from({ length: 10 }, (_, i) => `token-${i}`);
+    await client.query('BEGIN');
+    try {
+      const explained = await client.query<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>(`EXPLAIN (ANALYZE, FORMAT JSON) ${Q.JOB_LEASE_KINDS.text}`, [
+        TENANT, 10, tokens, 'w', 60_000, ['a', 'c'],
+      ]);
+      const root = explained.rows[0]?.['QUERY PLAN'][0].Plan as PlanNode;
+      const scans = [...nodes(root)].filter((node) => node['Relation Name'] === 'jobs' && /Scan/.test(node['Node Type']));
+      expect(scans.some((node) => node['Node Type'] === 'Seq Scan')).toBe(false);
+      const walks = scans.filter((node) => node['Index Name'] === 'jobs_available_by_kind');
+      expect(walks.length).toBeGreaterThan(0);
+      for (const node of scans) {
+        // Rows read by a node, over all its loops (one loop per kind for the lateral walk).
+        const read = (node['Actual Rows'] + (node['Rows Removed by Filter'] ?? 0)) * node['Actual Loops'];
+        expect(read, `${node['Node Type']} on ${node['Index Name'] ?? 'jobs'}`).toBeLessThanOrEqual(2 * 10 + 2);
+      }
+    } finally {
+      await client.query('ROLLBACK');
+    }
+  });
+
+  it("leases the named kinds' jobs in lease order, merged across kinds, and none of the backlog", async () => {
+    const leased = await store.jobLease({ tenant: TENANT, workerId: 'w', leaseMs: 60_000, max: 4, kinds: ['a', 'c', 'a'] });
+    expect(leased.map((j) => j.kind).sort()).toEqual(['a', 'a', 'c', 'c']);
+    expect(leased.map((j) => j.payload)).toEqual([{ i: 0 }, { i: 0 }, { i: 1 }, { i: 1 }]);
+  });
+});
