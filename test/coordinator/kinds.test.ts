@@ -59,6 +59,42 @@ describe.each(backends)('HTTP contract ($name)', (backend) => {
       expect((await putKind('bad name', {})).statusCode).toBe(400);
       expect((await putKind('email', { colour: 'red' })).statusCode).toBe(400);
     });
+
+    it('refuses an asynchronous payload schema, naming the path, since enqueue would read its promise as a pass', async () => {
+      const schema = { type: 'object', required: ['n'], properties: { n: { type: 'integer' } } };
+      for (const [payloadSchema, path] of [
+        [{ $async: true, ...schema }, 'body/payloadSchema/$async'],
+        [{ ...schema, $defs: { item: { $async: true, type: 'string' } } }, 'body/payloadSchema/$defs/item/$async'],
+      ] as const) {
+        const response = await putKind('async', { payloadSchema });
+        expect(response.statusCode).toBe(400);
+        expect(errorCode(response)).toBe('invalid_request');
+        expect((response.json() as { error: { message: string } }).error.message).toContain(path);
+      }
+      expect((await putKind('sync', { payloadSchema: { $async: false, ...schema } })).statusCode).toBe(200);
+      expect((await enqueue(h.app, h.keys.producer, { kind: 'sync', payload: {} })).statusCode).toBe(400);
+    });
+
+    it('refuses every payload of an asynchronous schema already in the store', async () => {
+      await h.store.kindUpsert({
+        tenant: 't1',
+        kind: 'async',
+        payloadSchema: { $async: true, type: 'object', required: ['n'] },
+        maxPayloadBytes: 1024,
+        maxAttempts: 3,
+        leaseMs: 1_000,
+        backoff: { baseMs: 1, maxMs: 1 },
+        deadlineMs: null,
+        maxResultBytes: 1024,
+        maxCheckpointBytes: 1024,
+      });
+      for (const payload of [{}, { n: 1 }]) {
+        const response = await enqueue(h.app, h.keys.producer, { kind: 'async', payload });
+        expect(response.statusCode).toBe(400);
+        expect(errorCode(response)).toBe('invalid_payload');
+        expect((response.json() as { error: { message: string } }).error.message).toContain('$async');
+      }
+    });
   });
 
   describe('enqueue against registered kinds', () => {
