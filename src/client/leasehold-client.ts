@@ -16,11 +16,13 @@ import { systemClock } from '../core/clock.js';
 import { LIMITS } from '../protocol/limits.js';
 import { WAIT_END_STATUSES } from '../protocol/wait-ends.js';
 import type {
+  Attempt,
   AttemptList,
   CancelRequest,
   CheckpointRequest,
   CompleteManyRequest,
   CompleteManyResponse,
+  CompleteManyResult,
   CompleteRequest,
   CompleteResponse,
   EnqueueBatchItem,
@@ -174,7 +176,7 @@ export class LeaseholdClient {
     };
   }
 
-  async attempts(id: string, options: CallOptions = {}): Promise<AttemptList['attempts']> {
+  async attempts(id: string, options: CallOptions = {}): Promise<Attempt[]> {
     const body = parseJson<AttemptList>(await this.call('GET', `/jobs/${encodeURIComponent(id)}/attempts`, undefined, options));
     return body.attempts;
   }
@@ -208,7 +210,7 @@ export class LeaseholdClient {
   }
 
   /** POST /complete: many completions in one request and one transaction; per-item results. */
-  async completeMany(completions: CompleteManyRequest['completions'], options: CallOptions = {}): Promise<CompleteManyResponse['results']> {
+  async completeMany(completions: CompleteManyRequest['completions'], options: CallOptions = {}): Promise<CompleteManyResult[]> {
     return parseJson<CompleteManyResponse>(await this.call('POST', '/complete', { completions }, options)).results;
   }
 

@@ -107,9 +107,11 @@ export const CompleteManyRequest = Type.Object(
 );
 export type CompleteManyRequest = Static<typeof CompleteManyRequest>;
 
-export const CompleteManyResponse = Type.Object({
-  results: Type.Array(Type.Object({ id: Type.String(), status: Type.String(), code: Type.Optional(Type.String()) })),
-});
+/** One entry per completion, in order: `succeeded`, `dead` (code result_too_large), or `rejected` with its code. */
+export const CompleteManyResult = Type.Object({ id: Type.String(), status: Type.String(), code: Type.Optional(Type.String()) });
+export type CompleteManyResult = Static<typeof CompleteManyResult>;
+
+export const CompleteManyResponse = Type.Object({ results: Type.Array(CompleteManyResult) });
 export type CompleteManyResponse = Static<typeof CompleteManyResponse>;
 
 export const FailRequest = Type.Object(

@@ -6,6 +6,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { backends, bearer, drainAfterAll, enqueue, errorCode, get, lease, post, startCoordinator, type Harness } from '../support/http-fixtures.js';
+import { kindParams } from '../support/kind-records.js';
 
 const EMAIL_SCHEMA = {
   type: 'object',
@@ -76,18 +77,7 @@ describe.each(backends)('HTTP contract ($name)', (backend) => {
     });
 
     it('refuses every payload of an asynchronous schema already in the store', async () => {
-      await h.store.kindUpsert({
-        tenant: 't1',
-        kind: 'async',
-        payloadSchema: { $async: true, type: 'object', required: ['n'] },
-        maxPayloadBytes: 1024,
-        maxAttempts: 3,
-        leaseMs: 1_000,
-        backoff: { baseMs: 1, maxMs: 1 },
-        deadlineMs: null,
-        maxResultBytes: 1024,
-        maxCheckpointBytes: 1024,
-      });
+      await h.store.kindUpsert(kindParams('t1', 'async', { $async: true, type: 'object', required: ['n'] }));
       for (const payload of [{}, { n: 1 }]) {
         const response = await enqueue(h.app, h.keys.producer, { kind: 'async', payload });
         expect(response.statusCode).toBe(400);
