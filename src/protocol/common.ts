@@ -3,9 +3,10 @@
  * class enumerations, kind names, lease tokens, the `{id}` path parameter,
  * the error body every route answers with, and the bare acknowledgement.
  *
- * No schema here carries an `$id`: every route inlines the schemas it uses
- * (the serializer and the OpenAPI generator compile each route on its own),
- * and one `$id` used by two routes would be registered twice.
+ * No schema in src/protocol carries an `$id`: the routes use these schemas
+ * as they are, and /openapi.json spells each body out in place. With an
+ * `$id`, the OpenAPI generator lifts the schema into `components` under a
+ * generated `def-N` name and the document changes.
  */
 
 import { Type, type Static } from '@sinclair/typebox';
