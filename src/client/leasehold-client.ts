@@ -13,10 +13,16 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { Pool } from 'undici';
 import { systemClock } from '../core/clock.js';
+import { LIMITS } from '../protocol/limits.js';
+import { WAIT_END_STATUSES } from '../protocol/wait-ends.js';
 import type {
+  Attempt,
   AttemptList,
+  CancelRequest,
+  CheckpointRequest,
   CompleteManyRequest,
   CompleteManyResponse,
+  CompleteManyResult,
   CompleteRequest,
   CompleteResponse,
   EnqueueBatchItem,
@@ -34,13 +40,17 @@ import type {
   LeaseRequest,
   LeaseResponse,
   LeasedJob,
+  ReconcileOutcomeName,
+  ReconcileRequest,
   RenewRequest,
   RenewResponse,
+  RequeueRequest,
   Stats,
+  TokenRequest,
 } from '../protocol/schemas.js';
 import { LeaseholdApiError, LeaseholdIntegrityError, LeaseholdNetworkError, parseRetryAfter } from './errors.js';
 import { exchange, type Exchange, type RawResponse } from './transport.js';
-import type { EnqueueResult, JobResultBody, ReconcileOutcome } from './types.js';
+import type { EnqueueResult, JobResultBody } from './types.js';
 
 export interface LeaseholdClientOptions {
   /** e.g. http://127.0.0.1:8080 (a path prefix is kept). */
@@ -57,10 +67,6 @@ export interface CallOptions {
 }
 
 type Method = Exchange['method'];
-
-/** The coordinator's longest `waitMs`. */
-const MAX_WAIT_MS = 60_000;
-const WAIT_END_STATUSES: readonly string[] = ['succeeded', 'dead', 'cancelled', 'unknown'];
 
 export class LeaseholdClient {
   private readonly pool: Pool;
@@ -119,9 +125,9 @@ export class LeaseholdClient {
    * of at most 60 s each; resolves with the job as it is then: check `status`.
    */
   async waitForJob(id: string, options: CallOptions & { readonly timeoutMs?: number } = {}): Promise<Job> {
-    const deadline = systemClock.now() + Math.max(0, options.timeoutMs ?? MAX_WAIT_MS);
+    const deadline = systemClock.now() + Math.max(0, options.timeoutMs ?? LIMITS.maxWaitMs);
     for (;;) {
-      const waitMs = Math.max(0, Math.min(MAX_WAIT_MS, deadline - systemClock.now()));
+      const waitMs = Math.max(0, Math.min(LIMITS.maxWaitMs, deadline - systemClock.now()));
       const path = `/jobs/${encodeURIComponent(id)}?waitMs=${Math.floor(waitMs)}`;
       const job = parseJson<Job>(await this.call('GET', path, undefined, { ...options, extraTimeoutMs: waitMs }));
       if (WAIT_END_STATUSES.includes(job.status) || systemClock.now() >= deadline) return job;
@@ -170,13 +176,14 @@ export class LeaseholdClient {
     };
   }
 
-  async attempts(id: string, options: CallOptions = {}): Promise<AttemptList['attempts']> {
+  async attempts(id: string, options: CallOptions = {}): Promise<Attempt[]> {
     const body = parseJson<AttemptList>(await this.call('GET', `/jobs/${encodeURIComponent(id)}/attempts`, undefined, options));
     return body.attempts;
   }
 
   async cancel(id: string, options: CallOptions = {}): Promise<Job> {
-    return parseJson<Job>(await this.call('POST', `/jobs/${encodeURIComponent(id)}/cancel`, {}, options));
+    const body: CancelRequest = {};
+    return parseJson<Job>(await this.call('POST', `/jobs/${encodeURIComponent(id)}/cancel`, body, options));
   }
 
   // ---- workers ----
@@ -203,7 +210,7 @@ export class LeaseholdClient {
   }
 
   /** POST /complete: many completions in one request and one transaction; per-item results. */
-  async completeMany(completions: CompleteManyRequest['completions'], options: CallOptions = {}): Promise<CompleteManyResponse['results']> {
+  async completeMany(completions: CompleteManyRequest['completions'], options: CallOptions = {}): Promise<CompleteManyResult[]> {
     return parseJson<CompleteManyResponse>(await this.call('POST', '/complete', { completions }, options)).results;
   }
 
@@ -213,21 +220,23 @@ export class LeaseholdClient {
 
   /** POST /jobs/{id}/effect: declares an external side effect under this lease. */
   async effectStarted(id: string, token: string, options: CallOptions = {}): Promise<void> {
-    await this.call('POST', `/jobs/${encodeURIComponent(id)}/effect`, { token }, options);
+    const body: TokenRequest = { token };
+    await this.call('POST', `/jobs/${encodeURIComponent(id)}/effect`, body, options);
   }
 
-  async checkpoint(id: string, request: { readonly token: string; readonly step: number; readonly state: unknown }, options: CallOptions = {}): Promise<void> {
+  async checkpoint(id: string, request: CheckpointRequest, options: CallOptions = {}): Promise<void> {
     await this.call('POST', `/jobs/${encodeURIComponent(id)}/checkpoint`, request, options);
   }
 
   // ---- admin ----
 
-  async requeue(id: string, request: { readonly maxAttempts?: number } = {}, options: CallOptions = {}): Promise<Job> {
+  async requeue(id: string, request: RequeueRequest = {}, options: CallOptions = {}): Promise<Job> {
     return parseJson<Job>(await this.call('POST', `/jobs/${encodeURIComponent(id)}/requeue`, request, options));
   }
 
-  async reconcile(id: string, outcome: ReconcileOutcome, options: CallOptions = {}): Promise<Job> {
-    return parseJson<Job>(await this.call('POST', `/jobs/${encodeURIComponent(id)}/reconcile`, { outcome }, options));
+  async reconcile(id: string, outcome: ReconcileOutcomeName, options: CallOptions = {}): Promise<Job> {
+    const body: ReconcileRequest = { outcome };
+    return parseJson<Job>(await this.call('POST', `/jobs/${encodeURIComponent(id)}/reconcile`, body, options));
   }
 
   async putKind(kind: string, definition: KindDefinition, options: CallOptions = {}): Promise<Kind> {

@@ -1,7 +1,7 @@
 /**
  * Client-side result types for answers that are more than a wire body
- * (headers folded in); wire bodies are re-exported from src/protocol/schemas.ts
- * so that users of the client need one import.
+ * (headers folded in); the wire bodies a caller passes or reads are
+ * re-exported from src/protocol so that users of the client need one import.
  */
 
 import type { Job } from '../protocol/schemas.js';
@@ -14,7 +14,15 @@ export interface EnqueueResult {
   readonly retryAfterSeconds: number | undefined;
 }
 
-export type { EnqueueBatchItem, EnqueueBatchResponse, EnqueueBatchResult, HealthResponse, Kind, ResultBytes } from '../protocol/schemas.js';
+export type {
+  EnqueueBatchItem,
+  EnqueueBatchResponse,
+  EnqueueBatchResult,
+  HealthResponse,
+  Kind,
+  ReconcileOutcomeName,
+  ResultBytes,
+} from '../protocol/schemas.js';
 
 export interface JobResultBody {
   readonly contentType: string;
@@ -24,5 +32,3 @@ export interface JobResultBody {
   /** The parsed value when the content type is JSON. */
   readonly value: unknown;
 }
-
-export type ReconcileOutcome = 'succeeded' | 'dead' | 'requeue';

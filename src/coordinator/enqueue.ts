@@ -21,7 +21,7 @@ export const IDEMPOTENCY_KEY_MAX = 255;
  * NUL and lone surrogates: PostgreSQL text holds neither and keeps both as
  * U+FFFD, so two distinct keys would name one job (and the store, finding the
  * conflicting row under another spelling, failed with a 500).
- * The same rule is the batch schema's pattern (protocol/schemas.ts).
+ * The same rule is the batch schema's pattern (protocol/jobs.ts, `EnqueueBatchItem`).
  */
 const UNSTORABLE_KEY = /[\u0000\ud800-\udfff]/u;
 

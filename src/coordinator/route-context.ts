@@ -1,13 +1,15 @@
 /**
  * What route modules share: the typed app, the services built once by the app
- * factory, and the response schemas common to every route (the error body per
- * status, so that /openapi.json documents each route's failures too).
+ * factory, and the error responses common to every route (the protocol's
+ * error body per status, so that /openapi.json documents each route's
+ * failures too).
  */
 
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { Type, type TSchema } from '@sinclair/typebox';
+import type { TSchema } from '@sinclair/typebox';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
+import { ErrorBody } from '../protocol/schemas.js';
 import type { Store } from '../store/store.js';
 import type { Backpressure } from './backpressure.js';
 import type { CoordinatorConfig } from './config.js';
@@ -27,18 +29,12 @@ export interface RouteContext {
   readonly backpressure: Backpressure;
 }
 
-/** The error body, without the `$id` of the protocol schema so it can be inlined in every route. */
-export const ErrorResponse = Type.Object(
-  { error: Type.Object({ code: Type.String(), message: Type.String() }) },
-  { description: 'An error with a stable code (docs/ERRORS.md)' },
-);
-
 /** Response schemas for the given error statuses; every authenticated route can answer 401, 403, 429 and 503. */
 export function errorResponses(...statuses: number[]): Record<number, TSchema> {
   const all = new Set([...statuses, 400, 401, 403, 429, 500, 503]);
   const responses: Record<number, TSchema> = {};
-  for (const status of all) responses[status] = ErrorResponse;
+  for (const status of all) responses[status] = ErrorBody;
   return responses;
 }
 
-export const PUBLIC_ERRORS: Record<number, TSchema> = { 500: ErrorResponse, 503: ErrorResponse };
+export const PUBLIC_ERRORS: Record<number, TSchema> = { 500: ErrorBody, 503: ErrorBody };

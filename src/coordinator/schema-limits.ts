@@ -12,6 +12,10 @@
  * and 8,000 one-element arrays took 5.5 s (measured 2026-12-01, this
  * machine). It is allowed only with scalar item types or `maxItems` up to
  * 256 (about 9 ms for 256 nested arrays).
+ *
+ * `$async: true` is refused anywhere in the schema: Ajv then compiles a
+ * validator that answers a promise, which enqueue's synchronous check would
+ * read as a pass for every payload.
  */
 
 import { RE2JS } from 're2js';
@@ -24,34 +28,37 @@ const SCHEMA_MAPS = new Set(['properties', '$defs', 'definitions', 'dependentSch
 const SCALAR_TYPES = new Set(['string', 'number', 'integer', 'boolean', 'null']);
 export const MAX_PAIRWISE_UNIQUE_ITEMS = 256;
 
-/** Throws 413 payload_too_large for an oversized schema, 400 invalid_request for a pattern RE2 refuses. */
+/** Throws 413 payload_too_large for an oversized schema, 400 invalid_request for a pattern RE2 refuses or an asynchronous schema. */
 export function checkSchemaLimits(schema: unknown, schemaText: string, maxSchemaBytes: number): void {
   const bytes = Buffer.byteLength(schemaText, 'utf8');
   if (bytes > maxSchemaBytes) {
     throw new LeaseholdError('payload_too_large', `body/payloadSchema is ${bytes} bytes of JSON; at most ${maxSchemaBytes} are allowed`);
   }
-  checkPatterns(schema, 'body/payloadSchema');
+  checkKeywords(schema, 'body/payloadSchema');
 }
 
-function checkPatterns(node: unknown, path: string): void {
+function checkKeywords(node: unknown, path: string): void {
   if (node === null || typeof node !== 'object') return;
   if (Array.isArray(node)) {
-    node.forEach((item, index) => checkPatterns(item, `${path}/${index}`));
+    node.forEach((item, index) => checkKeywords(item, `${path}/${index}`));
     return;
   }
   checkUniqueItems(node as Record<string, unknown>, path);
   for (const [key, value] of Object.entries(node as Record<string, unknown>)) {
     const at = `${path}/${escapePointer(key)}`;
+    if (key === '$async' && value !== false) {
+      throw new LeaseholdError('invalid_request', `${at} is not supported: payloads are checked synchronously at enqueue`);
+    }
     if (key === 'pattern' && typeof value === 'string') requireLinear(value, at);
     else if (key === 'patternProperties' && value !== null && typeof value === 'object' && !Array.isArray(value)) {
       for (const [source, subschema] of Object.entries(value as Record<string, unknown>)) {
         const entry = `${at}/${escapePointer(source)}`;
         requireLinear(source, entry);
-        checkPatterns(subschema, entry);
+        checkKeywords(subschema, entry);
       }
     } else if (SCHEMA_MAPS.has(key) && value !== null && typeof value === 'object' && !Array.isArray(value)) {
-      for (const [name, subschema] of Object.entries(value as Record<string, unknown>)) checkPatterns(subschema, `${at}/${escapePointer(name)}`);
-    } else if (!DATA_KEYWORDS.has(key)) checkPatterns(value, at);
+      for (const [name, subschema] of Object.entries(value as Record<string, unknown>)) checkKeywords(subschema, `${at}/${escapePointer(name)}`);
+    } else if (!DATA_KEYWORDS.has(key)) checkKeywords(value, at);
   }
 }
 

@@ -1,13 +1,13 @@
 /**
  * Store records → wire bodies. The store speaks milliseconds and buffers; the
  * wire speaks RFC 3339 strings in UTC and JSON, in the shapes of
- * protocol/schemas.ts. Kept in one module so every route answers the same
+ * protocol/. Kept in one module so every route answers the same
  * job the same way.
  */
 
 import { JOB_STATUSES } from '../core/states.js';
 import { toRfc3339, toRfc3339OrNull } from '../core/clock.js';
-import type { Job, JobListItem as WireJobListItem, LeasedJob as WireLeasedJob, Stats } from '../protocol/schemas.js';
+import type { Attempt, Job, JobListItem as WireJobListItem, Kind, LeasedJob as WireLeasedJob, Stats } from '../protocol/schemas.js';
 import type { AttemptRecord, JobListItem, JobRecord, JobResult, KindRecord, LeasedJob, TenantStats } from '../store/store.js';
 
 export const JSON_CONTENT_TYPE = 'application/json';
@@ -72,15 +72,7 @@ export function toWireLeasedJob(job: LeasedJob): WireLeasedJob {
   };
 }
 
-export function toWireAttempt(attempt: AttemptRecord): {
-  attempt: number;
-  epoch: number;
-  workerId: string;
-  startedAt: string;
-  endedAt: string | null;
-  outcome: string | null;
-  errorCode: string | null;
-} {
+export function toWireAttempt(attempt: AttemptRecord): Attempt {
   return {
     attempt: attempt.attempt,
     epoch: attempt.epoch,
@@ -107,20 +99,7 @@ export function toWireStats(stats: TenantStats): Stats {
   };
 }
 
-export interface WireKind {
-  kind: string;
-  payloadSchema: unknown;
-  maxPayloadBytes: number;
-  maxAttempts: number;
-  leaseMs: number;
-  backoff: { baseMs: number; maxMs: number };
-  deadlineMs: number | null;
-  maxResultBytes: number;
-  maxCheckpointBytes: number;
-  updatedAt: string;
-}
-
-export function toWireKind(kind: KindRecord): WireKind {
+export function toWireKind(kind: KindRecord): Kind {
   return {
     kind: kind.kind,
     payloadSchema: kind.payloadSchema ?? null,

@@ -12,7 +12,8 @@
 
 import type { LeaseholdClient } from '../client/leasehold-client.js';
 import { LeaseholdApiError } from '../client/errors.js';
-import { LIMITS, type ResultBytes } from '../protocol/schemas.js';
+import { LIMITS } from '../protocol/limits.js';
+import type { ResultBytes } from '../protocol/schemas.js';
 import { withRetry, type RetryOptions } from './retry.js';
 import { errorFields, type WorkerLogger } from './logger.js';
 

@@ -5,7 +5,7 @@
  * secret this process knows of.
  */
 
-import { LIMITS } from '../protocol/schemas.js';
+import { LIMITS } from '../protocol/limits.js';
 
 /**
  * Throw this (or any error with `retryable = false`) to fail a job for good:

@@ -9,22 +9,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { KindRegistry } from '../../src/coordinator/kind-registry.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
-import type { KindUpsertParams } from '../../src/store/store.js';
-
-function kind(tenant: string, name: string, payloadSchema: unknown): KindUpsertParams {
-  return {
-    tenant,
-    kind: name,
-    payloadSchema,
-    maxPayloadBytes: 1024,
-    maxAttempts: 3,
-    leaseMs: 1_000,
-    backoff: { baseMs: 1, maxMs: 1 },
-    deadlineMs: null,
-    maxResultBytes: 1024,
-    maxCheckpointBytes: 1024,
-  };
-}
+import { kindParams as kind } from '../support/kind-records.js';
 
 describe('kind registry validator cache', () => {
   let dir: string;

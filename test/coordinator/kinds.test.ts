@@ -6,6 +6,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { backends, bearer, drainAfterAll, enqueue, errorCode, get, lease, post, startCoordinator, type Harness } from '../support/http-fixtures.js';
+import { kindParams } from '../support/kind-records.js';
 
 const EMAIL_SCHEMA = {
   type: 'object',
@@ -58,6 +59,31 @@ describe.each(backends)('HTTP contract ($name)', (backend) => {
       expect((await putKind('email', { backoff: { baseMs: 10, maxMs: 5 } })).statusCode).toBe(400);
       expect((await putKind('bad name', {})).statusCode).toBe(400);
       expect((await putKind('email', { colour: 'red' })).statusCode).toBe(400);
+    });
+
+    it('refuses an asynchronous payload schema, naming the path, since enqueue would read its promise as a pass', async () => {
+      const schema = { type: 'object', required: ['n'], properties: { n: { type: 'integer' } } };
+      for (const [payloadSchema, path] of [
+        [{ $async: true, ...schema }, 'body/payloadSchema/$async'],
+        [{ ...schema, $defs: { item: { $async: true, type: 'string' } } }, 'body/payloadSchema/$defs/item/$async'],
+      ] as const) {
+        const response = await putKind('async', { payloadSchema });
+        expect(response.statusCode).toBe(400);
+        expect(errorCode(response)).toBe('invalid_request');
+        expect((response.json() as { error: { message: string } }).error.message).toContain(path);
+      }
+      expect((await putKind('sync', { payloadSchema: { $async: false, ...schema } })).statusCode).toBe(200);
+      expect((await enqueue(h.app, h.keys.producer, { kind: 'sync', payload: {} })).statusCode).toBe(400);
+    });
+
+    it('refuses every payload of an asynchronous schema already in the store', async () => {
+      await h.store.kindUpsert(kindParams('t1', 'async', { $async: true, type: 'object', required: ['n'] }));
+      for (const payload of [{}, { n: 1 }]) {
+        const response = await enqueue(h.app, h.keys.producer, { kind: 'async', payload });
+        expect(response.statusCode).toBe(400);
+        expect(errorCode(response)).toBe('invalid_payload');
+        expect((response.json() as { error: { message: string } }).error.message).toContain('$async');
+      }
     });
   });
 

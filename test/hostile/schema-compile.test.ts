@@ -19,6 +19,7 @@ import { canonicalJson } from '../../src/core/canonical-json.js';
 import { describePayloadError, KindRegistry } from '../../src/coordinator/kind-registry.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { backends, drainAfterAll, startCoordinator, type Harness } from '../support/http-fixtures.js';
+import { kindParams } from '../support/kind-records.js';
 
 /**
  * Compiled on the event loop, the schema held every probe for the whole compile (slowest probe 1,473–1,573 ms,
@@ -158,18 +159,7 @@ describe('a schema that cannot compile within the time bound', () => {
     const small = await registry.compile({ type: 'object', required: ['a'] });
     expect(small({ a: 1 })).toBe(true);
 
-    await store.kindUpsert({
-      tenant: 't1',
-      kind: 'big',
-      payloadSchema: schema,
-      maxPayloadBytes: 1024,
-      maxAttempts: 3,
-      leaseMs: 1_000,
-      backoff: { baseMs: 1, maxMs: 1 },
-      deadlineMs: null,
-      maxResultBytes: 1024,
-      maxCheckpointBytes: 1024,
-    });
+    await store.kindUpsert(kindParams('t1', 'big', schema));
     const validate = (await registry.forTenant('t1')).byName.get('big')?.validate;
     expect(validate?.({})).toBe(false);
     expect(describePayloadError(validate?.errors)).toContain('too complex to compile within 1000 ms');

@@ -6,6 +6,7 @@
 
 import { randomUUID } from 'node:crypto';
 import { describeJsonError } from '../../core/json-error.js';
+import { LIMITS } from '../../protocol/limits.js';
 import type { Job } from '../../protocol/schemas.js';
 import { integerOption, requireOption, stringOption, UsageError, type Command, type Io } from '../command.js';
 import { printJson, REMOTE_DETAILS, REMOTE_OPTIONS, withClient } from '../remote.js';
@@ -43,7 +44,6 @@ export const enqueueCommand: Command = {
     quiet: { type: 'boolean' },
   },
   async run({ values, io }) {
-    const { LIMITS } = await import('../../protocol/schemas.js'); // lazy: the wire schemas are slow to load
     const kind = requireOption(values, 'kind', enqueueCommand);
     const payloadText = requireOption(values, 'payload', enqueueCommand);
     let payload: unknown;
@@ -109,7 +109,6 @@ export const deadCommand: Command = {
   details: ['--kind K               only this kind', '--limit N              page size (default 50)', '--cursor C             the next page, as printed', ...REMOTE_DETAILS],
   options: { ...REMOTE_OPTIONS, kind: { type: 'string' }, limit: { type: 'string' }, cursor: { type: 'string' } },
   async run({ values, io }) {
-    const { LIMITS } = await import('../../protocol/schemas.js'); // lazy: the wire schemas are slow to load
     const limit = integerOption(values, 'limit', deadCommand, { min: 1, max: LIMITS.maxListLimit }) ?? 50;
     const kind = stringOption(values, 'kind');
     const cursor = stringOption(values, 'cursor');
@@ -137,7 +136,6 @@ export const requeueCommand: Command = {
   options: { ...REMOTE_OPTIONS, 'max-attempts': { type: 'string' } },
   positionals: { min: 1, max: 1 },
   async run({ values, positionals, io }) {
-    const { LIMITS } = await import('../../protocol/schemas.js'); // lazy: the wire schemas are slow to load
     const maxAttempts = integerOption(values, 'max-attempts', requeueCommand, { min: 1, max: LIMITS.maxAttempts });
     const id = positionals[0] ?? '';
     const job = await withClient(requeueCommand, values, io, (client) => client.requeue(id, maxAttempts === undefined ? {} : { maxAttempts }));

@@ -5,6 +5,7 @@
  * exits at once (the leases still decide).
  */
 
+import { LIMITS } from '../../protocol/limits.js';
 import { cliLogger } from '../logger.js';
 import { integerOption, requireOption, stringOption, type Command } from '../command.js';
 import { loadHandlers } from '../load-handlers.js';
@@ -38,7 +39,6 @@ export const workerCommand: Command = {
   // Exit once stopped even if an abandoned handler still holds a timer: its lease decides, not this process.
   forceExit: true,
   async run({ values, io }) {
-    const { LIMITS } = await import('../../protocol/schemas.js'); // lazy: the wire schemas are slow to load
     const baseUrl = requireOption(values, 'url', workerCommand, io.env['LEASEHOLD_URL']);
     const apiKey = requireOption(values, 'key', workerCommand, io.env['LEASEHOLD_KEY']);
     const handlersFile = requireOption(values, 'handlers', workerCommand);

@@ -8,14 +8,13 @@
  */
 
 import { LeaseholdError } from '../../core/errors.js';
-import { EnqueueBatchRequest } from '../../protocol/schemas.js';
+import { EnqueueBatchRequest, EnqueueBatchResponse, type EnqueueBatchResult } from '../../protocol/schemas.js';
 import type { EnqueueParams } from '../../store/store.js';
 import { principalOf } from '../auth.js';
 import { toHttpError } from '../error-handler.js';
 import { prepareEnqueue } from '../enqueue.js';
 import { errorResponses, type CoordinatorApp, type RouteContext } from '../route-context.js';
 import { toWireJob } from '../wire.js';
-import { EnqueueBatchBody, type EnqueueBatchEntry } from './shared-schemas.js';
 
 export function registerBatchRoutes(app: CoordinatorApp, ctx: RouteContext): void {
   app.post(
@@ -29,13 +28,13 @@ export function registerBatchRoutes(app: CoordinatorApp, ctx: RouteContext): voi
           'Each item carries its own idempotencyKey. results[i].status is what POST /jobs would have answered for item i: 202 (with replayed:true for a replay), or 400/409/413 with the error.',
         tags: ['jobs'],
         body: EnqueueBatchRequest,
-        response: { 200: EnqueueBatchBody, ...errorResponses(413) },
+        response: { 200: EnqueueBatchResponse, ...errorResponses(413) },
       },
     },
     async (request) => {
       const principal = principalOf(request);
       const items = request.body.jobs;
-      const results: (EnqueueBatchEntry | undefined)[] = new Array(items.length);
+      const results: (EnqueueBatchResult | undefined)[] = new Array(items.length);
       const accepted: { readonly index: number; readonly params: EnqueueParams }[] = [];
       for (const [index, item] of items.entries()) {
         const { idempotencyKey, ...job } = item;
@@ -78,6 +77,6 @@ export function registerBatchRoutes(app: CoordinatorApp, ctx: RouteContext): voi
   );
 }
 
-function missing(idempotencyKey: string): EnqueueBatchEntry {
+function missing(idempotencyKey: string): EnqueueBatchResult {
   return { idempotencyKey, status: 500, error: { code: 'internal_error', message: 'internal error' } };
 }

@@ -20,6 +20,7 @@ import { isMediaType } from '../../core/media-type.js';
 import {
   CompleteManyRequest,
   CompleteManyResponse,
+  type CompleteManyResult,
   CompleteRequest,
   CompleteResponse,
   FailRequest,
@@ -147,7 +148,7 @@ export function registerCompletionRoutes(app: CoordinatorApp, ctx: RouteContext)
       const outcomes = await ctx.store.jobCompleteMany(params);
       crashPoint('complete.after-commit');
       const applied = new Map(items.map((item, index) => [item, batchItemResult(item.id, outcomes[index])]));
-      const results = all.map((item) => applied.get(item) ?? { id: item.id, status: 'rejected', code: 'invalid_request' });
+      const results = all.map((item): CompleteManyResult => applied.get(item) ?? { id: item.id, status: 'rejected', code: 'invalid_request' });
       for (const entry of results) {
         if (entry.code === 'stale_lease') entry.code = await explainRejection(ctx, principal.tenant, entry.id, 'stale_lease');
       }
@@ -190,7 +191,7 @@ export function registerCompletionRoutes(app: CoordinatorApp, ctx: RouteContext)
   );
 }
 
-function batchItemResult(id: string, outcome: CompleteOutcome | undefined): { id: string; status: string; code?: string } {
+function batchItemResult(id: string, outcome: CompleteOutcome | undefined): CompleteManyResult {
   if (outcome === undefined) return { id, status: 'rejected', code: 'internal_error' };
   if (outcome.kind === 'completed') return { id, status: 'succeeded' };
   if (outcome.kind === 'result_too_large') return { id, status: 'dead', code: 'result_too_large' };

@@ -9,12 +9,11 @@ import { Type } from '@sinclair/typebox';
 import { LeaseholdError } from '../../core/errors.js';
 import { isJobId } from '../../core/ids.js';
 import { essenceOf, isMediaType } from '../../core/media-type.js';
-import { AttemptList, IdParams, ReconcileRequest } from '../../protocol/schemas.js';
+import { AttemptList, CancelRequest, IdParams, Job, ReconcileRequest } from '../../protocol/schemas.js';
 import { principalOf, scopeOf } from '../auth.js';
 import { errorResponses, type CoordinatorApp, type RouteContext } from '../route-context.js';
 import { toWireAttempt, toWireJob } from '../wire.js';
 import { emptyBodyAsObject, getScopedJob } from './jobs.js';
-import { JobBody } from './shared-schemas.js';
 
 function notFound(): LeaseholdError {
   return new LeaseholdError('not_found', 'job not found');
@@ -108,8 +107,8 @@ export function registerJobActionRoutes(app: CoordinatorApp, ctx: RouteContext):
           'A queued job becomes cancelled at once. A running job is marked (cancelRequested): its next renew answers 409 cancelled and the worker aborts the handler. A job that already ended answers 409 invalid_state.',
         tags: ['jobs'],
         params: IdParams,
-        body: Type.Object({}, { additionalProperties: false }),
-        response: { 200: JobBody, ...errorResponses(404, 409) },
+        body: CancelRequest,
+        response: { 200: Job, ...errorResponses(404, 409) },
       },
     },
     async (request) => {
@@ -133,7 +132,7 @@ export function registerJobActionRoutes(app: CoordinatorApp, ctx: RouteContext):
         tags: ['jobs'],
         params: IdParams,
         body: ReconcileRequest,
-        response: { 200: JobBody, ...errorResponses(404, 409) },
+        response: { 200: Job, ...errorResponses(404, 409) },
       },
     },
     async (request) => {

@@ -9,19 +9,18 @@ import { Type } from '@sinclair/typebox';
 import { LeaseholdError } from '../../core/errors.js';
 import { crashPoint } from '../../core/fault-points.js';
 import { isJobId } from '../../core/ids.js';
-import { EnqueueRequest, IdParams, JobGetQuery, JobListQuery, RequeueRequest } from '../../protocol/schemas.js';
+import { EnqueueRequest, IdParams, Job, JobGetQuery, JobList, JobListQuery, RequeueRequest, WAIT_END_STATUSES } from '../../protocol/schemas.js';
 import type { JobStatus } from '../../core/states.js';
 import type { JobRecord, JobScope } from '../../store/store.js';
 import { principalOf, scopeOf } from '../auth.js';
 import { prepareEnqueue, requireIdempotencyKey } from '../enqueue.js';
 import { errorResponses, type CoordinatorApp, type RouteContext } from '../route-context.js';
 import { toWireJob, toWireJobListItem } from '../wire.js';
-import { JobBody, JobListBody } from './shared-schemas.js';
 
 export const DEFAULT_LIST_LIMIT = 100;
 
-/** The states `GET /jobs/{id}?waitMs` waits for: the job will not move again without an operator. */
-export const WAIT_END_STATUSES: ReadonlySet<JobStatus> = new Set<JobStatus>(['succeeded', 'dead', 'cancelled', 'unknown']);
+/** The states `GET /jobs/{id}?waitMs` waits for (protocol/wait-ends.ts). */
+const WAIT_ENDS: ReadonlySet<JobStatus> = new Set(WAIT_END_STATUSES);
 
 /** Reads a job the caller may see, or answers 404. */
 export async function getScopedJob(ctx: RouteContext, scope: JobScope, id: string): Promise<JobRecord> {
@@ -44,7 +43,7 @@ export function registerJobRoutes(app: CoordinatorApp, ctx: RouteContext): void 
         tags: ['jobs'],
         headers: Type.Object({ 'idempotency-key': Type.Optional(Type.String({ description: 'Required; at most 255 characters' })) }),
         body: EnqueueRequest,
-        response: { 202: JobBody, ...errorResponses(400, 409, 413, 415) },
+        response: { 202: Job, ...errorResponses(400, 409, 413, 415) },
       },
     },
     async (request, reply) => {
@@ -76,7 +75,7 @@ export function registerJobRoutes(app: CoordinatorApp, ctx: RouteContext): void 
         tags: ['jobs'],
         params: IdParams,
         querystring: JobGetQuery,
-        response: { 200: JobBody, ...errorResponses(404) },
+        response: { 200: Job, ...errorResponses(404) },
       },
     },
     async (request, reply) => {
@@ -84,7 +83,7 @@ export function registerJobRoutes(app: CoordinatorApp, ctx: RouteContext): void 
       const id = request.params.id;
       const job = await getScopedJob(ctx, scope, id);
       const waitMs = request.query.waitMs ?? 0;
-      if (waitMs === 0 || WAIT_END_STATUSES.has(job.status)) return toWireJob(job);
+      if (waitMs === 0 || WAIT_ENDS.has(job.status)) return toWireJob(job);
       let latest = job;
       const controller = new AbortController();
       const onClose = (): void => controller.abort();
@@ -92,12 +91,12 @@ export function registerJobRoutes(app: CoordinatorApp, ctx: RouteContext): void 
       try {
         await ctx.finishWaiters.wait(scope.tenant, id, waitMs, controller.signal, async () => {
           latest = await getScopedJob(ctx, scope, id);
-          return WAIT_END_STATUSES.has(latest.status);
+          return WAIT_ENDS.has(latest.status);
         });
       } finally {
         reply.raw.off('close', onClose);
       }
-      return toWireJob(WAIT_END_STATUSES.has(latest.status) ? latest : await getScopedJob(ctx, scope, id));
+      return toWireJob(WAIT_ENDS.has(latest.status) ? latest : await getScopedJob(ctx, scope, id));
     },
   );
 
@@ -111,7 +110,7 @@ export function registerJobRoutes(app: CoordinatorApp, ctx: RouteContext): void 
           'Each job carries a result summary {contentType, bytes} (or null), never the result itself; nextCursor is opaque and valid only with the same key and filters.',
         tags: ['jobs'],
         querystring: JobListQuery,
-        response: { 200: JobListBody, ...errorResponses() },
+        response: { 200: JobList, ...errorResponses() },
       },
     },
     async (request) => {
@@ -137,7 +136,7 @@ export function registerJobRoutes(app: CoordinatorApp, ctx: RouteContext): void 
         tags: ['jobs'],
         params: IdParams,
         body: RequeueRequest,
-        response: { 200: JobBody, ...errorResponses(404, 409) },
+        response: { 200: Job, ...errorResponses(404, 409) },
       },
     },
     async (request) => {

@@ -1,0 +1,146 @@
+/**
+ * The bodies of the job resource: enqueue (single and batch), the job as
+ * every route answers it, listings, reads, attempts, and the operator's
+ * requeue, reconcile and cancel.
+ */
+
+import { Type, type Static } from '@sinclair/typebox';
+import { ErrorDetail, FailureClassSchema, JobStatusSchema, KindName, NullableTimestamp, Timestamp } from './common.js';
+import { LIMITS } from './limits.js';
+
+export const EnqueueRequest = Type.Object(
+  {
+    kind: KindName,
+    payload: Type.Unknown(),
+    maxAttempts: Type.Optional(Type.Integer({ minimum: 1, maximum: LIMITS.maxAttempts })),
+    runAfter: Type.Optional(Timestamp),
+    priority: Type.Optional(Type.Integer({ minimum: -LIMITS.maxPriority, maximum: LIMITS.maxPriority })),
+    deadlineMs: Type.Optional(Type.Integer({ minimum: 1, maximum: LIMITS.maxDeadlineMs })),
+  },
+  { additionalProperties: false },
+);
+export type EnqueueRequest = Static<typeof EnqueueRequest>;
+
+export const Job = Type.Object({
+  id: Type.String(),
+  kind: Type.String(),
+  status: JobStatusSchema,
+  attempts: Type.Integer(),
+  maxAttempts: Type.Integer(),
+  priority: Type.Integer(),
+  runAfter: Timestamp,
+  deadlineAt: NullableTimestamp,
+  createdAt: Timestamp,
+  startedAt: NullableTimestamp,
+  finishedAt: NullableTimestamp,
+  lastError: Type.Union([
+    Type.Object({
+      code: Type.String({ description: "The code that ended the attempt: the worker's own for a fail, else the queue's" }),
+      message: Type.String(),
+      class: FailureClassSchema,
+    }),
+    Type.Null(),
+  ]),
+  result: Type.Unknown({ description: 'The JSON result once succeeded, else null' }),
+  progress: Type.Unknown(),
+  cancelRequested: Type.Boolean(),
+  epoch: Type.Integer(),
+});
+export type Job = Static<typeof Job>;
+
+/** What a listing says about a job's result: its content type and size, never its bytes (GET /jobs/{id}/result has those). */
+export const ResultSummary = Type.Union([Type.Object({ contentType: Type.String(), bytes: Type.Integer() }), Type.Null()], {
+  description: 'The stored result: its content type and size in bytes; null when there is none',
+});
+
+/** A job in a listing: the job's fields with a result summary instead of the result, so a page has a known upper size. */
+export const JobListItem = Type.Object({ ...Type.Omit(Job, ['result']).properties, result: ResultSummary });
+export type JobListItem = Static<typeof JobListItem>;
+
+export const JobList = Type.Object({ jobs: Type.Array(JobListItem), nextCursor: Type.Union([Type.String(), Type.Null()]) });
+export type JobList = Static<typeof JobList>;
+
+export const JobListQuery = Type.Object(
+  {
+    status: Type.Optional(JobStatusSchema),
+    kind: Type.Optional(KindName),
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: LIMITS.maxListLimit })),
+    cursor: Type.Optional(Type.String({ maxLength: 200 })),
+  },
+  { additionalProperties: false },
+);
+export type JobListQuery = Static<typeof JobListQuery>;
+
+export const JobGetQuery = Type.Object(
+  {
+    waitMs: Type.Optional(
+      Type.Integer({ minimum: 0, maximum: LIMITS.maxWaitMs, description: 'Answer when the job reaches succeeded, dead, cancelled or unknown, or after this many ms' }),
+    ),
+  },
+  { additionalProperties: false },
+);
+export type JobGetQuery = Static<typeof JobGetQuery>;
+
+export const EnqueueBatchItem = Type.Object(
+  {
+    // No NUL or unpaired surrogates: PostgreSQL keeps both as U+FFFD, so two distinct keys would name one job.
+    idempotencyKey: Type.String({ minLength: 1, maxLength: LIMITS.idempotencyKeyLength, pattern: '^[^\\u0000\\ud800-\\udfff]*$' }),
+    ...EnqueueRequest.properties,
+  },
+  { additionalProperties: false },
+);
+export type EnqueueBatchItem = Static<typeof EnqueueBatchItem>;
+
+export const EnqueueBatchRequest = Type.Object(
+  { jobs: Type.Array(EnqueueBatchItem, { minItems: 1, maxItems: LIMITS.maxEnqueueBatch }) },
+  { additionalProperties: false },
+);
+export type EnqueueBatchRequest = Static<typeof EnqueueBatchRequest>;
+
+/**
+ * One entry per submitted job, in order. `status` is what a single POST /jobs
+ * would have answered: 202 with the job (`replayed` for an idempotent replay),
+ * or 400/409/413 with the error.
+ */
+export const EnqueueBatchResult = Type.Object({
+  idempotencyKey: Type.String(),
+  status: Type.Integer(),
+  replayed: Type.Optional(Type.Boolean()),
+  job: Type.Optional(Job),
+  error: Type.Optional(ErrorDetail),
+});
+export type EnqueueBatchResult = Static<typeof EnqueueBatchResult>;
+
+export const EnqueueBatchResponse = Type.Object({ results: Type.Array(EnqueueBatchResult) });
+export type EnqueueBatchResponse = Static<typeof EnqueueBatchResponse>;
+
+export const RequeueRequest = Type.Object(
+  { maxAttempts: Type.Optional(Type.Integer({ minimum: 1, maximum: LIMITS.maxAttempts })) },
+  { additionalProperties: false },
+);
+export type RequeueRequest = Static<typeof RequeueRequest>;
+
+/** What an operator says became of a job in `unknown`: it succeeded, it is dead, or it runs again. */
+export const ReconcileOutcomeName = Type.Union([Type.Literal('succeeded'), Type.Literal('dead'), Type.Literal('requeue')]);
+export type ReconcileOutcomeName = Static<typeof ReconcileOutcomeName>;
+
+export const ReconcileRequest = Type.Object({ outcome: ReconcileOutcomeName }, { additionalProperties: false });
+export type ReconcileRequest = Static<typeof ReconcileRequest>;
+
+/** POST /jobs/{id}/cancel takes an empty object (or no body). */
+export const CancelRequest = Type.Object({}, { additionalProperties: false });
+export type CancelRequest = Static<typeof CancelRequest>;
+
+export const Attempt = Type.Object({
+  attempt: Type.Integer(),
+  epoch: Type.Integer(),
+  workerId: Type.String(),
+  startedAt: Timestamp,
+  endedAt: NullableTimestamp,
+  outcome: Type.Union([Type.String(), Type.Null()]),
+  errorCode: Type.Union([Type.String(), Type.Null()]),
+});
+export type Attempt = Static<typeof Attempt>;
+
+export const AttemptList = Type.Object({ attempts: Type.Array(Attempt) });
+export type AttemptList = Static<typeof AttemptList>;

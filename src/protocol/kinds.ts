@@ -1,0 +1,50 @@
+/**
+ * The bodies of the kind registry: what an admin registers for a kind
+ * (`PUT /kinds/{kind}`) and the kind as the coordinator answers it, every
+ * default filled in.
+ */
+
+import { Type, type Static } from '@sinclair/typebox';
+import { KindName, Timestamp } from './common.js';
+import { LIMITS } from './limits.js';
+
+export const BackoffSchema = Type.Object(
+  { baseMs: Type.Integer({ minimum: 1, maximum: LIMITS.maxBackoffMs }), maxMs: Type.Integer({ minimum: 1, maximum: LIMITS.maxBackoffMs }) },
+  { additionalProperties: false },
+);
+
+export const KindDefinition = Type.Object(
+  {
+    payloadSchema: Type.Optional(Type.Unknown()),
+    maxPayloadBytes: Type.Optional(Type.Integer({ minimum: 1, maximum: LIMITS.bodyLimitBytes })),
+    maxAttempts: Type.Optional(Type.Integer({ minimum: 1, maximum: LIMITS.maxAttempts })),
+    leaseMs: Type.Optional(Type.Integer({ minimum: LIMITS.minLeaseMs, maximum: LIMITS.maxLeaseMs })),
+    backoff: Type.Optional(BackoffSchema),
+    deadlineMs: Type.Optional(Type.Union([Type.Integer({ minimum: 1, maximum: LIMITS.maxDeadlineMs }), Type.Null()])),
+    maxResultBytes: Type.Optional(Type.Integer({ minimum: 1, maximum: LIMITS.maxResultBytes })),
+    maxCheckpointBytes: Type.Optional(Type.Integer({ minimum: 1, maximum: LIMITS.maxCheckpointBytes })),
+  },
+  { additionalProperties: false },
+);
+export type KindDefinition = Static<typeof KindDefinition>;
+
+export const KindParams = Type.Object({ kind: KindName });
+export type KindParams = Static<typeof KindParams>;
+
+/** A registered kind as GET /kinds and PUT /kinds/{kind} answer it, every default filled in. */
+export const Kind = Type.Object({
+  kind: Type.String(),
+  payloadSchema: Type.Unknown({ description: 'JSON Schema the payload must match; null for any payload' }),
+  maxPayloadBytes: Type.Integer(),
+  maxAttempts: Type.Integer(),
+  leaseMs: Type.Integer(),
+  backoff: Type.Object({ baseMs: Type.Integer(), maxMs: Type.Integer() }),
+  deadlineMs: Type.Union([Type.Integer(), Type.Null()]),
+  maxResultBytes: Type.Integer(),
+  maxCheckpointBytes: Type.Integer(),
+  updatedAt: Timestamp,
+});
+export type Kind = Static<typeof Kind>;
+
+export const KindList = Type.Object({ kinds: Type.Array(Kind) });
+export type KindList = Static<typeof KindList>;

@@ -1,0 +1,36 @@
+/**
+ * The bounds of the wire contract: lengths, counts, durations and sizes that
+ * the schemas in this folder enforce and that the coordinator, the worker and
+ * the CLI check against. Plain numbers with no schema library behind them, so
+ * a caller that needs only a bound does not load the schemas.
+ */
+
+export const LIMITS = Object.freeze({
+  kindLength: 128,
+  idempotencyKeyLength: 255,
+  workerIdLength: 200,
+  maxAttempts: 1000,
+  maxPriority: 1_000_000,
+  maxLeaseMs: 24 * 60 * 60_000,
+  minLeaseMs: 100,
+  maxWaitMs: 60_000,
+  maxLeaseBatch: 1000,
+  maxCompleteBatch: 1000,
+  maxEnqueueBatch: 1000,
+  maxListLimit: 1000,
+  errorCodeLength: 128,
+  errorMessageLength: 4096,
+  /** Checkpoint step indexes are 32-bit (PostgreSQL integer). */
+  maxCheckpointStep: 2_147_483_647,
+  /** A kind's backoff delays; within a 32-bit count of milliseconds. */
+  maxBackoffMs: 7 * 24 * 60 * 60_000,
+  /** A job's overall deadline, from enqueue or from its kind. */
+  maxDeadlineMs: 365 * 24 * 60 * 60_000,
+  /** A kind's result limit: no result can arrive in a larger body than the largest body limit. */
+  maxResultBytes: 1024 ** 3,
+  /** A kind's checkpoint state limit: a checkpoint arrives in one request body. */
+  maxCheckpointBytes: 1024 ** 3,
+  /** Default body limit; kinds may set a lower payload limit. */
+  bodyLimitBytes: 1024 * 1024,
+  batchBodyLimitBytes: 16 * 1024 * 1024,
+});
