@@ -44,6 +44,8 @@ const MAX_CACHED_KEYS = 10_000;
 export interface AuthOptions {
   readonly store: Store;
   readonly cacheMs: number;
+  /** Keys that exist only in this process's memory (a library Queue's), by the key itself. */
+  readonly inProcessKeys?: ReadonlyMap<string, Principal>;
 }
 
 export function installAuth(app: FastifyInstance, options: AuthOptions): void {
@@ -83,7 +85,7 @@ export function installAuth(app: FastifyInstance, options: AuthOptions): void {
       reply.header('connection', 'close');
       throw new LeaseholdError('unauthorized', 'missing or malformed Authorization header (expected "Bearer <key>")');
     }
-    const principal = await lookup(hashApiKey(key));
+    const principal = options.inProcessKeys?.get(key) ?? (await lookup(hashApiKey(key)));
     if (principal === null) {
       reply.header('connection', 'close');
       throw new LeaseholdError('unauthorized', 'invalid API key');
