@@ -14,11 +14,10 @@
  */
 
 import { canonicalJson } from '../../core/canonical-json.js';
-import { crashPoint } from '../../core/fault-points.js';
 import { isJobId, newLeaseToken } from '../../core/ids.js';
 import { systemRandom, type Random } from '../../core/random.js';
 import { JOB_STATUSES, type JobStatus } from '../../core/states.js';
-import { decideFailure } from '../../core/transitions.js';
+import { decideResultSize } from '../../core/transitions.js';
 import type {
   ApiKeyInsertParams,
   ApiKeyRecord,
@@ -62,8 +61,7 @@ import { FinishedListenerConnection, FinishedSender } from './finished-channel.j
 import { FinishedListeners, finishedByCompletion, finishedByFailure, finishedByOperator, reapFinishedSome } from '../finished-jobs.js';
 import { insertJobs, prepareEnqueue, type PreparedEnqueue } from './enqueue.js';
 import { completeDistinct, completeOne, markEffectStarted, renewLease, storeCheckpoint } from './guarded-statements.js';
-import { completeBatch, failDecisionRow } from './lease-endings.js';
-import { endLeases, lockJob, type LockedRow } from './locked-rows.js';
+import { completeLockedInTx, failInTx } from './lease-endings.js';
 import { assertSchemaName, dropSchema, migrate, type MigrationReport } from './migrate.js';
 import { cancelInTx, reapInTx, reconcileInTx, requeueInTx, type Announced, type ReapCounts } from './operator-actions.js';
 import { clientConfig, PgDatabase, splitConnectionString } from './pg-database.js';
@@ -308,36 +306,12 @@ export class PostgresStore implements Store {
     const distinct = new Set(params.map((p) => p.id)).size === params.length;
     if (distinct && !params.some(resultTooLarge)) return this.finishing(params, await completeDistinct(this.db, params));
     // Otherwise decide item by item, in order, on locked rows.
-    const outcomes = await this.db.transaction(async (tx) => {
-      const ids = [...new Set(params.map((p) => p.id).filter(isJobId))];
-      const rows = (await tx.query<LockedRow>(bind(Q.JOB_LOCK_MANY, [ids]))).rows;
-      const batch = completeBatch(params, rows);
-      await endLeases(tx, batch.endings, true);
-      crashPoint('complete.inside-transaction');
-      return batch.outcomes;
-    });
-    return this.finishing(params, outcomes);
+    return this.finishing(params, await this.db.transaction((tx) => completeLockedInTx(tx, params)));
   }
 
   async jobFail(params: FailParams): Promise<FailOutcome> {
     if (!isJobId(params.id)) return { kind: 'rejected', code: 'not_found' };
-    let kind = '';
-    const outcome = await this.db.transaction(async (tx): Promise<FailOutcome> => {
-      const row = await lockJob(tx, params.id, params.tenant, null);
-      if (row === undefined) return { kind: 'rejected', code: 'not_found' };
-      const input = { retryable: params.retryable, backoff: params.backoff, random: this.random };
-      const decision = decideFailure(toSnapshot(row), params.token, input, row.now_ms);
-      if (decision.kind === 'reject') return { kind: 'rejected', code: decision.code };
-      if (decision.kind === 'replay') {
-        const status = row.status as 'queued' | 'dead' | 'cancelled' | 'unknown';
-        return { kind: 'failed', status, runAfter: status === 'queued' ? row.run_after : null, replayed: true };
-      }
-      const ending = failDecisionRow(row, params, decision);
-      await endLeases(tx, [ending], true);
-      const status = ending.status as 'queued' | 'dead' | 'cancelled' | 'unknown';
-      kind = row.kind;
-      return { kind: 'failed', status, runAfter: ending.runAfter, replayed: false };
-    });
+    const { outcome, kind } = await this.db.transaction((tx) => failInTx(tx, params, this.random));
     if (outcome.kind === 'failed' && outcome.status === 'queued' && !outcome.replayed) this.announce([{ tenant: params.tenant, kind }]);
     this.announceFinished(finishedByFailure(params, outcome));
     return outcome;
@@ -515,5 +489,5 @@ export class PostgresStore implements Store {
 }
 
 function resultTooLarge(params: CompleteParams): boolean {
-  return params.result !== undefined && params.maxResultBytes !== undefined && params.result.body.length > params.maxResultBytes;
+  return decideResultSize(params.result?.body.length ?? null, params.maxResultBytes).kind === 'too_large';
 }

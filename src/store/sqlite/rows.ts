@@ -4,9 +4,10 @@
  */
 
 import { storedJobError } from '../stored-job-error.js';
-import type { JobStatus, Role } from '../../core/states.js';
+import { JOB_STATUSES, type JobStatus, type Role } from '../../core/states.js';
 import type { AttemptOutcome, JobSnapshot } from '../../core/transitions.js';
-import type { ApiKeyRecord, AttemptRecord, JobListItem, JobRecord, KindRecord } from '../store.js';
+import type { ApiKeyRecord, AttemptRecord, JobListItem, JobRecord, KindRecord, LeasedJob, TenantStats } from '../store.js';
+import type { StatsRows } from './stats-reader.js';
 
 export interface JobRow {
   seq: number;
@@ -221,5 +222,36 @@ export function toAttemptRecord(row: AttemptRow): AttemptRecord {
     endedAt: row.ended_at,
     outcome: row.outcome,
     errorCode: row.error_code,
+  };
+}
+
+export function toLeasedJob(row: LeasedRow): LeasedJob {
+  return {
+    id: row.id,
+    kind: row.kind,
+    payload: JSON.parse(row.payload) as unknown,
+    attempt: row.attempts,
+    maxAttempts: row.max_attempts,
+    epoch: row.epoch,
+    token: row.lease_token,
+    leaseExpiresAt: row.lease_expires_at,
+    deadlineAt: row.deadline_at,
+    checkpoint: row.checkpoint_step === null ? null : { step: row.checkpoint_step, state: parseJsonOrNull(row.checkpoint_state) },
+  };
+}
+
+export function toTenantStats(rows: StatsRows, now: number): TenantStats {
+  const counts = Object.fromEntries(JOB_STATUSES.map((s) => [s, 0])) as Record<JobStatus, number>;
+  for (const row of rows.counts) counts[row.status as JobStatus] = row.n;
+  const oldest = rows.oldest?.oldest ?? null;
+  return {
+    counts,
+    meanWaitMs: rows.times?.mean_wait ?? null,
+    meanRunMs: rows.times?.mean_run ?? null,
+    meanAttemptRunMs: rows.attemptTimes?.mean_attempt_run ?? null,
+    meanTimeToCompletionMs: rows.times?.mean_completion ?? null,
+    leaseExpirations: rows.counters?.lease_expirations ?? 0,
+    oldestAvailableAgeMs: oldest === null ? null : Math.max(0, now - oldest),
+    storageBytes: rows.counters?.storage_bytes ?? 0,
   };
 }
