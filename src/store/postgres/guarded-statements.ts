@@ -12,9 +12,9 @@ import { isJobId, sha256Hex } from '../../core/ids.js';
 import { decideCompletion, decideLiveLeaseWrite, decideRenew } from '../../core/transitions.js';
 import type { CheckpointParams, CompleteOutcome, CompleteParams, RenewOutcome, RenewParams, TokenOutcome, TokenParams } from '../store.js';
 import type { LockedRow } from './locked-rows.js';
-import type { PgDatabase } from './pg-database.js';
+import type { PgDatabase } from './database.js';
 import * as Q from './queries.js';
-import { toSnapshot } from './row-mapping.js';
+import { toSnapshot } from './rows.js';
 import { bind, type NamedQuery } from './sql-fragments.js';
 
 async function first<R extends object>(db: PgDatabase, query: NamedQuery, values: readonly unknown[]): Promise<R | undefined> {

@@ -13,9 +13,9 @@ import { decideCompletion, decideFailure, decideLeaseExpiry, decideResultSize, t
 import { expiryEnding, failureEnding, lastErrorColumns, resultTooLargeEnding, SUCCEEDED, type Ending, type LeaseEnding } from '../lease-endings.js';
 import type { CompleteOutcome, CompleteParams, FailOutcome, FailParams, ReapOutcome } from '../store.js';
 import { lockJob, type LockedRow } from './locked-rows.js';
-import type { TxClient } from './pg-database.js';
+import type { TxClient } from './database.js';
 import * as Q from './queries.js';
-import { toSnapshot } from './row-mapping.js';
+import { toSnapshot } from './rows.js';
 import { bind } from './sql-fragments.js';
 
 /** One row of JOB_END_LEASES. */

@@ -7,9 +7,9 @@
  */
 
 import type { JobRecord } from '../store.js';
-import type { TxClient } from './pg-database.js';
+import type { TxClient } from './database.js';
 import * as Q from './queries.js';
-import { toJobRecord, type JobRow } from './row-mapping.js';
+import { toJobRecord, type JobRow } from './rows.js';
 import { bind, type NamedQuery } from './sql-fragments.js';
 
 /** A job row plus the transaction's clock in milliseconds. */

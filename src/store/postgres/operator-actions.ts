@@ -21,9 +21,9 @@ import {
 } from '../store.js';
 import { endingColumns, endLeases, reapBatch } from './lease-endings.js';
 import { expectOne, lockJob, reloadJob, type LockedRow } from './locked-rows.js';
-import type { TxClient } from './pg-database.js';
+import type { TxClient } from './database.js';
 import * as Q from './queries.js';
-import { toSnapshot } from './row-mapping.js';
+import { toSnapshot } from './rows.js';
 import { bind } from './sql-fragments.js';
 
 export interface Announced<T> {

@@ -16,7 +16,6 @@
 import { canonicalJson } from '../../core/canonical-json.js';
 import { isJobId, newLeaseToken } from '../../core/ids.js';
 import { systemRandom, type Random } from '../../core/random.js';
-import { JOB_STATUSES, type JobStatus } from '../../core/states.js';
 import { decideResultSize } from '../../core/transitions.js';
 import type {
   ApiKeyInsertParams,
@@ -53,19 +52,17 @@ import type {
   TokenParams,
 } from '../store.js';
 import type { Availability, AvailabilityListener as OnAvailable } from '../store.js';
-import { CURSOR_SECRET_NAME, newCursorSecret, openCursor, sealCursor } from '../list-cursor.js';
-import { AvailabilityListener } from './availability-listener.js';
+import { openCursor, sealCursor } from '../list-cursor.js';
+import { finishedByCompletion, finishedByFailure, finishedByOperator, reapFinishedSome } from '../finished-jobs.js';
+import { Watchers } from './availability.js';
 import * as C from './catalog-queries.js';
-import { CoalescedNotifier } from './coalesced-notifier.js';
-import { FinishedListenerConnection, FinishedSender } from './finished-channel.js';
-import { FinishedListeners, finishedByCompletion, finishedByFailure, finishedByOperator, reapFinishedSome } from '../finished-jobs.js';
+import { openDatabase, type PgDatabase } from './database.js';
 import { insertJobs, prepareEnqueue, type PreparedEnqueue } from './enqueue.js';
 import { completeDistinct, completeOne, markEffectStarted, renewLease, storeCheckpoint } from './guarded-statements.js';
 import { completeLockedInTx, failInTx } from './lease-endings.js';
-import { assertSchemaName, dropSchema, migrate, type MigrationReport } from './migrate.js';
+import { dropSchema } from './migrate.js';
 import { cancelInTx, reapInTx, reconcileInTx, requeueInTx, type Announced, type ReapCounts } from './operator-actions.js';
-import { clientConfig, PgDatabase, splitConnectionString } from './pg-database.js';
-import { pgTarget, translatePgConnectError, translatePgError } from './pg-errors.js';
+import { translatePgError } from './errors.js';
 import * as Q from './queries.js';
 import {
   toApiKeyRecord,
@@ -74,13 +71,14 @@ import {
   toJobRecord,
   toKindRecord,
   toLeasedJob,
-  toSnapshot,
+  toTenantStats,
   type ApiKeyRow,
   type AttemptRow,
   type JobListRow,
   type JobRow,
   type KindRow,
-} from './row-mapping.js';
+  type StatsRow,
+} from './rows.js';
 import { bind, bindUnplanned, type NamedQuery } from './sql-fragments.js';
 import { StatementBatcher } from './statement-batcher.js';
 
@@ -109,70 +107,28 @@ const REAP_BATCH = 500;
 
 export class PostgresStore implements Store {
   readonly backend = 'postgres' as const;
-  private readonly listeners = new Set<OnAvailable>();
-  private listener: AvailabilityListener | null = null;
-  private readonly notifier: CoalescedNotifier;
-  private readonly finished = new FinishedListeners();
-  private finishedListener: FinishedListenerConnection | null = null;
-  private readonly finishedSender: FinishedSender;
+  private readonly watchers: Watchers;
   /** Concurrent single enqueues share statements (and WAL flushes). */
   private readonly enqueuer: StatementBatcher<PreparedEnqueue, EnqueueOutcome>;
   private closed = false;
 
   private constructor(
     private readonly db: PgDatabase,
-    private readonly options: { readonly connectionString: string; readonly schema: string },
-    /** NOTIFY channel: one per schema, so test schemas do not wake each other. */
-    private readonly channel: string,
+    connection: { readonly connectionString: string; readonly schema: string },
     poolSize: number,
     /** Seals list cursors; one row of the schema, so every coordinator on it opens every other's cursors. */
     private readonly cursorSecret: Buffer,
     private readonly random: Random,
   ) {
-    this.notifier = new CoalescedNotifier((payloads) => this.db.query(bind(Q.NOTIFY, [this.channel, payloads])));
-    this.finishedSender = new FinishedSender((payloads) => this.db.query(bind(Q.NOTIFY_FINISHED, [this.finishedChannel, payloads])));
+    this.watchers = new Watchers(db, connection);
     // Half the pool, so batched enqueues leave connections for leases and completions.
     this.enqueuer = new StatementBatcher((items) => this.insert(items), Math.max(1, Math.floor(poolSize / 2)), ENQUEUE_BATCH);
   }
 
   static async connect(options: PostgresStoreOptions): Promise<PostgresStore> {
-    const fromUrl = splitConnectionString(options.connectionString);
-    const connectionString = fromUrl.connectionString;
-    const schema = options.schema ?? fromUrl.schema ?? 'public';
-    assertSchemaName(schema);
-    const poolSize = options.poolSize ?? fromUrl.poolSize ?? 10;
-    if (!Number.isInteger(poolSize) || poolSize < 1) throw new Error('poolSize must be a positive integer');
-    let db = new PgDatabase({ connectionString, schema, poolSize });
-    try {
-      const client = await db.pool.connect();
-      let report: MigrationReport;
-      try {
-        report = await migrate(client, schema);
-      } finally {
-        client.release();
-      }
-      // A success answer must mean a durable commit, whatever the server's default.
-      if (report.synchronousCommit === 'off') {
-        await db.close();
-        db = new PgDatabase({ connectionString, schema, poolSize, forceSynchronousCommit: true });
-      }
-      await db.query(bind(C.SECRET_INSERT, [CURSOR_SECRET_NAME, newCursorSecret()]));
-    } catch (error) {
-      await db.close().catch(() => undefined);
-      throw translatePgConnectError(error, pgTarget(connectionString, schema));
-    }
-    let cursorSecret: Buffer | undefined;
-    try {
-      cursorSecret = (await db.query<{ secret: Buffer }>(bind(C.SECRET_GET, [CURSOR_SECRET_NAME]))).rows[0]?.secret;
-    } catch (error) {
-      await db.close().catch(() => undefined);
-      throw translatePgError(error);
-    }
-    if (cursorSecret === undefined) {
-      await db.close();
-      throw new Error('store_secrets has no list cursor secret after inserting one');
-    }
-    return new PostgresStore(db, { connectionString, schema }, `lh_available_${schema}`.slice(0, 63), poolSize, cursorSecret, options.random ?? systemRandom);
+    const opened = await openDatabase(options);
+    const { db, connectionString, schema, poolSize, cursorSecret } = opened;
+    return new PostgresStore(db, { connectionString, schema }, poolSize, cursorSecret, options.random ?? systemRandom);
   }
 
   /** Drops a schema and everything in it (test isolation). */
@@ -196,12 +152,7 @@ export class PostgresStore implements Store {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    this.notifier.close();
-    this.finishedSender.close();
-    this.listeners.clear();
-    this.finished.clear();
-    await this.listener?.stop();
-    await this.finishedListener?.stop();
+    await this.watchers.close();
     await this.db.close();
   }
 
@@ -364,60 +315,20 @@ export class PostgresStore implements Store {
   }
 
   async stats(params: { readonly tenant: string }): Promise<TenantStats> {
-    const row = await this.one<{
-      counts: Record<string, number>;
-      mean_wait: number | null;
-      mean_run: number | null;
-      mean_completion: number | null;
-      mean_attempt_run: number | null;
-      oldest_age: number | null;
-      storage_bytes: number;
-      lease_expirations: number;
-    }>(C.STATS, [params.tenant]);
-    const counts = Object.fromEntries(JOB_STATUSES.map((s) => [s, Number(row.counts[s] ?? 0)])) as Record<JobStatus, number>;
-    return {
-      counts,
-      meanWaitMs: row.mean_wait,
-      meanRunMs: row.mean_run,
-      meanAttemptRunMs: row.mean_attempt_run,
-      meanTimeToCompletionMs: row.mean_completion,
-      leaseExpirations: row.lease_expirations,
-      oldestAvailableAgeMs: row.oldest_age === null ? null : Math.max(0, row.oldest_age),
-      storageBytes: row.storage_bytes,
-    };
+    return toTenantStats(await this.one<StatsRow>(C.STATS, [params.tenant]));
   }
 
   watchAvailable(listener: OnAvailable): () => void {
-    this.listeners.add(listener);
-    if (this.listener === null && !this.closed) {
-      this.listener = new AvailabilityListener({
-        clientConfig: clientConfig(this.options),
-        channel: this.channel,
-        onAvailable: (available) => this.wake(available),
-      });
-      void this.listener.start();
-    }
-    return () => {
-      this.listeners.delete(listener);
-    };
+    return this.watchers.watchAvailable(listener);
   }
 
   watchFinished(listener: FinishedListener): () => void {
-    const remove = this.finished.add(listener);
-    if (this.finishedListener === null && !this.closed) {
-      this.finishedListener = new FinishedListenerConnection({
-        clientConfig: clientConfig(this.options),
-        channel: this.finishedChannel,
-        onFinished: (job) => this.finished.emit(job === null ? null : [job]),
-      });
-      void this.finishedListener.start();
-    }
-    return remove;
+    return this.watchers.watchFinished(listener);
   }
 
   /** Resolves once the LISTEN that watchAvailable started is in effect (at once if nothing watches). */
   listening(): Promise<void> {
-    return this.listener?.ready ?? Promise.resolve();
+    return this.watchers.listening();
   }
 
   // --- helpers --------------------------------------------------------------
@@ -429,11 +340,6 @@ export class PostgresStore implements Store {
     return counts;
   }
 
-  /** NOTIFY channel of finished jobs (finished-channel.ts), one per schema like the availability channel. */
-  private get finishedChannel(): string {
-    return `lh_finished_${this.options.schema}`.slice(0, 63);
-  }
-
   private finishing<T extends readonly CompleteOutcome[]>(params: readonly CompleteParams[], outcomes: T): T;
   private finishing(params: readonly CompleteParams[], outcome: CompleteOutcome): CompleteOutcome;
   private finishing(params: readonly CompleteParams[], outcome: CompleteOutcome | readonly CompleteOutcome[]): CompleteOutcome | readonly CompleteOutcome[] {
@@ -441,11 +347,8 @@ export class PostgresStore implements Store {
     return outcome;
   }
 
-  /** Jobs ended here (after the commit): this process's watchers now, other coordinators' through NOTIFY. */
   private announceFinished(jobs: readonly FinishedJob[] | null): void {
-    if (jobs !== null && jobs.length === 0) return;
-    this.finished.emit(jobs);
-    this.finishedSender.add(jobs);
+    this.watchers.announceFinished(jobs);
   }
 
   private async insert(items: readonly PreparedEnqueue[]): Promise<readonly EnqueueOutcome[]> {
@@ -464,27 +367,13 @@ export class PostgresStore implements Store {
     return row;
   }
 
-  /** New work committed here: wake this process's waiters now, other coordinators' through NOTIFY. */
   private announce(jobs: readonly Availability[]): void {
-    for (const available of jobs) {
-      this.wake(available);
-      this.notifier.poke(available);
-    }
+    this.watchers.announceAvailable(jobs);
   }
 
   private announced<T>(result: Announced<T>): T {
     this.announce(result.wakes);
     return result.outcome;
-  }
-
-  private wake(available: Availability | null): void {
-    for (const listener of [...this.listeners]) {
-      try {
-        listener(available);
-      } catch {
-        // A listener's failure is its own; the others still need waking.
-      }
-    }
   }
 }
 

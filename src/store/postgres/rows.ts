@@ -6,9 +6,9 @@
  */
 
 import { storedJobError } from '../stored-job-error.js';
-import { isJobStatus, isRole, type JobStatus, type Role } from '../../core/states.js';
+import { isJobStatus, isRole, JOB_STATUSES, type JobStatus, type Role } from '../../core/states.js';
 import { ATTEMPT_OUTCOMES, type AttemptOutcome, type JobSnapshot } from '../../core/transitions.js';
-import type { ApiKeyRecord, AttemptRecord, Checkpoint, JobListItem, JobRecord, JobResult, KindRecord, LeasedJob } from '../store.js';
+import type { ApiKeyRecord, AttemptRecord, Checkpoint, JobListItem, JobRecord, JobResult, KindRecord, LeasedJob, TenantStats } from '../store.js';
 
 export interface JobRow {
   readonly id: string;
@@ -216,5 +216,31 @@ export function toKindRecord(row: KindRow): KindRecord {
     maxResultBytes: row.max_result_bytes,
     maxCheckpointBytes: row.max_checkpoint_bytes,
     updatedAt: row.updated_at,
+  };
+}
+
+/** The one row of C.STATS. */
+export interface StatsRow {
+  readonly counts: Record<string, number>;
+  readonly mean_wait: number | null;
+  readonly mean_run: number | null;
+  readonly mean_completion: number | null;
+  readonly mean_attempt_run: number | null;
+  readonly oldest_age: number | null;
+  readonly storage_bytes: number;
+  readonly lease_expirations: number;
+}
+
+export function toTenantStats(row: StatsRow): TenantStats {
+  const counts = Object.fromEntries(JOB_STATUSES.map((s) => [s, Number(row.counts[s] ?? 0)])) as Record<JobStatus, number>;
+  return {
+    counts,
+    meanWaitMs: row.mean_wait,
+    meanRunMs: row.mean_run,
+    meanAttemptRunMs: row.mean_attempt_run,
+    meanTimeToCompletionMs: row.mean_completion,
+    leaseExpirations: row.lease_expirations,
+    oldestAvailableAgeMs: row.oldest_age === null ? null : Math.max(0, row.oldest_age),
+    storageBytes: row.storage_bytes,
   };
 }
