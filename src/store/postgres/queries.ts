@@ -120,7 +120,7 @@ function leaseStatement(name: string, kindFilter: string): ReturnType<typeof nam
   );
 }
 
-export const JOB_LEASE_ANY_KIND = leaseStatement('lh_job_lease_any', '');
+export const JOB_LEASE_ANY_KIND = leaseStatement('lh_job_lease_any_kind', '');
 export const JOB_LEASE_KINDS = leaseStatement('lh_job_lease_kinds', ' AND kind = ANY($6::text[])');
 
 /**
