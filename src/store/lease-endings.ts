@@ -10,8 +10,8 @@
 import { JOB_FAILURE_CODES } from '../core/errors.js';
 import { expiryClassOf, failureClassOf } from '../core/failure-classes.js';
 import type { JobStatus } from '../core/states.js';
-import type { AttemptOutcome, ExpiryDecision, FailureDecision, ReconcileDecision, ResultSizeDecision } from '../core/transitions.js';
-import type { JobError, StoredJobError } from './store.js';
+import type { AttemptOutcome, CancelDecision, ExpiryDecision, FailureDecision, ReconcileDecision, ResultSizeDecision } from '../core/transitions.js';
+import type { CancelOutcome, JobError, JobRecord, StoredJobError } from './store.js';
 
 export interface Ending {
   readonly status: JobStatus;
@@ -79,6 +79,11 @@ export const QUEUED_DEADLINE: QueuedEnding = Object.freeze({ status: 'dead', out
 
 /** A cancel of a queued job (decideCancel's cancel_now). */
 export const CANCELLED_NOW: QueuedEnding = Object.freeze({ status: 'cancelled', outcome: null, lastError: queueError('cancelled'), attemptCode: null });
+
+/** A cancel's answer once its decision is applied, with the job as it now stands. */
+export function cancelOutcome(decision: Exclude<CancelDecision, { kind: 'already_terminal' }>, job: JobRecord): CancelOutcome {
+  return { kind: decision.kind === 'mark_running' ? 'cancel_requested' : 'cancelled', job };
+}
 
 /** An unknown job reconciled as succeeded or dead (a requeue is not an ending: it clears nothing). */
 export function reconcileEnding(decision: Extract<ReconcileDecision, { kind: 'succeeded' | 'dead' }>): QueuedEnding {

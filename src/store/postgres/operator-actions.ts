@@ -7,7 +7,7 @@
  */
 
 import { decideCancel, decideReconcile, decideRequeue } from '../../core/transitions.js';
-import { CANCELLED_NOW, QUEUED_DEADLINE, reconcileEnding } from '../lease-endings.js';
+import { CANCELLED_NOW, cancelOutcome, QUEUED_DEADLINE, reconcileEnding } from '../lease-endings.js';
 import {
   distinctAvailability,
   type Availability,
@@ -49,18 +49,10 @@ export async function cancelInTx(tx: TxClient, params: JobRef): Promise<CancelOu
   const row = await lockScoped(tx, params);
   if (row === undefined) return { kind: 'rejected', code: 'not_found' };
   const decision = decideCancel(toSnapshot(row));
-  switch (decision.kind) {
-    case 'already_terminal':
-      return { kind: 'rejected', code: 'invalid_state' };
-    case 'already_cancelled':
-      return { kind: 'cancelled', job: await reloadJob(tx, row) };
-    case 'cancel_now':
-      await expectOne(tx, Q.JOB_CANCEL_NOW, [row.id, ...endingColumns(CANCELLED_NOW)]);
-      return { kind: 'cancelled', job: await reloadJob(tx, row) };
-    case 'mark_running':
-      await expectOne(tx, Q.JOB_CANCEL_REQUEST, [row.id]);
-      return { kind: 'cancel_requested', job: await reloadJob(tx, row) };
-  }
+  if (decision.kind === 'already_terminal') return { kind: 'rejected', code: 'invalid_state' };
+  if (decision.kind === 'cancel_now') await expectOne(tx, Q.JOB_CANCEL_NOW, [row.id, ...endingColumns(CANCELLED_NOW)]);
+  else if (decision.kind === 'mark_running') await expectOne(tx, Q.JOB_CANCEL_REQUEST, [row.id]);
+  return cancelOutcome(decision, await reloadJob(tx, row));
 }
 
 export async function reconcileInTx(tx: TxClient, params: ReconcileParams): Promise<Announced<ReconcileOutcome>> {

@@ -17,42 +17,8 @@ import { canonicalJson } from '../../core/canonical-json.js';
 import { isJobId, newLeaseToken } from '../../core/ids.js';
 import { systemRandom, type Random } from '../../core/random.js';
 import { decideResultSize } from '../../core/transitions.js';
-import type {
-  ApiKeyInsertParams,
-  ApiKeyRecord,
-  AttemptRecord,
-  CancelOutcome,
-  CheckpointParams,
-  CompleteOutcome,
-  CompleteParams,
-  EnqueueOutcome,
-  EnqueueParams,
-  FailOutcome,
-  FailParams,
-  FinishedJob,
-  FinishedListener,
-  JobListParams,
-  JobPage,
-  JobRecord,
-  JobRef,
-  KindRecord,
-  KindUpsertParams,
-  LeasedJob,
-  LeaseParams,
-  ReapOutcome,
-  ReconcileOutcome,
-  ReconcileParams,
-  RenewOutcome,
-  RenewParams,
-  RequeueOutcome,
-  RequeueParams,
-  Store,
-  TenantStats,
-  TokenOutcome,
-  TokenParams,
-} from '../store.js';
-import type { Availability, AvailabilityListener as OnAvailable } from '../store.js';
-import { openCursor, sealCursor } from '../list-cursor.js';
+import type * as S from '../store.js';
+import { listPage, openCursor } from '../list-cursor.js';
 import { finishedByCompletion, finishedByFailure, finishedByOperator, reapFinishedSome } from '../finished-jobs.js';
 import { Watchers } from './availability.js';
 import * as C from './catalog-queries.js';
@@ -105,11 +71,11 @@ const ENQUEUE_BATCH = 500;
 /** How many expired leases one reaper transaction handles. */
 const REAP_BATCH = 500;
 
-export class PostgresStore implements Store {
+export class PostgresStore implements S.Store {
   readonly backend = 'postgres' as const;
   private readonly watchers: Watchers;
   /** Concurrent single enqueues share statements (and WAL flushes). */
-  private readonly enqueuer: StatementBatcher<PreparedEnqueue, EnqueueOutcome>;
+  private readonly enqueuer: StatementBatcher<PreparedEnqueue, S.EnqueueOutcome>;
   private closed = false;
 
   private constructor(
@@ -158,12 +124,12 @@ export class PostgresStore implements Store {
 
   // --- keys and kinds -------------------------------------------------------
 
-  async apiKeyInsert(params: ApiKeyInsertParams): Promise<ApiKeyRecord> {
+  async apiKeyInsert(params: S.ApiKeyInsertParams): Promise<S.ApiKeyRecord> {
     const values = [params.id, params.tenant, params.user, params.role, params.keyHash];
     return toApiKeyRecord(await this.one<ApiKeyRow>(C.API_KEY_INSERT, values));
   }
 
-  async apiKeyFindByHash(keyHash: string): Promise<ApiKeyRecord | null> {
+  async apiKeyFindByHash(keyHash: string): Promise<S.ApiKeyRecord | null> {
     const row = await this.first<ApiKeyRow>(C.API_KEY_BY_HASH, [keyHash]);
     return row === undefined ? null : toApiKeyRecord(row);
   }
@@ -172,7 +138,7 @@ export class PostgresStore implements Store {
     return (await this.first<{ id: string }>(C.API_KEY_REVOKE, [params.id])) !== undefined;
   }
 
-  async kindUpsert(params: KindUpsertParams): Promise<KindRecord> {
+  async kindUpsert(params: S.KindUpsertParams): Promise<S.KindRecord> {
     const schema = params.payloadSchema === undefined || params.payloadSchema === null ? null : canonicalJson(params.payloadSchema);
     const values = [
       params.tenant, params.kind, schema, params.maxPayloadBytes, params.maxAttempts, params.leaseMs,
@@ -181,51 +147,46 @@ export class PostgresStore implements Store {
     return toKindRecord(await this.one<KindRow>(C.KIND_UPSERT, values));
   }
 
-  async kindGet(params: { readonly tenant: string; readonly kind: string }): Promise<KindRecord | null> {
+  async kindGet(params: { readonly tenant: string; readonly kind: string }): Promise<S.KindRecord | null> {
     const row = await this.first<KindRow>(C.KIND_GET, [params.tenant, params.kind]);
     return row === undefined ? null : toKindRecord(row);
   }
 
-  async kindList(params: { readonly tenant: string }): Promise<readonly KindRecord[]> {
+  async kindList(params: { readonly tenant: string }): Promise<readonly S.KindRecord[]> {
     return (await this.db.query<KindRow>(bind(C.KIND_LIST, [params.tenant]))).rows.map(toKindRecord);
   }
 
   // --- enqueue and reads ----------------------------------------------------
 
-  async jobEnqueue(params: EnqueueParams): Promise<EnqueueOutcome> {
+  async jobEnqueue(params: S.EnqueueParams): Promise<S.EnqueueOutcome> {
     return this.enqueuer.submit(prepareEnqueue(params));
   }
 
-  async jobEnqueueMany(params: readonly EnqueueParams[]): Promise<readonly EnqueueOutcome[]> {
+  async jobEnqueueMany(params: readonly S.EnqueueParams[]): Promise<readonly S.EnqueueOutcome[]> {
     return this.insert(params.map(prepareEnqueue));
   }
 
-  async jobGet(params: JobRef): Promise<JobRecord | null> {
+  async jobGet(params: S.JobRef): Promise<S.JobRecord | null> {
     if (!isJobId(params.id)) return null;
     const row = await this.first<JobRow>(Q.JOB_GET, [params.id, params.scope.tenant, params.scope.owner ?? null]);
     return row === undefined ? null : toJobRecord(row);
   }
 
-  async jobList(params: JobListParams): Promise<JobPage> {
+  async jobList(params: S.JobListParams): Promise<S.JobPage> {
     const cursor = params.cursor === undefined ? null : openCursor(this.cursorSecret, params, params.cursor);
     const values = [params.scope.tenant, params.scope.owner ?? null, params.status ?? null, params.kind ?? null, cursor, params.limit + 1];
     const rows = (await this.db.query<JobListRow>(bindUnplanned(C.JOB_LIST, values))).rows;
-    const page = rows.slice(0, params.limit);
-    const last = page[page.length - 1];
-    return {
-      jobs: page.map(toJobListItem),
-      nextCursor: rows.length > params.limit && last !== undefined ? sealCursor(this.cursorSecret, params, last.seq) : null,
-    };
+    return listPage(this.cursorSecret, params, rows, toJobListItem);
   }
 
-  async jobAttempts(params: JobRef): Promise<readonly AttemptRecord[] | null> {
+  async jobAttempts(params: S.JobRef): Promise<readonly S.AttemptRecord[] | null> {
     if ((await this.jobGet(params)) === null) return null;
     return (await this.db.query<AttemptRow>(bind(C.ATTEMPT_LIST, [params.id]))).rows.map(toAttemptRecord);
   }
 
   // --- the lease protocol ---------------------------------------------------
 
-  async jobLease(params: LeaseParams): Promise<readonly LeasedJob[]> {
+  async jobLease(params: S.LeaseParams): Promise<readonly S.LeasedJob[]> {
     const due = await this.first<{ due: boolean }>(Q.DUE_PROBE, []);
     if (due?.due === true) await this.reap();
     const tokens = Array.from({ length: params.max }, () => newLeaseToken());
@@ -235,12 +196,12 @@ export class PostgresStore implements Store {
     return (await this.db.query<JobRow>(query)).rows.map(toLeasedJob);
   }
 
-  async jobRenew(params: RenewParams): Promise<RenewOutcome> {
+  async jobRenew(params: S.RenewParams): Promise<S.RenewOutcome> {
     if (!isJobId(params.id)) return { kind: 'rejected', code: 'not_found' };
     return renewLease(this.db, params);
   }
 
-  async jobComplete(params: CompleteParams): Promise<CompleteOutcome> {
+  async jobComplete(params: S.CompleteParams): Promise<S.CompleteOutcome> {
     if (!isJobId(params.id)) return { kind: 'rejected', code: 'not_found' };
     if (resultTooLarge(params)) {
       // Rare: the locked path decides first, then ends the job dead.
@@ -251,7 +212,7 @@ export class PostgresStore implements Store {
     return this.finishing([params], await completeOne(this.db, params));
   }
 
-  async jobCompleteMany(params: readonly CompleteParams[]): Promise<readonly CompleteOutcome[]> {
+  async jobCompleteMany(params: readonly S.CompleteParams[]): Promise<readonly S.CompleteOutcome[]> {
     if (params.length === 0) return [];
     // The common batch (each job once, every result within its limit) is one statement.
     const distinct = new Set(params.map((p) => p.id)).size === params.length;
@@ -260,7 +221,7 @@ export class PostgresStore implements Store {
     return this.finishing(params, await this.db.transaction((tx) => completeLockedInTx(tx, params)));
   }
 
-  async jobFail(params: FailParams): Promise<FailOutcome> {
+  async jobFail(params: S.FailParams): Promise<S.FailOutcome> {
     if (!isJobId(params.id)) return { kind: 'rejected', code: 'not_found' };
     const { outcome, kind } = await this.db.transaction((tx) => failInTx(tx, params, this.random));
     if (outcome.kind === 'failed' && outcome.status === 'queued' && !outcome.replayed) this.announce([{ tenant: params.tenant, kind }]);
@@ -268,38 +229,38 @@ export class PostgresStore implements Store {
     return outcome;
   }
 
-  async jobCheckpoint(params: CheckpointParams): Promise<TokenOutcome> {
+  async jobCheckpoint(params: S.CheckpointParams): Promise<S.TokenOutcome> {
     if (!isJobId(params.id)) return { kind: 'rejected', code: 'not_found' };
     return storeCheckpoint(this.db, params);
   }
 
-  async jobMarkEffectStarted(params: TokenParams): Promise<TokenOutcome> {
+  async jobMarkEffectStarted(params: S.TokenParams): Promise<S.TokenOutcome> {
     if (!isJobId(params.id)) return { kind: 'rejected', code: 'not_found' };
     return markEffectStarted(this.db, params);
   }
 
   // --- operator actions -----------------------------------------------------
 
-  async jobRequeue(params: RequeueParams): Promise<RequeueOutcome> {
+  async jobRequeue(params: S.RequeueParams): Promise<S.RequeueOutcome> {
     if (!isJobId(params.id)) return { kind: 'rejected', code: 'not_found' };
     return this.announced(await this.db.transaction((tx) => requeueInTx(tx, params)));
   }
 
-  async jobCancel(params: JobRef): Promise<CancelOutcome> {
+  async jobCancel(params: S.JobRef): Promise<S.CancelOutcome> {
     if (!isJobId(params.id)) return { kind: 'rejected', code: 'not_found' };
     const outcome = await this.db.transaction((tx) => cancelInTx(tx, params));
     this.announceFinished(finishedByOperator(params, outcome));
     return outcome;
   }
 
-  async jobReconcile(params: ReconcileParams): Promise<ReconcileOutcome> {
+  async jobReconcile(params: S.ReconcileParams): Promise<S.ReconcileOutcome> {
     if (!isJobId(params.id)) return { kind: 'rejected', code: 'not_found' };
     const outcome = this.announced(await this.db.transaction((tx) => reconcileInTx(tx, params)));
     this.announceFinished(finishedByOperator(params, outcome));
     return outcome;
   }
 
-  async jobReapExpired(): Promise<ReapOutcome> {
+  async jobReapExpired(): Promise<S.ReapOutcome> {
     const total = { requeued: 0, dead: 0, unknown: 0, cancelled: 0, deadlineExpired: 0 };
     // Bounded, so one call cannot run forever while leases keep expiring.
     for (let round = 0; round < 20; round++) {
@@ -314,15 +275,15 @@ export class PostgresStore implements Store {
     return total;
   }
 
-  async stats(params: { readonly tenant: string }): Promise<TenantStats> {
+  async stats(params: { readonly tenant: string }): Promise<S.TenantStats> {
     return toTenantStats(await this.one<StatsRow>(C.STATS, [params.tenant]));
   }
 
-  watchAvailable(listener: OnAvailable): () => void {
+  watchAvailable(listener: S.AvailabilityListener): () => void {
     return this.watchers.watchAvailable(listener);
   }
 
-  watchFinished(listener: FinishedListener): () => void {
+  watchFinished(listener: S.FinishedListener): () => void {
     return this.watchers.watchFinished(listener);
   }
 
@@ -340,18 +301,18 @@ export class PostgresStore implements Store {
     return counts;
   }
 
-  private finishing<T extends readonly CompleteOutcome[]>(params: readonly CompleteParams[], outcomes: T): T;
-  private finishing(params: readonly CompleteParams[], outcome: CompleteOutcome): CompleteOutcome;
-  private finishing(params: readonly CompleteParams[], outcome: CompleteOutcome | readonly CompleteOutcome[]): CompleteOutcome | readonly CompleteOutcome[] {
-    this.announceFinished(finishedByCompletion(params, Array.isArray(outcome) ? outcome : [outcome as CompleteOutcome]));
+  private finishing<T extends readonly S.CompleteOutcome[]>(params: readonly S.CompleteParams[], outcomes: T): T;
+  private finishing(params: readonly S.CompleteParams[], outcome: S.CompleteOutcome): S.CompleteOutcome;
+  private finishing(params: readonly S.CompleteParams[], outcome: S.CompleteOutcome | readonly S.CompleteOutcome[]): S.CompleteOutcome | readonly S.CompleteOutcome[] {
+    this.announceFinished(finishedByCompletion(params, Array.isArray(outcome) ? outcome : [outcome as S.CompleteOutcome]));
     return outcome;
   }
 
-  private announceFinished(jobs: readonly FinishedJob[] | null): void {
+  private announceFinished(jobs: readonly S.FinishedJob[] | null): void {
     this.watchers.announceFinished(jobs);
   }
 
-  private async insert(items: readonly PreparedEnqueue[]): Promise<readonly EnqueueOutcome[]> {
+  private async insert(items: readonly PreparedEnqueue[]): Promise<readonly S.EnqueueOutcome[]> {
     const inserted = await insertJobs(this.db, items);
     this.announce(inserted.available);
     return inserted.outcomes;
@@ -367,7 +328,7 @@ export class PostgresStore implements Store {
     return row;
   }
 
-  private announce(jobs: readonly Availability[]): void {
+  private announce(jobs: readonly S.Availability[]): void {
     this.watchers.announceAvailable(jobs);
   }
 
@@ -377,6 +338,6 @@ export class PostgresStore implements Store {
   }
 }
 
-function resultTooLarge(params: CompleteParams): boolean {
+function resultTooLarge(params: S.CompleteParams): boolean {
   return decideResultSize(params.result?.body.length ?? null, params.maxResultBytes).kind === 'too_large';
 }

@@ -8,7 +8,7 @@
  */
 
 import { decideCancel, decideLeaseExpiry, decideReconcile, decideRequeue } from '../../core/transitions.js';
-import { CANCELLED_NOW, expiryEnding, lastErrorColumns, QUEUED_DEADLINE, reconcileEnding } from '../lease-endings.js';
+import { CANCELLED_NOW, cancelOutcome, expiryEnding, lastErrorColumns, QUEUED_DEADLINE, reconcileEnding } from '../lease-endings.js';
 import type { Availability, CancelOutcome, JobRef, ReapOutcome, ReconcileOutcome, ReconcileParams, RequeueOutcome, RequeueParams } from '../store.js';
 import { endLease } from './lease-endings.js';
 import { expectOne, lockScoped, reloadJob } from './locked-rows.js';
@@ -29,18 +29,11 @@ export function cancelInTx(st: Statements, params: JobRef, now: number): CancelO
   const row = lockScoped(st, params);
   if (row === undefined) return { kind: 'rejected', code: 'not_found' };
   const decision = decideCancel(toSnapshot(row));
-  switch (decision.kind) {
-    case 'already_terminal':
-      return { kind: 'rejected', code: 'invalid_state' };
-    case 'already_cancelled':
-      return { kind: 'cancelled', job: reloadJob(st, row.seq) };
-    case 'cancel_now':
-      expectOne(st.jobCancelNow.run({ seq: row.seq, now, status: CANCELLED_NOW.status, ...lastErrorColumns(CANCELLED_NOW) }).changes);
-      return { kind: 'cancelled', job: reloadJob(st, row.seq) };
-    case 'mark_running':
-      expectOne(st.jobCancelRequest.run({ seq: row.seq }).changes);
-      return { kind: 'cancel_requested', job: reloadJob(st, row.seq) };
-  }
+  if (decision.kind === 'already_terminal') return { kind: 'rejected', code: 'invalid_state' };
+  if (decision.kind === 'cancel_now') {
+    expectOne(st.jobCancelNow.run({ seq: row.seq, now, status: CANCELLED_NOW.status, ...lastErrorColumns(CANCELLED_NOW) }).changes);
+  } else if (decision.kind === 'mark_running') expectOne(st.jobCancelRequest.run({ seq: row.seq }).changes);
+  return cancelOutcome(decision, reloadJob(st, row.seq));
 }
 
 export function reconcileInTx(st: Statements, params: ReconcileParams, now: number, available: Availability[]): ReconcileOutcome {

@@ -15,41 +15,9 @@ import { canonicalJson } from '../../core/canonical-json.js';
 import { systemClock, type Clock } from '../../core/clock.js';
 import { systemRandom, type Random } from '../../core/random.js';
 import { StoreUnavailableError } from '../../core/errors.js';
-import type {
-  ApiKeyInsertParams,
-  ApiKeyRecord,
-  AttemptRecord,
-  CancelOutcome,
-  CheckpointParams,
-  CompleteOutcome,
-  CompleteParams,
-  EnqueueOutcome,
-  EnqueueParams,
-  FailOutcome,
-  FailParams,
-  FinishedListener,
-  JobListParams,
-  JobPage,
-  JobRecord,
-  JobRef,
-  KindRecord,
-  KindUpsertParams,
-  LeasedJob,
-  LeaseParams,
-  ReapOutcome,
-  ReconcileOutcome,
-  ReconcileParams,
-  RenewOutcome,
-  RenewParams,
-  RequeueOutcome,
-  RequeueParams,
-  Store,
-  TenantStats,
-  TokenOutcome,
-  TokenParams,
-} from '../store.js';
-import { distinctAvailability, type Availability, type AvailabilityListener } from '../store.js';
-import { openCursor, sealCursor } from '../list-cursor.js';
+import type * as S from '../store.js';
+import { distinctAvailability } from '../store.js';
+import { listPage, openCursor } from '../list-cursor.js';
 import { finishedByCompletion, finishedByFailure, finishedByOperator, reapFinishedSome } from '../finished-jobs.js';
 import { Watchers } from './availability.js';
 import { enqueueInTx } from './enqueue.js';
@@ -61,22 +29,8 @@ import { completeInTx, failInTx } from './lease-endings.js';
 import { cancelInTx, reapInTx, reconcileInTx, requeueInTx } from './operator-actions.js';
 import type { Statements } from './queries.js';
 import { StatsReader } from './stats-reader.js';
-import {
-  toApiKeyRecord,
-  toAttemptRecord,
-  toJobListItem,
-  toJobRecord,
-  toKindRecord,
-  toLeasedJob,
-  toTenantStats,
-  type ApiKeyRow,
-  type AttemptRow,
-  type JobListRow,
-  type JobRow,
-  type JobWithResultRow,
-  type KindRow,
-  type LeasedRow,
-} from './rows.js';
+import { toApiKeyRecord, toAttemptRecord, toJobListItem, toJobRecord, toKindRecord, toLeasedJob, toTenantStats } from './rows.js';
+import type { ApiKeyRow, AttemptRow, JobListRow, JobRow, JobWithResultRow, KindRow, LeasedRow } from './rows.js';
 
 export interface SqliteStoreOptions {
   readonly path: string;
@@ -91,7 +45,7 @@ export interface SqliteStoreOptions {
   readonly readonly?: boolean;
 }
 
-export class SqliteStore implements Store {
+export class SqliteStore implements S.Store {
   readonly backend = 'sqlite' as const;
   private readonly statements: Statements;
   private readonly writer: GroupCommit;
@@ -140,14 +94,14 @@ export class SqliteStore implements Store {
 
   // --- keys and kinds -------------------------------------------------------
 
-  apiKeyInsert(params: ApiKeyInsertParams): Promise<ApiKeyRecord> {
+  apiKeyInsert(params: S.ApiKeyInsertParams): Promise<S.ApiKeyRecord> {
     return this.write((now) => {
       this.statements.apiKeyInsert.run({ ...params, now });
       return { ...params, createdAt: now, revokedAt: null };
     });
   }
 
-  async apiKeyFindByHash(keyHash: string): Promise<ApiKeyRecord | null> {
+  async apiKeyFindByHash(keyHash: string): Promise<S.ApiKeyRecord | null> {
     const row = this.read(() => this.statements.apiKeyByHash.get(keyHash) as ApiKeyRow | undefined);
     return row === undefined ? null : toApiKeyRecord(row);
   }
@@ -156,7 +110,7 @@ export class SqliteStore implements Store {
     return this.write((now) => this.statements.apiKeyRevoke.run(now, params.id).changes === 1);
   }
 
-  kindUpsert(params: KindUpsertParams): Promise<KindRecord> {
+  kindUpsert(params: S.KindUpsertParams): Promise<S.KindRecord> {
     return this.write((now) => {
       this.statements.kindUpsert.run({
         tenant: params.tenant,
@@ -176,27 +130,27 @@ export class SqliteStore implements Store {
     });
   }
 
-  async kindGet(params: { readonly tenant: string; readonly kind: string }): Promise<KindRecord | null> {
+  async kindGet(params: { readonly tenant: string; readonly kind: string }): Promise<S.KindRecord | null> {
     const row = this.read(() => this.statements.kindGet.get(params.tenant, params.kind) as KindRow | undefined);
     return row === undefined ? null : toKindRecord(row);
   }
 
-  async kindList(params: { readonly tenant: string }): Promise<readonly KindRecord[]> {
+  async kindList(params: { readonly tenant: string }): Promise<readonly S.KindRecord[]> {
     const rows = this.read(() => this.statements.kindList.all(params.tenant) as KindRow[]);
     return rows.map(toKindRecord);
   }
 
   // --- enqueue and reads ----------------------------------------------------
 
-  jobEnqueue(params: EnqueueParams): Promise<EnqueueOutcome> {
+  jobEnqueue(params: S.EnqueueParams): Promise<S.EnqueueOutcome> {
     return this.write((now) => enqueueInTx(this.statements, params, now), [{ tenant: params.tenant, kind: params.kind }]);
   }
 
-  jobEnqueueMany(params: readonly EnqueueParams[]): Promise<readonly EnqueueOutcome[]> {
+  jobEnqueueMany(params: readonly S.EnqueueParams[]): Promise<readonly S.EnqueueOutcome[]> {
     return this.write((now) => params.map((p) => enqueueInTx(this.statements, p, now)), distinctAvailability(params));
   }
 
-  async jobGet(params: JobRef): Promise<JobRecord | null> {
+  async jobGet(params: S.JobRef): Promise<S.JobRecord | null> {
     const row = this.read(
       () =>
         this.statements.jobGet.get({ id: params.id, tenant: params.scope.tenant, owner: params.scope.owner ?? null }) as
@@ -206,7 +160,7 @@ export class SqliteStore implements Store {
     return row === undefined ? null : toJobRecord(row);
   }
 
-  async jobList(params: JobListParams): Promise<JobPage> {
+  async jobList(params: S.JobListParams): Promise<S.JobPage> {
     const cursor = params.cursor === undefined ? null : openCursor(this.cursorSecret, params, params.cursor);
     const owner = params.scope.owner ?? null;
     const status = params.status ?? null;
@@ -223,15 +177,10 @@ export class SqliteStore implements Store {
           limit: params.limit + 1,
         }) as JobListRow[],
     );
-    const page = rows.slice(0, params.limit);
-    const last = page[page.length - 1];
-    return {
-      jobs: page.map(toJobListItem),
-      nextCursor: rows.length > params.limit && last !== undefined ? sealCursor(this.cursorSecret, params, last.seq) : null,
-    };
+    return listPage(this.cursorSecret, params, rows, toJobListItem);
   }
 
-  async jobAttempts(params: JobRef): Promise<readonly AttemptRecord[] | null> {
+  async jobAttempts(params: S.JobRef): Promise<readonly S.AttemptRecord[] | null> {
     return this.read(() => {
       const job = this.statements.jobGet.get({ id: params.id, tenant: params.scope.tenant, owner: params.scope.owner ?? null }) as
         | JobRow
@@ -243,7 +192,7 @@ export class SqliteStore implements Store {
 
   // --- the lease protocol ---------------------------------------------------
 
-  async jobLease(params: LeaseParams): Promise<readonly LeasedJob[]> {
+  async jobLease(params: S.LeaseParams): Promise<readonly S.LeasedJob[]> {
     let reapEnded = false;
     const leased = await this.writeAnnouncing((now, available) => {
       // Expired leases of every tenant are settled here (one indexed probe), so an expired job is claimable at once.
@@ -263,79 +212,79 @@ export class SqliteStore implements Store {
     return leased;
   }
 
-  jobRenew(params: RenewParams): Promise<RenewOutcome> {
+  jobRenew(params: S.RenewParams): Promise<S.RenewOutcome> {
     return this.write((now) => renewLease(this.statements, params, now));
   }
 
-  async jobComplete(params: CompleteParams): Promise<CompleteOutcome> {
+  async jobComplete(params: S.CompleteParams): Promise<S.CompleteOutcome> {
     const outcome = await this.write((now) => completeInTx(this.statements, params, now));
     this.watchers.announceFinished(finishedByCompletion([params], [outcome]));
     return outcome;
   }
 
-  async jobCompleteMany(params: readonly CompleteParams[]): Promise<readonly CompleteOutcome[]> {
+  async jobCompleteMany(params: readonly S.CompleteParams[]): Promise<readonly S.CompleteOutcome[]> {
     const outcomes = await this.write((now) => params.map((p) => completeInTx(this.statements, p, now)));
     this.watchers.announceFinished(finishedByCompletion(params, outcomes));
     return outcomes;
   }
 
-  async jobFail(params: FailParams): Promise<FailOutcome> {
+  async jobFail(params: S.FailParams): Promise<S.FailOutcome> {
     const outcome = await this.writeAnnouncing((now, available) => failInTx(this.statements, params, this.random, now, available));
     this.watchers.announceFinished(finishedByFailure(params, outcome));
     return outcome;
   }
 
-  jobCheckpoint(params: CheckpointParams): Promise<TokenOutcome> {
+  jobCheckpoint(params: S.CheckpointParams): Promise<S.TokenOutcome> {
     return this.write((now) => storeCheckpoint(this.statements, params, now));
   }
 
-  jobMarkEffectStarted(params: TokenParams): Promise<TokenOutcome> {
+  jobMarkEffectStarted(params: S.TokenParams): Promise<S.TokenOutcome> {
     return this.write((now) => markEffectStarted(this.statements, params, now));
   }
 
   // --- operator actions -----------------------------------------------------
 
-  jobRequeue(params: RequeueParams): Promise<RequeueOutcome> {
+  jobRequeue(params: S.RequeueParams): Promise<S.RequeueOutcome> {
     return this.writeAnnouncing((now, available) => requeueInTx(this.statements, params, now, available));
   }
 
-  async jobCancel(params: JobRef): Promise<CancelOutcome> {
+  async jobCancel(params: S.JobRef): Promise<S.CancelOutcome> {
     const outcome = await this.write((now) => cancelInTx(this.statements, params, now));
     this.watchers.announceFinished(finishedByOperator(params, outcome));
     return outcome;
   }
 
-  async jobReconcile(params: ReconcileParams): Promise<ReconcileOutcome> {
+  async jobReconcile(params: S.ReconcileParams): Promise<S.ReconcileOutcome> {
     const outcome = await this.writeAnnouncing((now, available) => reconcileInTx(this.statements, params, now, available));
     this.watchers.announceFinished(finishedByOperator(params, outcome));
     return outcome;
   }
 
-  async jobReapExpired(): Promise<ReapOutcome> {
+  async jobReapExpired(): Promise<S.ReapOutcome> {
     const counts = await this.writeAnnouncing((now, available) => reapInTx(this.statements, now, available));
     if (reapFinishedSome(counts)) this.watchers.announceFinished(null);
     return counts;
   }
 
   /** Scans every job of the tenant, so it runs on the reader thread's own connection, off the event loop (stats-reader.ts). */
-  async stats(params: { readonly tenant: string }): Promise<TenantStats> {
+  async stats(params: { readonly tenant: string }): Promise<S.TenantStats> {
     if (this.closed) throw new StoreUnavailableError('the job store is closed');
     const now = this.clock.now();
     return toTenantStats(await this.statsReader.read(params.tenant, now), now);
   }
 
-  watchAvailable(listener: AvailabilityListener): () => void {
+  watchAvailable(listener: S.AvailabilityListener): () => void {
     return this.watchers.watchAvailable(listener);
   }
 
-  watchFinished(listener: FinishedListener): () => void {
+  watchFinished(listener: S.FinishedListener): () => void {
     return this.watchers.watchFinished(listener);
   }
 
   // --- plumbing -------------------------------------------------------------
 
   /** `queuedJobs`: what the write makes available, announced as soon as it is queued (enqueue). */
-  private write<T>(operation: (now: number) => T, queuedJobs: readonly Availability[] = []): Promise<T> {
+  private write<T>(operation: (now: number) => T, queuedJobs: readonly S.Availability[] = []): Promise<T> {
     const promise = this.writer.run(operation);
     // Listeners hear of the write as soon as it is queued, not after its commit: a lease a woken
     // long poll asks for now is queued behind it, so it runs in the same transaction (or a later
@@ -350,8 +299,8 @@ export class SqliteStore implements Store {
    * reconcile or expiry reads the job's kind there); they are announced once it has committed.
    * The list is started afresh each time the operation runs (group commit may run it again alone).
    */
-  private writeAnnouncing<T>(operation: (now: number, available: Availability[]) => T): Promise<T> {
-    let available: Availability[] = [];
+  private writeAnnouncing<T>(operation: (now: number, available: S.Availability[]) => T): Promise<T> {
+    let available: S.Availability[] = [];
     const promise = this.writer.run((now) => {
       available = [];
       return operation(now, available);
