@@ -10,7 +10,7 @@
  * actions) locks the rows with SELECT … FOR UPDATE first.
  *
  * Long polls across coordinators wake through LISTEN/NOTIFY
- * (availability-listener.ts).
+ * (availability.ts).
  */
 
 import { canonicalJson } from '../../core/canonical-json.js';

@@ -220,7 +220,7 @@ export const JOB_END_LEASES = namedQuery(
    SELECT id::text AS id, tenant, status FROM moved`,
 );
 
-/** Checkpoint and effect marks need a live lease before the deadline (the store's withLiveLease rule). */
+/** Checkpoint and effect marks need a live lease before the deadline (decideLiveLeaseWrite's 'apply'). */
 const LIVE_LEASE_GUARD = `j.id = $1 AND j.tenant = $2 AND j.status = 'running' AND j.lease_token = $3
       AND j.lease_expires_at > now() AND (j.deadline_at IS NULL OR j.deadline_at > now())`;
 

@@ -43,7 +43,7 @@ export interface JobRow {
   request_hash: string;
 }
 
-/** The columns of SQL.jobSnapshot and SQL.jobsExpiredLeases. */
+/** The columns of SQL.jobLock and SQL.jobsExpiredLeases. */
 export type SnapshotRow = Pick<
   JobRow,
   | 'seq'

@@ -8,6 +8,12 @@
  * worker processes of an application): every write takes the database's write
  * lock with BEGIN IMMEDIATE and waits up to busyTimeoutMs for it, and changes
  * made by another process are noticed through PRAGMA data_version.
+ *
+ * The class holds the connection and delegates each operation to the module
+ * for its role, run inside the write transaction: enqueue.ts,
+ * guarded-statements.ts (renew, checkpoint, effect), lease-endings.ts
+ * (complete, fail) and operator-actions.ts (requeue, cancel, reconcile, the
+ * reaper) — the same files as the PostgreSQL backend's.
  */
 
 import type { Database as Db } from 'better-sqlite3';
