@@ -8,7 +8,7 @@
 import type { Role, JobStatus } from '../core/states.js';
 import type { AttemptOutcome, JobSnapshot } from '../core/transitions.js';
 import { storedJobError } from './stored-job-error.js';
-import type { ApiKeyRecord, AttemptRecord, Checkpoint, JobListItem, KindRecord, LeasedJob, ResultSummary } from './store.js';
+import type { ApiKeyRecord, AttemptRecord, JobListItem, KindRecord, LeasedJob, ResultSummary } from './store.js';
 
 export interface JobListColumns {
   readonly id: string;
@@ -103,22 +103,11 @@ export interface LeasedColumns {
   readonly deadline_at: number | null;
 }
 
-export function leasedJob(
-  row: LeasedColumns,
-  decoded: { readonly payload: unknown; readonly token: string; readonly leaseExpiresAt: number; readonly checkpoint: Checkpoint | null },
-): LeasedJob {
-  return {
-    id: row.id,
-    kind: row.kind,
-    payload: decoded.payload,
-    attempt: row.attempts,
-    maxAttempts: row.max_attempts,
-    epoch: row.epoch,
-    token: decoded.token,
-    leaseExpiresAt: decoded.leaseExpiresAt,
-    deadlineAt: row.deadline_at,
-    checkpoint: decoded.checkpoint,
-  };
+/** What a leased row holds in each backend's own form, decoded: the rest of a LeasedJob comes from LeasedColumns. */
+export type LeasedDecoded = Pick<LeasedJob, 'payload' | 'token' | 'leaseExpiresAt' | 'checkpoint'>;
+
+export function leasedJob(row: LeasedColumns, decoded: LeasedDecoded): LeasedJob {
+  return { ...decoded, id: row.id, kind: row.kind, attempt: row.attempts, maxAttempts: row.max_attempts, epoch: row.epoch, deadlineAt: row.deadline_at };
 }
 
 export interface AttemptColumns {
