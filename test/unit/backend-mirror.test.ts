@@ -9,6 +9,8 @@
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { JOB_FAILURE_CODES } from '../../src/core/errors.js';
+import { FAILURE_CLASS_NAMES } from '../../src/core/failure-classes.js';
 import { JOB_STATUSES, ROLES } from '../../src/core/states.js';
 import { ATTEMPT_OUTCOMES } from '../../src/core/transitions.js';
 import * as PgCatalog from '../../src/store/postgres/catalog-queries.js';
@@ -119,6 +121,23 @@ describe('the backend folders mirror each other', () => {
   it('name every PostgreSQL statement after its export', () => {
     for (const [name, query] of Object.entries({ ...PgQueries, ...PgCatalog })) {
       if (isNamedQuery(query)) expect((query as { name: string }).name, name).toBe(`lh_${name.toLowerCase()}`);
+    }
+  });
+
+  it('write no error code, message or failure class in SQL: the endings bind them (src/store/lease-endings.ts)', () => {
+    const texts: [string, string][] = [
+      ...Object.entries({ ...SQL, ...STATS_SQL }),
+      ...Object.entries({ ...PgQueries, ...PgCatalog }).flatMap(([name, query]) =>
+        isNamedQuery(query) ? [[name, (query as { text: string }).text] as [string, string]] : [],
+      ),
+    ];
+    expect(texts.length).toBe(sqliteQueries.length + postgresQueries.length);
+    for (const [name, text] of texts) {
+      expect(text, name).not.toMatch(/last_error_(code|message|class)\s*=\s*'/);
+      for (const message of Object.values(JOB_FAILURE_CODES)) expect(text, name).not.toContain(message);
+      for (const failureClass of FAILURE_CLASS_NAMES.filter((c) => !(JOB_STATUSES as readonly string[]).includes(c))) {
+        expect(text, name).not.toContain(`'${failureClass}'`);
+      }
     }
   });
 
