@@ -26,8 +26,8 @@ export interface Ending {
 /** An ending whose status is one a lease can end in (complete, fail, expiry). */
 export type LeaseEnding = Ending & { readonly status: 'succeeded' | 'queued' | 'dead' | 'cancelled' | 'unknown'; readonly outcome: AttemptOutcome };
 
-/** A queued job's ending; no attempt ends. */
-export type QueuedEnding = Ending & { readonly outcome: null };
+/** An ending that ends no attempt: a queued job's (deadline, cancel) or a reconcile's. */
+export type NoAttemptEnding = Ending & { readonly outcome: null };
 
 function queueError(code: keyof typeof JOB_FAILURE_CODES & StoredJobError['class']): StoredJobError {
   return { code, message: JOB_FAILURE_CODES[code], class: code };
@@ -75,10 +75,10 @@ export function expiryEnding(decision: ExpiryDecision): LeaseEnding {
 }
 
 /** A queued job whose deadline passed: dead, never leased again. */
-export const QUEUED_DEADLINE: QueuedEnding = Object.freeze({ status: 'dead', outcome: null, lastError: queueError('deadline_exceeded'), attemptCode: null });
+export const QUEUED_DEADLINE: NoAttemptEnding = Object.freeze({ status: 'dead', outcome: null, lastError: queueError('deadline_exceeded'), attemptCode: null });
 
 /** A cancel of a queued job (decideCancel's cancel_now). */
-export const CANCELLED_NOW: QueuedEnding = Object.freeze({ status: 'cancelled', outcome: null, lastError: queueError('cancelled'), attemptCode: null });
+export const CANCELLED_NOW: NoAttemptEnding = Object.freeze({ status: 'cancelled', outcome: null, lastError: queueError('cancelled'), attemptCode: null });
 
 /** A cancel's answer once its decision is applied, with the job as it now stands. */
 export function cancelOutcome(decision: Exclude<CancelDecision, { kind: 'already_terminal' }>, job: JobRecord): CancelOutcome {
@@ -86,7 +86,7 @@ export function cancelOutcome(decision: Exclude<CancelDecision, { kind: 'already
 }
 
 /** An unknown job reconciled as succeeded or dead (a requeue is not an ending: it clears nothing). */
-export function reconcileEnding(decision: Extract<ReconcileDecision, { kind: 'succeeded' | 'dead' }>): QueuedEnding {
+export function reconcileEnding(decision: Extract<ReconcileDecision, { kind: 'succeeded' | 'dead' }>): NoAttemptEnding {
   return decision.kind === 'succeeded'
     ? { status: 'succeeded', outcome: null, lastError: null, attemptCode: null }
     : { status: 'dead', outcome: null, lastError: queueError('reconciled_dead'), attemptCode: null };
