@@ -18,14 +18,14 @@
  *   every enqueue of that tenant on its row lock; stats sums instead.
  */
 
+import { OUTCOME_LIST, ROLE_LIST, STATUS_LIST } from '../schema-lists.js';
+
 export interface Migration {
   readonly version: number;
   readonly name: string;
   readonly sql: string;
 }
 
-const STATUS_LIST = "'queued','running','succeeded','dead','unknown','cancelled'";
-const OUTCOME_LIST = "'succeeded','failed','expired','cancelled','deadline'";
 
 /** Milliseconds since the epoch of a timestamptz, as the API shows them (sql-fragments.ts ms()). */
 const msOf = (expression: string): string => `floor(extract(epoch FROM ${expression}) * 1000)::bigint`;
@@ -249,7 +249,7 @@ CREATE TABLE api_keys (
   id         text        PRIMARY KEY,
   tenant     text        NOT NULL,
   user_name  text        NOT NULL,
-  role       text        NOT NULL CHECK (role IN ('producer', 'worker', 'admin')),
+  role       text        NOT NULL CHECK (role IN (${ROLE_LIST})),
   key_hash   text        NOT NULL UNIQUE,
   created_at timestamptz NOT NULL,
   revoked_at timestamptz

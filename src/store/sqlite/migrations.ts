@@ -5,14 +5,14 @@
  * triggers, so a bug in code cannot write a state the design forbids.
  */
 
+import { OUTCOME_LIST, ROLE_LIST, STATUS_LIST } from '../schema-lists.js';
+
 export interface Migration {
   readonly version: number;
   readonly name: string;
   readonly sql: string;
 }
 
-const STATUS_LIST = "'queued','running','succeeded','dead','unknown','cancelled'";
-const OUTCOME_LIST = "'succeeded','failed','expired','cancelled','deadline'";
 
 /**
  * What one job row adds to its (tenant, kind, status) counter row: the job
@@ -168,7 +168,7 @@ CREATE TABLE api_keys (
   id         TEXT    PRIMARY KEY,
   tenant     TEXT    NOT NULL,
   user_name  TEXT    NOT NULL,
-  role       TEXT    NOT NULL CHECK (role IN ('producer', 'worker', 'admin')),
+  role       TEXT    NOT NULL CHECK (role IN (${ROLE_LIST})),
   key_hash   TEXT    NOT NULL UNIQUE,
   created_at INTEGER NOT NULL,
   revoked_at INTEGER
