@@ -9,10 +9,8 @@
  * write its database; every other driver error is a bug.
  *
  * Every method that changes state does so in one transaction, and resolves
- * only after that transaction is durable.
- *
- * All times are integer milliseconds since the Unix epoch, taken from the
- * store's own clock (the database server's for PostgreSQL).
+ * only after that transaction is durable. All times are integer milliseconds
+ * since the Unix epoch, by the store's own clock (the server's for PostgreSQL).
  */
 
 import type { BackoffPolicy } from '../core/backoff.js';
