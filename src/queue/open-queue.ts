@@ -10,7 +10,7 @@
 import type { Database } from 'better-sqlite3';
 import type pg from 'pg';
 import type { Store } from '../store/store.js';
-import { Queue, type KindPayloads, type QueueSettings } from './queue.js';
+import { Queue, type KindPayloads, type QueueSettings, type TransactionalEnqueue } from './queue.js';
 
 export type OpenQueueOptions = QueueSettings &
   (
@@ -45,28 +45,36 @@ function connectionStringOf(pool: pg.Pool): string {
   return url.toString();
 }
 
-async function openPostgres(connectionString: string, schema: string | undefined): Promise<Store> {
-  const { PostgresStore } = await import('../store/postgres/postgres-store.js');
-  return PostgresStore.connect({ connectionString, ...(schema === undefined ? {} : { schema }) });
+interface Opened {
+  readonly store: Store;
+  readonly transactional: TransactionalEnqueue;
 }
 
-async function openSqlite(path: string): Promise<Store> {
+async function openPostgres(connectionString: string, schema: string | undefined): Promise<Opened> {
+  const { PostgresStore } = await import('../store/postgres/postgres-store.js');
+  const store = await PostgresStore.connect({ connectionString, ...(schema === undefined ? {} : { schema }) });
+  return { store, transactional: { pg: (client, params) => store.enqueueOnClient(client, params) } };
+}
+
+async function openSqlite(path: string): Promise<Opened> {
   const { SqliteStore } = await import('../store/sqlite/sqlite-store.js');
-  return SqliteStore.open({ path });
+  const store = SqliteStore.open({ path });
+  return { store, transactional: { sqlite: (db, params) => store.enqueueOnConnection(db, params) } };
 }
 
 export async function openQueue<Kinds extends KindPayloads = KindPayloads>(options: OpenQueueOptions): Promise<Queue<Kinds>> {
-  let store: Store;
+  let opened: Opened;
   if ('db' in options) {
-    store = POSTGRES_URL.test(options.db) ? await openPostgres(options.db, undefined) : await openSqlite(options.db);
+    opened = POSTGRES_URL.test(options.db) ? await openPostgres(options.db, undefined) : await openSqlite(options.db);
   } else if ('sqlite' in options) {
     if (options.sqlite.memory) throw new TypeError('openQueue needs a SQLite database in a file (the queue opens its own connections to it), not :memory:');
-    store = await openSqlite(options.sqlite.name);
+    opened = await openSqlite(options.sqlite.name);
   } else {
-    store = await openPostgres(connectionStringOf(options.pg), options.schema ?? 'leasehold');
+    opened = await openPostgres(connectionStringOf(options.pg), options.schema ?? 'leasehold');
   }
+  const { store } = opened;
   try {
-    return await Queue.over<Kinds>(store, options, () => store.close());
+    return await Queue.over<Kinds>(store, options, () => store.close(), opened.transactional);
   } catch (error) {
     await store.close();
     throw error;

@@ -27,7 +27,14 @@ import { createApiKey } from '../coordinator/api-keys.js';
 import type { Role } from '../core/states.js';
 import { createServices, type QueueServices } from '../coordinator/services.js';
 import type { Attempt, EnqueueBatchResult, Job, JobList, JobListQuery, Kind, KindDefinition, ReconcileOutcomeName, Stats } from '../protocol/schemas.js';
-import type { Store } from '../store/store.js';
+import type { EnqueueOutcome, EnqueueParams, Store } from '../store/store.js';
+import type { Database as SqliteHandle } from 'better-sqlite3';
+import type pg from 'pg';
+import { EnqueueRequest } from '../protocol/schemas.js';
+import { prepareEnqueueWith, requireIdempotencyKey } from '../coordinator/enqueue.js';
+import { describeValidationError } from '../coordinator/error-handler.js';
+import { validatorCompiler } from '../coordinator/validation.js';
+import { toWireJob } from '../coordinator/wire.js';
 
 /** Payload types by kind name; `Record<string, unknown>` accepts any kind and payload. */
 export type KindPayloads = Record<string, unknown>;
@@ -46,6 +53,21 @@ export type QueueJob<Kinds extends KindPayloads, Name extends keyof Kinds & stri
     readonly deadlineMs?: number;
   };
 }[Name];
+
+/** How the opened backend enqueues inside an application's own transaction (open-queue.ts builds it). */
+export interface TransactionalEnqueue {
+  readonly sqlite?: (db: SqliteHandle, params: EnqueueParams) => EnqueueOutcome;
+  readonly pg?: (client: pg.ClientBase, params: EnqueueParams) => Promise<EnqueueOutcome>;
+}
+
+function isSqliteHandle(tx: SqliteHandle | pg.ClientBase): tx is SqliteHandle {
+  return typeof (tx as SqliteHandle).prepare === 'function' && typeof (tx as SqliteHandle).inTransaction === 'boolean';
+}
+
+/** The enqueue body's schema, compiled as the coordinator compiles it for POST /jobs. */
+const validateEnqueueRequest = validatorCompiler()({ schema: EnqueueRequest, method: 'POST', url: '/jobs', httpPart: 'body' }) as ((value: unknown) => boolean) & {
+  errors?: Parameters<typeof describeValidationError>[0][] | null;
+};
 
 export interface QueueSettings {
   /** The tenant whose jobs this Queue enqueues and sees. Default 'default'. */
@@ -116,12 +138,20 @@ export class Queue<Kinds extends KindPayloads = KindPayloads> {
     private readonly producer: LeaseholdClient,
     private readonly admin: LeaseholdClient,
     private readonly closeStore: (() => Promise<void>) | undefined,
+    private readonly transactional: TransactionalEnqueue,
+    /** Who this Queue enqueues as, for the enqueues that do not go through its coordinator. */
+    private readonly principal: Principal,
   ) {
     this.workerClient = admin;
   }
 
   /** A Queue over an open store; `closeStore` runs at close() when the Queue owns the store. */
-  static async over<Kinds extends KindPayloads>(store: Store, settings: QueueSettings = {}, closeStore?: () => Promise<void>): Promise<Queue<Kinds>> {
+  static async over<Kinds extends KindPayloads>(
+    store: Store,
+    settings: QueueSettings = {},
+    closeStore?: () => Promise<void>,
+    transactional: TransactionalEnqueue = {},
+  ): Promise<Queue<Kinds>> {
     const tenant = settings.tenant ?? 'default';
     const input = settings.config ?? {};
     const config = resolveConfig(input);
@@ -138,7 +168,10 @@ export class Queue<Kinds extends KindPayloads = KindPayloads> {
     const app = await buildCoordinator({ store, logger: false, config: input, services, inProcessKeys: keys });
     await app.ready();
     const client = (apiKey: string): LeaseholdClient => new LeaseholdClient({ baseUrl: 'http://in-process', apiKey, dispatch: injector(app) });
-    return new Queue<Kinds>(store, tenant, settings.owner, app, services, config, client(settings.owner === undefined ? adminKey : producerKey), client(adminKey), closeStore);
+    // An enqueue inside the application's transaction cannot wait: it uses the kinds as last loaded.
+    await services.ctx.kinds.forTenant(tenant);
+    const enqueuer = keys.get(settings.owner === undefined ? adminKey : producerKey) as Principal;
+    return new Queue<Kinds>(store, tenant, settings.owner, app, services, config, client(settings.owner === undefined ? adminKey : producerKey), client(adminKey), closeStore, transactional, enqueuer);
   }
 
   /** POST /jobs: the job as stored (the existing one for a replayed key). */
@@ -146,6 +179,44 @@ export class Queue<Kinds extends KindPayloads = KindPayloads> {
     const { idempotencyKey, runAfter, ...request } = job;
     const body = { ...request, ...(runAfter === undefined ? {} : { runAfter: runAfter instanceof Date ? runAfter.toISOString() : runAfter }) };
     return (await rethrowing(this.producer.enqueue(body as Parameters<LeaseholdClient['enqueue']>[0], { idempotencyKey }))).job;
+  }
+
+  /**
+   * Enqueues inside the application's own transaction, so the job exists if and only if that transaction
+   * commits (a rollback leaves no job and no reserved idempotency key). With better-sqlite3, `tx` is the
+   * application's Database on the same file, called inside its `db.transaction(() => …)`, and the call is
+   * synchronous. With pg, `tx` is the client of the application's `BEGIN … COMMIT` on the same database,
+   * and the call returns a promise. The same rules as enqueue(); the kind rules and the backpressure
+   * snapshot are those last loaded (at most `kindCacheMs` and `statsCacheMs` old), since it cannot wait.
+   */
+  enqueueInTransaction(tx: SqliteHandle, job: QueueJob<Kinds>): Job;
+  enqueueInTransaction(tx: pg.ClientBase, job: QueueJob<Kinds>): Promise<Job>;
+  enqueueInTransaction(tx: SqliteHandle | pg.ClientBase, job: QueueJob<Kinds>): Job | Promise<Job> {
+    const params = this.prepareHere(job);
+    if (isSqliteHandle(tx)) {
+      if (this.transactional.sqlite === undefined) throw new TypeError('this Queue is not on SQLite: pass the pg client of your transaction');
+      return this.answer(this.transactional.sqlite(tx, params));
+    }
+    if (this.transactional.pg === undefined) throw new TypeError('this Queue is not on PostgreSQL: pass the better-sqlite3 Database of your transaction');
+    return this.transactional.pg(tx, params).then((outcome) => this.answer(outcome));
+  }
+
+  /** What POST /jobs checks before the store, here and synchronously. */
+  private prepareHere(job: QueueJob<Kinds>): EnqueueParams {
+    const { idempotencyKey, runAfter, ...fields } = job;
+    const request = { ...fields, ...(runAfter === undefined ? {} : { runAfter: runAfter instanceof Date ? runAfter.toISOString() : runAfter }) };
+    if (!validateEnqueueRequest(request)) throw new LeaseholdError('invalid_request', describeValidationError(validateEnqueueRequest.errors?.[0] ?? undefined, 'job'));
+    const key = requireIdempotencyKey(idempotencyKey);
+    const kinds = this.services.ctx.kinds.loadedForTenant(this.tenant);
+    if (kinds === undefined) throw new LeaseholdError('store_unavailable', 'the kinds of this tenant are not loaded yet; retry');
+    const params = prepareEnqueueWith(kinds, this.services.ctx, this.principal, request as EnqueueRequest, key);
+    this.services.ctx.backpressure.checkSnapshot(this.tenant, 1, params.payloadBytes);
+    return params;
+  }
+
+  private answer(outcome: EnqueueOutcome): Job {
+    if (outcome.kind === 'conflict') throw new LeaseholdError('idempotency_conflict', 'this Idempotency-Key was already used with a different request body');
+    return toWireJob(outcome.job);
   }
 
   /** POST /jobs/batch: up to 1,000 jobs in one transaction; one result per job, in order. */

@@ -13,6 +13,7 @@ import { AvailabilityListener } from './availability-listener.js';
 import { CoalescedNotifier } from './coalesced-notifier.js';
 import { clientConfig, type PgDatabase } from './database.js';
 import { FinishedListenerConnection, FinishedSender } from './finished-channel.js';
+import { availabilityPayload } from './coalesced-notifier.js';
 import * as Q from './queries.js';
 import { bind } from './sql-fragments.js';
 
@@ -36,6 +37,11 @@ export class Watchers {
     this.finishedChannel = `lh_finished_${connection.schema}`.slice(0, 63);
     this.notifier = new CoalescedNotifier((payloads) => db.query(bind(Q.NOTIFY, [this.availableChannel, payloads])));
     this.finishedSender = new FinishedSender((payloads) => db.query(bind(Q.NOTIFY_FINISHED, [this.finishedChannel, payloads])));
+  }
+
+  /** The NOTIFY of these jobs as a statement for someone else's transaction, delivered only if it commits. */
+  availableNotification(jobs: readonly Availability[]): { readonly text: string; readonly values: unknown[] } {
+    return { text: Q.NOTIFY.text, values: [this.availableChannel, jobs.map((job) => availabilityPayload(job))] };
   }
 
   watchAvailable(listener: OnAvailable): () => void {

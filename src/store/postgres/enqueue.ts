@@ -54,7 +54,7 @@ export interface InsertedJobs {
   readonly available: readonly Availability[];
 }
 
-export async function insertJobs(db: PgDatabase, items: readonly PreparedEnqueue[]): Promise<InsertedJobs> {
+export async function insertJobs(db: Pick<PgDatabase, 'query'>, items: readonly PreparedEnqueue[]): Promise<InsertedJobs> {
   if (items.length === 0) return { outcomes: [], available: [] };
   crashPoint('enqueue.before-commit');
   const ids = items.map(() => newJobId());

@@ -13,6 +13,7 @@
  * (availability.ts).
  */
 
+import type pg from 'pg';
 import { canonicalJson } from '../../core/canonical-json.js';
 import { isJobId, newLeaseToken } from '../../core/ids.js';
 import { systemRandom, type Random } from '../../core/random.js';
@@ -78,6 +79,8 @@ export class PostgresStore implements S.Store {
   private readonly enqueuer: StatementBatcher<PreparedEnqueue, S.EnqueueOutcome>;
   private closed = false;
 
+  private readonly schema: string;
+
   private constructor(
     private readonly db: PgDatabase,
     connection: { readonly connectionString: string; readonly schema: string },
@@ -86,6 +89,7 @@ export class PostgresStore implements S.Store {
     private readonly cursorSecret: Buffer,
     private readonly random: Random,
   ) {
+    this.schema = connection.schema;
     this.watchers = new Watchers(db, connection);
     // Half the pool, so batched enqueues leave connections for leases and completions.
     this.enqueuer = new StatementBatcher((items) => this.insert(items), Math.max(1, Math.floor(poolSize / 2)), ENQUEUE_BATCH);
@@ -314,6 +318,27 @@ export class PostgresStore implements S.Store {
 
   private announceFinished(jobs: readonly S.FinishedJob[] | null): void {
     this.watchers.announceFinished(jobs);
+  }
+
+  /**
+   * Enqueue inside the application's own transaction on its own connection (a library Queue's
+   * enqueueInTransaction): the job, its reserved key and its NOTIFY exist only if that transaction commits.
+   * The statements run with this store's schema as the transaction's search_path, set back afterwards.
+   */
+  async enqueueOnClient(client: pg.ClientBase, params: S.EnqueueParams): Promise<S.EnqueueOutcome> {
+    const previous = (await client.query<{ search_path: string }>('SHOW search_path')).rows[0]?.search_path ?? 'public';
+    await client.query(`SELECT set_config('search_path', $1, true)`, [this.schema]);
+    try {
+      // Unnamed statements: a statement prepared on the application's connection must not outlive this search_path.
+      const onClient = { query: <R extends pg.QueryResultRow>(config: pg.QueryConfig) => client.query<R>({ text: config.text, ...(config.values === undefined ? {} : { values: config.values }) }) };
+      const inserted = await insertJobs(onClient, [prepareEnqueue(params)]);
+      if (inserted.available.length > 0) await client.query(this.watchers.availableNotification(inserted.available));
+      const [outcome] = inserted.outcomes;
+      if (outcome === undefined) throw new Error('an enqueue returned no outcome');
+      return outcome;
+    } finally {
+      await client.query(`SELECT set_config('search_path', $1, true)`, [previous]);
+    }
   }
 
   private async insert(items: readonly PreparedEnqueue[]): Promise<readonly S.EnqueueOutcome[]> {

@@ -59,15 +59,22 @@ export class Watchers {
   private startPolling(): void {
     if (this.pollTimer !== null || this.closed) return;
     this.dataVersion = this.version();
-    this.pollTimer = setInterval(() => {
-      const version = this.version();
-      if (version !== this.dataVersion) {
-        this.dataVersion = version;
-        this.announceAvailable(null);
-        this.finished.emit(null);
-      }
-    }, this.pollMs);
+    this.pollTimer = setInterval(() => this.noticeOtherCommits(), this.pollMs);
     this.pollTimer.unref();
+  }
+
+  /**
+   * Wakes the watchers if another connection committed since the last look: called by the poll timer,
+   * and right after an application's own transaction that enqueued (so its job wakes a worker at once).
+   */
+  noticeOtherCommits(): void {
+    if (this.pollTimer === null) return;
+    const version = this.version();
+    if (version !== this.dataVersion) {
+      this.dataVersion = version;
+      this.announceAvailable(null);
+      this.finished.emit(null);
+    }
   }
 
   private stopPollingIfIdle(): void {

@@ -5,7 +5,7 @@
  * group-commit writer and the database's list cursor secret.
  */
 
-import Database, { type Database as Db } from 'better-sqlite3';
+import Database, { type Database as Db, type Statement } from 'better-sqlite3';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { Clock } from '../../core/clock.js';
@@ -40,6 +40,25 @@ export function openDatabase(options: DatabaseOptions): Db {
   } catch (error) {
     throw translate(error);
   }
+}
+
+/**
+ * The statements of SQL on someone else's connection to the store's file (an application's own handle),
+ * each prepared the first time it is used, so only what is used is prepared there.
+ */
+export function lazyStatements(db: Db): Statements {
+  const prepared = new Map<string, Statement>();
+  return new Proxy({} as Statements, {
+    get(_target, name) {
+      if (typeof name !== 'string' || !Object.hasOwn(SQL, name)) return undefined;
+      let statement = prepared.get(name);
+      if (statement === undefined) {
+        statement = db.prepare(SQL[name as keyof typeof SQL]);
+        prepared.set(name, statement);
+      }
+      return statement;
+    },
+  });
 }
 
 export function prepareStatements(db: Db): Statements {

@@ -10,6 +10,8 @@ import { newJobId } from '../../core/ids.js';
 import type { EnqueueOutcome, EnqueueParams, JobRecord } from '../store.js';
 import { reloadJobById } from './locked-rows.js';
 import type { Statements } from './queries.js';
+import { lazyStatements } from './database.js';
+import type { Database as Db } from 'better-sqlite3';
 
 export function enqueueInTx(st: Statements, params: EnqueueParams, now: number): EnqueueOutcome {
   const existing = st.jobByIdempotencyKey.get(params.tenant, params.owner, params.idempotencyKey) as
@@ -67,4 +69,21 @@ export function enqueueInTx(st: Statements, params: EnqueueParams, now: number):
     result: null,
   };
   return { kind: 'created', job };
+}
+
+const onConnections = new WeakMap<Db, Statements>();
+
+/**
+ * Enqueue on an application's own connection to the store's file, inside the transaction it has open
+ * (a library Queue's enqueueInTransaction): the job and its reserved key exist only if that transaction
+ * commits. Synchronous, as better-sqlite3 transactions are.
+ */
+export function enqueueOnConnection(db: Db, params: EnqueueParams, now: number): EnqueueOutcome {
+  if (!db.inTransaction) throw new TypeError('enqueueInTransaction must be called inside the application\u2019s transaction (db.transaction(() => …))');
+  let statements = onConnections.get(db);
+  if (statements === undefined) {
+    statements = lazyStatements(db);
+    onConnections.set(db, statements);
+  }
+  return enqueueInTx(statements, params, now);
 }

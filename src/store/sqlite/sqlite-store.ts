@@ -26,7 +26,7 @@ import { distinctAvailability } from '../store.js';
 import { listPage, openCursor } from '../list-cursor.js';
 import { finishedByCompletion, finishedByFailure, finishedByOperator, reapFinishedSome } from '../finished-jobs.js';
 import { Watchers } from './availability.js';
-import { enqueueInTx } from './enqueue.js';
+import { enqueueInTx, enqueueOnConnection } from './enqueue.js';
 import { groupCommitWriter, loadCursorSecret, openDatabase, prepareStatements } from './database.js';
 import { translate } from './errors.js';
 import type { GroupCommit } from './group-commit.js';
@@ -98,6 +98,16 @@ export class SqliteStore implements S.Store {
 
   queueWaitMs(): number {
     return this.writer.oldestWaitMs();
+  }
+
+  /**
+   * Enqueue inside an application's own transaction on its own handle to this file (enqueue.ts); once the
+   * transaction has committed (better-sqlite3 commits before the next turn), this store's watchers hear of it.
+   */
+  enqueueOnConnection(db: Db, params: S.EnqueueParams): S.EnqueueOutcome {
+    const outcome = enqueueOnConnection(db, params, this.clock.now());
+    setImmediate(() => this.watchers.noticeOtherCommits());
+    return outcome;
   }
 
   async close(): Promise<void> {
