@@ -32,9 +32,13 @@ import { registerJobActionRoutes } from './routes/job-actions.js';
 import { registerJobRoutes } from './routes/jobs.js';
 import { registerKindRoutes } from './routes/kinds.js';
 import { registerLeaseRoutes } from './routes/lease.js';
+import { registerMetricsRoutes } from './routes/metrics.js';
 import { registerSystemRoutes } from './routes/system.js';
 import { validatorCompiler } from './validation.js';
 import { logRedaction } from '../core/log-redaction.js';
+import { JobEvents } from './job-events.js';
+import { CoordinatorMetrics } from './metrics.js';
+import { installRequestObservation, requestIdOf } from './request-observation.js';
 
 export interface CoordinatorOptions {
   readonly store: Store;
@@ -55,6 +59,7 @@ export function registerRoutes(app: CoordinatorApp, ctx: RouteContext): void {
   registerCompletionRoutes(app, ctx);
   registerKindRoutes(app, ctx);
   registerSystemRoutes(app, ctx);
+  registerMetricsRoutes(app, ctx);
 }
 
 /** Parked GET /jobs/{id}?waitMs requests per tenant before the next answers 503 overloaded (docs/DESIGN.md). */
@@ -77,7 +82,9 @@ export async function buildCoordinator(options: CoordinatorOptions): Promise<Fas
     // Fastify's own 503-on-closing body is not our error shape; requests that still arrive on open
     // connections while closing are served normally (the store outlives the app) with Connection: close.
     return503OnClosing: false,
+    // X-Request-Id when valid, else a fresh id (request-observation.ts); every request log line carries it as reqId.
     requestIdHeader: false,
+    genReqId: requestIdOf,
     // Errors Fastify raises before routing (a malformed URL) get the same body as every other error.
     frameworkErrors: (error, _request, reply) => {
       sendError(reply, toHttpError(error));
@@ -104,9 +111,11 @@ export async function buildCoordinator(options: CoordinatorOptions): Promise<Fas
   app.server.headersTimeout = config.headersTimeoutMs;
   // The order of the onRequest hooks: unrouted requests and bad keys are answered (Connection: close)
   // before admission, so they never hold a slot; nothing reads a body before admission has decided.
+  const metrics = new CoordinatorMetrics();
+  installRequestObservation(app, metrics);
   installHostHeaderCheck(app);
   installUnroutedAnswer(app, methods);
-  installAuth(app, { store: options.store, cacheMs: config.authCacheMs });
+  installAuth(app, { store: options.store, cacheMs: config.authCacheMs, scrapeToken: config.metricsToken });
   installAdmission(app, config);
 
   await app.register(swagger, {
@@ -131,13 +140,15 @@ export async function buildCoordinator(options: CoordinatorOptions): Promise<Fas
     waiters,
     finishWaiters,
     backpressure: new Backpressure(options.store, config.backpressure),
+    metrics,
+    events: new JobEvents(metrics),
   };
   installCheckpointLimit(app, ctx);
   registerRoutes(app, ctx);
 
   // The store announces every job that becomes available (the reaper's requeues too) with its tenant and kind.
   const unwatch = options.store.watchAvailable((available) => waiters.notify(available));
-  const reaper = startReaper({ store: options.store, intervalMs: config.reaperIntervalMs, log: app.log });
+  const reaper = startReaper({ store: options.store, intervalMs: config.reaperIntervalMs, log: app.log, events: ctx.events });
 
   // preClose runs before the server stops accepting: parked long polls answer 204 instead of holding close() open.
   app.addHook('preClose', async () => {
@@ -147,6 +158,7 @@ export async function buildCoordinator(options: CoordinatorOptions): Promise<Fas
   });
   app.addHook('onClose', async () => {
     unwatch();
+    metrics.close();
     await ctx.kinds.close();
   });
 

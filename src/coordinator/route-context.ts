@@ -13,7 +13,9 @@ import type { Backpressure } from './backpressure.js';
 import type { CoordinatorConfig } from './config.js';
 import type { KindRegistry } from './kind-registry.js';
 import type { FinishWaiters } from './finish-waiters.js';
+import type { JobEvents } from './job-events.js';
 import type { LeaseWaiters } from './lease-waiters.js';
+import type { CoordinatorMetrics } from './metrics.js';
 
 export type CoordinatorApp = FastifyInstance<Server, IncomingMessage, ServerResponse, FastifyBaseLogger, TypeBoxTypeProvider>;
 
@@ -25,6 +27,9 @@ export interface RouteContext {
   /** Parked GET /jobs/{id}?waitMs requests. */
   readonly finishWaiters: FinishWaiters;
   readonly backpressure: Backpressure;
+  readonly metrics: CoordinatorMetrics;
+  /** Counts and logs the transitions the routes apply (job-events.ts). */
+  readonly events: JobEvents;
 }
 
 /** The error body, without the `$id` of the protocol schema so it can be inlined in every route. */

@@ -85,3 +85,5 @@ export const STATS = namedQuery(
      (SELECT coalesce(max(lease_expirations), 0) FROM tenant_counters WHERE tenant = $1)::float8 AS lease_expirations
    FROM jobs j WHERE j.tenant = $1`,
 );
+
+export const DATABASE_SIZE = namedQuery('lh_database_size', `SELECT pg_database_size(current_database())::float8 AS bytes`);

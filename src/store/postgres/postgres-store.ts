@@ -389,6 +389,10 @@ export class PostgresStore implements Store {
     return total;
   }
 
+  async databaseSize(): Promise<number> {
+    return (await this.one<{ bytes: number }>(C.DATABASE_SIZE, [])).bytes;
+  }
+
   async stats(params: { readonly tenant: string }): Promise<TenantStats> {
     const row = await this.one<{
       counts: Record<string, number>;

@@ -141,6 +141,7 @@ export function toLeasedJob(row: JobRow): LeasedJob {
     leaseExpiresAt: row.lease_expires_at,
     deadlineAt: row.deadline_at,
     checkpoint: toCheckpoint(row),
+    availableAt: row.run_after,
   };
 }
 

@@ -348,6 +348,7 @@ export class SqliteStore implements Store {
           token: row.lease_token,
           leaseExpiresAt: row.lease_expires_at,
           deadlineAt: row.deadline_at,
+          availableAt: row.run_after,
           checkpoint:
             row.checkpoint_step === null
               ? null
@@ -521,6 +522,10 @@ export class SqliteStore implements Store {
     if (this.closed) throw new StoreUnavailableError('the job store is closed');
     const now = this.clock.now();
     return toTenantStats(await this.statsReader.read(params.tenant, now), now);
+  }
+
+  async databaseSize(): Promise<number> {
+    return this.read(() => (this.statements.databaseSize.get() as { bytes: number }).bytes);
   }
 
   watchAvailable(listener: AvailabilityListener): () => void {
