@@ -51,6 +51,8 @@ function startProxy(target: string): Promise<Server> {
       answer.on('end', () => res.end());
     });
     upstream.on('error', () => res.destroy());
+    // A client gone (the worker stopped) ends its upstream request too, so no long poll of it lingers at the coordinator.
+    res.on('close', () => upstream.destroy());
     req.pipe(upstream);
   });
   return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(server)));
@@ -141,8 +143,9 @@ it('no token, key, payload or result appears in either process, through full cyc
   expect((await call('POST', `/jobs/${permanent.id}/requeue`, cluster.keys.admin, {}, { 'x-request-id': REQUEST_ID })).status).toBe(200);
   await until(permanent.id, 'dead');
   await worker.stop('SIGTERM');
+  proxy.closeAllConnections();
 
-  // Expiries the reaper applies (nobody else leases now): dead on the last attempt, unknown after an effect.
+  // Expiries the reaper applies (nobody leases now: a lease would apply them inside its own transaction, unlogged): dead on the last attempt, unknown after an effect.
   const expiring = await enqueue('expire', { maxAttempts: 1 });
   const effectExpiring = await enqueue('expire-effect', { maxAttempts: 1 });
   const leased = await call('POST', '/lease', cluster.keys.worker, { workerId: 'test-leaser', kinds: ['expire', 'expire-effect'], leaseMs: 100, max: 2 });
