@@ -28,9 +28,11 @@ import { registerJobActionRoutes } from './routes/job-actions.js';
 import { registerJobRoutes } from './routes/jobs.js';
 import { registerKindRoutes } from './routes/kinds.js';
 import { registerLeaseRoutes } from './routes/lease.js';
+import { registerMetricsRoutes } from './routes/metrics.js';
 import { registerSystemRoutes } from './routes/system.js';
 import { validatorCompiler } from './validation.js';
 import { logRedaction } from '../core/log-redaction.js';
+import { installRequestObservation, requestIdOf } from './request-observation.js';
 
 export interface CoordinatorOptions {
   readonly store: Store;
@@ -55,6 +57,7 @@ export function registerRoutes(app: CoordinatorApp, ctx: RouteContext): void {
   registerCompletionRoutes(app, ctx);
   registerKindRoutes(app, ctx);
   registerSystemRoutes(app, ctx);
+  registerMetricsRoutes(app, ctx);
 }
 
 export { MAX_FINISH_WAITS_PER_TENANT } from './services.js';
@@ -85,11 +88,17 @@ export async function installApi(app: CoordinatorApp, options: ApiOptions): Prom
   installErrorHandling(app, methods);
   // The order of the onRequest hooks: unrouted requests and bad keys are answered (Connection: close)
   // before admission, so they never hold a slot; nothing reads a body before admission has decided.
+  installRequestObservation(app, ctx.metrics);
   if (options.standalone) {
     installHostHeaderCheck(app);
     installUnroutedAnswer(app, methods);
   }
-  installAuth(app, { store: options.store, cacheMs: config.authCacheMs, ...(options.inProcessKeys === undefined ? {} : { inProcessKeys: options.inProcessKeys }) });
+  installAuth(app, {
+    store: options.store,
+    cacheMs: config.authCacheMs,
+    scrapeToken: config.metricsToken,
+    ...(options.inProcessKeys === undefined ? {} : { inProcessKeys: options.inProcessKeys }),
+  });
   installAdmission(app, config, () => options.store.queueWaitMs());
 
   if (options.standalone) {
@@ -128,7 +137,9 @@ export async function buildCoordinator(options: CoordinatorOptions): Promise<Fas
     // Fastify's own 503-on-closing body is not our error shape; requests that still arrive on open
     // connections while closing are served normally (the store outlives the app) with Connection: close.
     return503OnClosing: false,
+    // X-Request-Id when valid, else a fresh id (request-observation.ts); every request log line carries it as reqId.
     requestIdHeader: false,
+    genReqId: requestIdOf,
     // Errors Fastify raises before routing (a malformed URL) get the same body as every other error.
     frameworkErrors: (error, _request, reply) => {
       sendError(reply, toHttpError(error));

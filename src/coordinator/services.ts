@@ -13,6 +13,8 @@ import type { CoordinatorConfig } from './config.js';
 import { FinishWaiters } from './finish-waiters.js';
 import { KindRegistry } from './kind-registry.js';
 import { LeaseWaiters } from './lease-waiters.js';
+import { JobEvents } from './job-events.js';
+import { CoordinatorMetrics } from './metrics.js';
 import { startReaper } from './reaper.js';
 import type { RouteContext } from './route-context.js';
 
@@ -29,6 +31,7 @@ export interface QueueServices {
 
 export function createServices(store: Store, config: CoordinatorConfig, log: FastifyBaseLogger): QueueServices {
   const waiters = new LeaseWaiters();
+  const metrics = new CoordinatorMetrics();
   const ctx: RouteContext = {
     store,
     config,
@@ -36,10 +39,12 @@ export function createServices(store: Store, config: CoordinatorConfig, log: Fas
     waiters,
     finishWaiters: new FinishWaiters(store, MAX_FINISH_WAITS_PER_TENANT),
     backpressure: new Backpressure(store, config.backpressure),
+    metrics,
+    events: new JobEvents(metrics),
   };
   // The store announces every job that becomes available (the reaper's requeues too) with its tenant and kind.
   const unwatch = store.watchAvailable((available) => waiters.notify(available));
-  const reaper = startReaper({ store, intervalMs: config.reaperIntervalMs, log });
+  const reaper = startReaper({ store, intervalMs: config.reaperIntervalMs, log, events: ctx.events });
   let stopped: Promise<void> | undefined;
   let closed: Promise<void> | undefined;
   const stopWaiting = (): Promise<void> => {
@@ -57,6 +62,7 @@ export function createServices(store: Store, config: CoordinatorConfig, log: Fas
       closed ??= (async () => {
         await stopWaiting();
         unwatch();
+        metrics.close();
         await ctx.kinds.close();
       })();
       return closed;

@@ -101,13 +101,14 @@ export interface LeasedColumns {
   readonly max_attempts: number;
   readonly epoch: number;
   readonly deadline_at: number | null;
+  readonly run_after: number;
 }
 
 /** What a leased row holds in each backend's own form, decoded: the rest of a LeasedJob comes from LeasedColumns. */
 export type LeasedDecoded = Pick<LeasedJob, 'payload' | 'token' | 'leaseExpiresAt' | 'checkpoint'>;
 
 export function leasedJob(row: LeasedColumns, decoded: LeasedDecoded): LeasedJob {
-  return { ...decoded, id: row.id, kind: row.kind, attempt: row.attempts, maxAttempts: row.max_attempts, epoch: row.epoch, deadlineAt: row.deadline_at };
+  return { ...decoded, id: row.id, kind: row.kind, attempt: row.attempts, maxAttempts: row.max_attempts, epoch: row.epoch, deadlineAt: row.deadline_at, availableAt: row.run_after };
 }
 
 export interface AttemptColumns {

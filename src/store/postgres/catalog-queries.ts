@@ -88,3 +88,5 @@ export const STATS = namedQuery(
      (coalesce((SELECT sum(stored_bytes) FROM c), 0) + coalesce((SELECT result_bytes FROM t), 0))::float8 AS storage_bytes,
      (SELECT coalesce(max(lease_expirations), 0) FROM tenant_counters WHERE tenant = $1)::float8 AS lease_expirations`,
 );
+
+export const DATABASE_SIZE = namedQuery('lh_database_size', `SELECT pg_database_size(current_database())::float8 AS bytes`);

@@ -283,6 +283,10 @@ export class PostgresStore implements S.Store {
     return total;
   }
 
+  async databaseSize(): Promise<number> {
+    return (await this.one<{ bytes: number }>(C.DATABASE_SIZE, [])).bytes;
+  }
+
   async stats(params: { readonly tenant: string }): Promise<S.TenantStats> {
     return toTenantStats(await this.one<StatsRow>(C.STATS, [params.tenant]));
   }

@@ -44,6 +44,7 @@ export const SQL = {
       max_checkpoint_bytes = excluded.max_checkpoint_bytes, updated_at = excluded.updated_at`,
   /** The first store to open a database creates its secret; every later one reads the same row. */
   secretInsert: `INSERT INTO store_secrets (name, secret) VALUES (?, ?) ON CONFLICT (name) DO NOTHING`,
+  databaseSize: `SELECT p.page_count * s.page_size AS bytes FROM pragma_page_count() p, pragma_page_size() s`,
   secretGet: `SELECT secret FROM store_secrets WHERE name = ?`,
   kindGet: `SELECT * FROM kinds WHERE tenant = ? AND kind = ?`,
   kindList: `SELECT * FROM kinds WHERE tenant = ? ORDER BY kind`,

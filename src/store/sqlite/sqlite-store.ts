@@ -309,6 +309,10 @@ export class SqliteStore implements S.Store {
     return toTenantStats(await this.statsReader.read(params.tenant, now), now);
   }
 
+  async databaseSize(): Promise<number> {
+    return this.read(() => (this.statements.databaseSize.get() as { bytes: number }).bytes);
+  }
+
   watchAvailable(listener: S.AvailabilityListener): () => void {
     return this.watchers.watchAvailable(listener);
   }
