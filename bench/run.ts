@@ -26,8 +26,15 @@ import { LeaseholdClient } from '../src/client/index.js';
 import { createKey, median, percentile, ROOT, startCoordinator, startWorker, type RunningProcess } from './processes.js';
 import { freshDatabase } from './fresh-db.js';
 
+// The library mode has a bench of its own, with the same scenarios and options.
+if (process.argv.includes('--mode') && process.argv[process.argv.indexOf('--mode') + 1] === 'embedded') {
+  await import('./embedded.js');
+  process.exit(0);
+}
+
 const { values: args } = parseArgs({
   options: {
+    mode: { type: 'string' },
     db: { type: 'string', default: 'sqlite' },
     runs: { type: 'string', default: '3' },
     jobs: { type: 'string', default: '20000' },
