@@ -105,9 +105,11 @@ function hasUnsafeIntegerLiteral(text: string): boolean {
 }
 
 /** What the coordinator must answer for a body, by the contract alone (undefined: either may be right). */
-function expectedRefusal(name: string, text: string, type: string | undefined, limit: number): string | undefined {
+function expectedRefusal(name: string, sent: string, type: string | undefined, limit: number): string | undefined {
   if (type === undefined || type.split(';', 1)[0]?.trim().toLowerCase() !== 'application/json') return undefined;
-  if (Buffer.byteLength(text, 'utf8') > limit) return 'payload_too_large';
+  if (Buffer.byteLength(sent, 'utf8') > limit) return 'payload_too_large';
+  // What the coordinator receives: UTF-8 has no lone surrogates, so encoding turned each into U+FFFD.
+  const text = Buffer.from(sent, 'utf8').toString('utf8');
   let parsed: unknown;
   if (text.length > 0) {
     try {
