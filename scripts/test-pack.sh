@@ -20,8 +20,8 @@ tarball="$(npm pack --silent --pack-destination "$work" | tail -n 1)"
 version="$(node -p "require('./package.json').version")"
 echo "packed $tarball"
 
-# Only dist/src, bin, README.md, LICENSE, CHANGELOG.md (when present) and package.json.
-unexpected="$(tar -tzf "$work/$tarball" | grep -Ev '^package/(dist/src/|bin/|README\.md$|LICENSE$|CHANGELOG\.md$|package\.json$)' || true)"
+# Only dist/src, bin, ui (the dashboard), README.md, LICENSE, CHANGELOG.md (when present) and package.json.
+unexpected="$(tar -tzf "$work/$tarball" | grep -Ev '^package/(dist/src/|bin/|ui/|README\.md$|LICENSE$|CHANGELOG\.md$|package\.json$)' || true)"
 if [ -n "$unexpected" ]; then echo "the tarball holds files outside package.json files:" >&2; echo "$unexpected" >&2; exit 1; fi
 echo "tarball holds $(tar -tzf "$work/$tarball" | wc -l | tr -d ' ') files, all listed"
 

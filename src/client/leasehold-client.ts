@@ -32,7 +32,6 @@ import type {
   FailResponse,
   Job,
   JobList,
-  JobListQuery,
   HealthResponse,
   Kind,
   KindDefinition,
@@ -48,6 +47,7 @@ import type {
   Stats,
   TokenRequest,
 } from '../protocol/schemas.js';
+import type { BulkRequest, BulkResponse, JobDetail, JobListQuery } from '../protocol/operator.js';
 import { LeaseholdApiError, LeaseholdIntegrityError, LeaseholdNetworkError, parseRetryAfter } from './errors.js';
 import { exchange, type Exchange, type RawResponse } from './transport.js';
 import type { EnqueueResult, JobResultBody } from './types.js';
@@ -244,6 +244,16 @@ export class LeaseholdClient {
   async reconcile(id: string, outcome: ReconcileOutcomeName, options: CallOptions = {}): Promise<Job> {
     const body: ReconcileRequest = { outcome };
     return parseJson<Job>(await this.call('POST', `/jobs/${encodeURIComponent(id)}/reconcile`, body, options));
+  }
+
+  /** POST /jobs/bulk: requeue, cancel or reconcile every job a filter selects (dryRun only counts). */
+  async bulk(request: BulkRequest, options: CallOptions = {}): Promise<BulkResponse> {
+    return parseJson<BulkResponse>(await this.call('POST', '/jobs/bulk', request, options));
+  }
+
+  /** GET /jobs/{id}/detail: the job with its payload, checkpoint, result checksum and attempts. */
+  async jobDetail(id: string, options: CallOptions = {}): Promise<JobDetail> {
+    return parseJson<JobDetail>(await this.call('GET', `/jobs/${encodeURIComponent(id)}/detail`, undefined, options));
   }
 
   async putKind(kind: string, definition: KindDefinition, options: CallOptions = {}): Promise<Kind> {

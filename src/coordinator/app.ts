@@ -23,6 +23,7 @@ import { installJsonBodyParser } from './json-body.js';
 import type { CoordinatorApp, RouteContext } from './route-context.js';
 import { createServices, type QueueServices } from './services.js';
 import { registerBatchRoutes } from './routes/batch.js';
+import { registerOperatorRoutes } from './routes/operator.js';
 import { registerCompletionRoutes } from './routes/completion.js';
 import { registerJobActionRoutes } from './routes/job-actions.js';
 import { registerJobRoutes } from './routes/jobs.js';
@@ -30,6 +31,7 @@ import { registerKindRoutes } from './routes/kinds.js';
 import { registerLeaseRoutes } from './routes/lease.js';
 import { registerMetricsRoutes } from './routes/metrics.js';
 import { registerSystemRoutes } from './routes/system.js';
+import { registerUiRoutes } from './routes/ui.js';
 import { validatorCompiler } from './validation.js';
 import { logRedaction } from '../core/log-redaction.js';
 import { installRequestObservation, requestIdOf } from './request-observation.js';
@@ -52,12 +54,14 @@ export { LOG_REDACT_PATHS } from '../core/log-redaction.js';
 export function registerRoutes(app: CoordinatorApp, ctx: RouteContext): void {
   registerJobRoutes(app, ctx);
   registerBatchRoutes(app, ctx);
+  registerOperatorRoutes(app, ctx);
   registerJobActionRoutes(app, ctx);
   registerLeaseRoutes(app, ctx);
   registerCompletionRoutes(app, ctx);
   registerKindRoutes(app, ctx);
   registerSystemRoutes(app, ctx);
   registerMetricsRoutes(app, ctx);
+  registerUiRoutes(app);
 }
 
 export { MAX_FINISH_WAITS_PER_TENANT } from './services.js';

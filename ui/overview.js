@@ -1,0 +1,150 @@
+// The overview: GET /stats every 2 s (a few counters, no job scan), drawn as
+// count tiles and charts over the last hour. The history is what this tab has
+// seen since it opened (kept while you move between pages); throughput is the
+// change in finished counts between two samples.
+
+import { api } from './api.js';
+import { lineChart } from './charts.js';
+import { clear, formatAge, formatBytes, h } from './dom.js';
+
+const POLL_MS = 2000;
+const KIND_POLL_MS = 10_000;
+const HOUR_MS = 3_600_000;
+const KIND_SAMPLE = 1000;
+const STATUSES = ['queued', 'running', 'succeeded', 'dead', 'cancelled', 'unknown'];
+
+/** [{ at, stats }], oldest first, at most an hour. */
+const history = [];
+
+function record(stats) {
+  const at = Date.now();
+  history.push({ at, stats });
+  while (history.length > 0 && history[0].at < at - HOUR_MS) history.shift();
+}
+
+function rate(pick) {
+  const points = [];
+  for (let i = 1; i < history.length; i += 1) {
+    const before = history[i - 1];
+    const after = history[i];
+    const minutes = (after.at - before.at) / 60_000;
+    if (minutes > 0) points.push([after.at, Math.max(0, pick(after.stats) - pick(before.stats)) / minutes]);
+  }
+  return points;
+}
+
+function level(pick) {
+  return history.map(({ at, stats }) => [at, pick(stats)]);
+}
+
+function tile(label, value, id, link) {
+  const body = [h('span', { class: 'tile-label' }, label), h('span', { class: 'tile-value', 'data-testid': id }, value)];
+  return link === undefined ? h('div', { class: 'tile' }, body) : h('a', { class: 'tile', href: link }, body);
+}
+
+function completionRatio(counts) {
+  const ended = (counts.succeeded ?? 0) + (counts.dead ?? 0) + (counts.cancelled ?? 0) + (counts.unknown ?? 0);
+  return ended === 0 ? '–' : `${(((counts.succeeded ?? 0) / ended) * 100).toFixed(2)} %`;
+}
+
+function renderStats(box, stats) {
+  const counts = stats.counts;
+  const now = Date.now();
+  const window = { from: now - HOUR_MS, to: now };
+  clear(box).append(
+    h('section', { class: 'tiles', 'aria-label': 'Jobs by status' }, STATUSES.map((status) => tile(status, String(counts[status] ?? 0), `count-${status}`, `#/jobs?status=${status}`))),
+    h(
+      'section',
+      { class: 'tiles', 'aria-label': 'Health' },
+      tile('oldest available', formatAge(stats.oldestAvailableAgeMs), 'oldest-available'),
+      tile('lease expiries', String(stats.leaseExpirations), 'lease-expirations'),
+      tile('succeeded of ended jobs', completionRatio(counts), 'completion-ratio'),
+      tile('mean wait', formatAge(stats.meanWaitMs), 'mean-wait'),
+      tile('mean attempt', formatAge(stats.meanAttemptRunMs), 'mean-attempt'),
+      tile('storage', formatBytes(stats.storageBytes), 'storage'),
+    ),
+    h(
+      'section',
+      { class: 'charts', 'aria-label': 'The last hour' },
+      lineChart({ title: 'Throughput (jobs per minute)', unit: '/min', window, series: [{ name: 'succeeded', points: rate((x) => x.counts.succeeded ?? 0) }, { name: 'dead', points: rate((x) => x.counts.dead ?? 0) }] }),
+      lineChart({ title: 'Queue depth', window, series: [{ name: 'queued', points: level((x) => x.counts.queued ?? 0) }, { name: 'running', points: level((x) => x.counts.running ?? 0) }] }),
+      lineChart({ title: 'Dead jobs and lease expiries', window, series: [{ name: 'dead', points: level((x) => x.counts.dead ?? 0) }, { name: 'lease expiries', points: level((x) => x.leaseExpirations) }, { name: 'unknown', points: level((x) => x.counts.unknown ?? 0) }] }),
+    ),
+  );
+}
+
+function renderKinds(box, jobs) {
+  const byKind = new Map();
+  for (const job of jobs) {
+    const row = byKind.get(job.kind) ?? Object.fromEntries(STATUSES.map((status) => [status, 0]));
+    row[job.status] += 1;
+    byKind.set(job.kind, row);
+  }
+  const kinds = [...byKind.keys()].sort();
+  clear(box).append(
+    h('h2', {}, 'By kind'),
+    h('p', { class: 'note' }, `Among the newest ${jobs.length} jobs.`),
+    h(
+      'div',
+      { class: 'scroll' },
+      h(
+        'table',
+        { class: 'grid-table' },
+        h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'kind'), STATUSES.map((status) => h('th', { scope: 'col', class: 'num' }, status)))),
+        h(
+          'tbody',
+          {},
+          kinds.map((kind) =>
+            h(
+              'tr',
+              {},
+              h('th', { scope: 'row' }, h('a', { href: `#/jobs?kind=${encodeURIComponent(kind)}` }, kind)),
+              STATUSES.map((status) => h('td', { class: 'num' }, String(byKind.get(kind)[status]))),
+            ),
+          ),
+        ),
+      ),
+    ),
+  );
+}
+
+export function renderOverview(main) {
+  const statsBox = h('div', { 'aria-live': 'off' }, h('p', { class: 'note' }, 'Loading…'));
+  const kindBox = h('section', { class: 'kinds' });
+  const updated = h('p', { class: 'note', 'data-testid': 'updated' });
+  main.append(h('h1', {}, 'Overview'), updated, statsBox, kindBox);
+  let stopped = false;
+  let statsTimer;
+  let kindTimer;
+
+  async function pollStats() {
+    try {
+      const stats = await api.get('/stats');
+      if (stopped) return;
+      record(stats);
+      renderStats(statsBox, stats);
+      updated.textContent = `Updated ${new Date().toLocaleTimeString()} · every ${POLL_MS / 1000} s`;
+    } catch (error) {
+      if (!stopped) updated.textContent = `Could not read /stats: ${error.message}`;
+    }
+    if (!stopped) statsTimer = setTimeout(pollStats, POLL_MS);
+  }
+
+  async function pollKinds() {
+    try {
+      const page = await api.get(`/jobs?limit=${KIND_SAMPLE}`);
+      if (!stopped) renderKinds(kindBox, page.jobs);
+    } catch {
+      // The status tiles show the error; this table keeps its last figures.
+    }
+    if (!stopped) kindTimer = setTimeout(pollKinds, KIND_POLL_MS);
+  }
+
+  void pollStats();
+  void pollKinds();
+  return () => {
+    stopped = true;
+    clearTimeout(statsTimer);
+    clearTimeout(kindTimer);
+  };
+}
