@@ -79,6 +79,10 @@ const EXPECTED: [string, string][] = [
   ['put', '/kinds/{kind}'],
   ['get', '/kinds'],
   ['get', '/metrics'],
+  ['post', '/jobs/bulk'],
+  ['get', '/jobs/{id}/detail'],
+  ['get', '/ui'],
+  ['get', '/ui/assets/{file}'],
 ];
 
 describe('GET /openapi.json', () => {

@@ -31,6 +31,7 @@ import {
   RequeueRequest,
   TokenRequest,
 } from '../../src/protocol/schemas.js';
+import { BulkRequest } from '../../src/protocol/operator.js';
 import { contentType, hostileSegment, hostileString, jobIdRef, Ref, resolveRefs, toJsonText } from '../support/arbitraries.js';
 import { applyMutation, damageText, mutation, textDamage, VALID_BODIES } from '../support/body-mutations.js';
 import { backends, bearer, drainAfterAll, startCoordinator, type Harness } from '../support/http-fixtures.js';
@@ -57,6 +58,7 @@ const SCHEMAS: Readonly<Record<string, TSchema>> = {
   'POST /jobs/:id/cancel': Type.Object({}, { additionalProperties: false }),
   'POST /jobs/:id/reconcile': ReconcileRequest,
   'PUT /kinds/:kind': KindDefinition,
+  'POST /jobs/bulk': BulkRequest,
 };
 /** Routes whose body may be left out entirely. */
 const OPTIONAL_BODY = new Set(['POST /jobs/:id/requeue', 'POST /jobs/:id/cancel', 'PUT /kinds/:kind']);
