@@ -1,0 +1,191 @@
+/**
+ * The dashboard in a real headless Chromium (playwright-core driving
+ * Debian's /usr/bin/chromium) against a real coordinator on a random port
+ * over SQLite: sign in with an admin key, watch a count change live after an
+ * enqueue, filter the job list, open a job and requeue it from the keyboard,
+ * run a bulk requeue by filter after its confirmation, and see a hostile
+ * payload and error message rendered as text. The key never appears in a
+ * URL, the page raises no Content-Security-Policy violation, and a phone-wide
+ * screen does not scroll sideways. Screenshots go to reports/ui/
+ * (git-ignored; CI keeps them as artifacts).
+ */
+
+import { existsSync, mkdirSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect } from 'vitest';
+import type { LeaseholdClient } from '../../src/client/leasehold-client.js';
+import { itNeeds } from '../support/requirements.js';
+import { startLiveCoordinator, type LiveCoordinator } from '../client/live-coordinator.js';
+
+const CHROMIUM = '/usr/bin/chromium';
+
+/** What the page functions below read of the browser's globals (the test project has no DOM types). */
+interface Dom {
+  readonly document: {
+    querySelector(selector: string): { readonly textContent: string | null } | null;
+    querySelectorAll(selector: string): { readonly length: number };
+    readonly activeElement: { getAttribute(name: string): string | null } | null;
+    readonly documentElement: { readonly scrollWidth: number };
+  };
+  readonly sessionStorage: { getItem(key: string): string | null };
+  readonly localStorage: { readonly length: number };
+  readonly __pwned?: number;
+}
+const SHOTS = resolve(import.meta.dirname, '../../reports/ui');
+const HOSTILE = '<img src=x onerror="window.__pwned=1">';
+const it = itNeeds('chromium', existsSync(CHROMIUM) ? null : `${CHROMIUM} is not installed (apt-get install chromium)`);
+
+/** Enqueues `count` one-attempt jobs of `kind` and fails each with `code`: dead jobs. */
+async function deadJobs(producer: LeaseholdClient, worker: LeaseholdClient, kind: string, count: number, code: string, message: string, payload: unknown = {}): Promise<string[]> {
+  const ids: string[] = [];
+  for (let i = 0; i < count; i += 1) ids.push((await producer.enqueue({ kind, payload, maxAttempts: 1 })).job.id);
+  const leased = await worker.lease({ workerId: 'ui-test-worker', kinds: [kind], max: count });
+  expect(leased).toHaveLength(count);
+  for (const job of leased) await worker.fail(job.id, { token: job.token, error: { code, message }, retryable: false });
+  return ids;
+}
+
+describe('the dashboard in Chromium', () => {
+  let live: LiveCoordinator;
+  let browser: Browser | undefined;
+  let page: Page;
+  let hostileId: string;
+  const seenUrls: string[] = [];
+  const cspViolations: string[] = [];
+  const pageErrors: string[] = [];
+
+  beforeAll(async () => {
+    if (!existsSync(CHROMIUM)) return;
+    mkdirSync(SHOTS, { recursive: true });
+    live = await startLiveCoordinator();
+    const producer = live.client('producer');
+    const worker = live.client('worker');
+    for (let i = 0; i < 3; i += 1) await producer.enqueue({ kind: 'report', payload: { n: i } });
+    await deadJobs(producer, worker, 'mail', 4, 'smtp_down', 'the SMTP relay refused the connection', { to: 'ada@example.org' });
+    await deadJobs(producer, worker, 'thumbnail', 2, 'bad_image', 'not a PNG');
+    [hostileId = ''] = await deadJobs(producer, worker, 'hostile', 1, 'xss_probe', `${HOSTILE} in the message`, { html: HOSTILE, note: 'a payload that must render as text' });
+    browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'] });
+    page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+    page.on('request', (request) => seenUrls.push(request.url()));
+    page.on('console', (message) => {
+      if (/Content.Security.Policy/i.test(message.text())) cspViolations.push(message.text());
+    });
+    page.on('pageerror', (error) => pageErrors.push(error.message));
+  });
+
+  afterAll(async () => {
+    await browser?.close();
+    await live?.close();
+  });
+
+  it('signs in with the admin key held in sessionStorage and never puts it in a URL', async () => {
+    const response = await page.goto(`${live.url}/ui`);
+    expect(response?.status()).toBe(200);
+    const csp = response?.headers()['content-security-policy'] ?? '';
+    expect(csp).toContain("script-src 'self'");
+    expect(csp).not.toContain('unsafe-inline');
+    await page.getByLabel('Admin key').fill(live.keys.producer);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByText('That key is not an admin key.').waitFor();
+    await page.getByLabel('Admin key').fill(live.keys.admin);
+    await page.keyboard.press('Enter');
+    await page.getByTestId('count-queued').waitFor();
+    expect(await page.evaluate(() => (globalThis as unknown as Dom).sessionStorage.getItem('leasehold.adminKey'))).toBe(live.keys.admin);
+    expect(await page.evaluate(() => (globalThis as unknown as Dom).localStorage.length)).toBe(0);
+  });
+
+  it('updates the overview live: a count changes after an enqueue without a reload', async () => {
+    await page.waitForFunction(() => (globalThis as unknown as Dom).document.querySelector('[data-testid="count-dead"]')?.textContent === '7');
+    const queued = Number(await page.getByTestId('count-queued').textContent());
+    expect(queued).toBe(3);
+    let navigations = 0;
+    page.on('framenavigated', () => (navigations += 1));
+    await live.client('producer').enqueue({ kind: 'report', payload: { n: 'live' } });
+    await page.waitForFunction((expected) => (globalThis as unknown as Dom).document.querySelector('[data-testid="count-queued"]')?.textContent === String(expected), queued + 1, { timeout: 20_000 });
+    expect(navigations).toBe(0);
+    // The charts are inline SVG drawn by the page's own code.
+    expect(await page.locator('svg.chart polyline').count()).toBeGreaterThan(0);
+    await page.getByRole('cell', { name: 'mail' }).or(page.getByRole('rowheader', { name: 'mail' })).first().waitFor();
+    await page.screenshot({ path: `${SHOTS}/overview.png`, fullPage: true });
+  });
+
+  it('filters the job list by status and kind', async () => {
+    await page.getByRole('link', { name: 'Jobs', exact: true }).click();
+    await page.getByLabel('Status').selectOption('dead');
+    await page.getByLabel('Kind').fill('mail');
+    await page.getByRole('button', { name: 'Filter' }).click();
+    await page.waitForFunction(() => (globalThis as unknown as Dom).document.querySelectorAll('[data-testid="job-table"] tbody tr').length === 4);
+    expect(page.url()).toContain('status=dead');
+    expect(await page.locator('[data-testid="job-table"] tbody').textContent()).toContain('smtp_down');
+    await page.screenshot({ path: `${SHOTS}/jobs-filtered.png`, fullPage: true });
+  });
+
+  it('opens a job and requeues it from the keyboard after the confirmation', async () => {
+    await page.locator('[data-testid="job-table"] tbody tr a').first().click();
+    await page.getByTestId('requeue').waitFor();
+    expect(await page.getByTestId('last-error').textContent()).toContain('failure class');
+    expect(await page.getByTestId('payload').textContent()).toContain('"to": "ada@example.org"');
+    expect(await page.getByTestId('attempts').textContent()).toContain('ui-test-worker');
+    await page.screenshot({ path: `${SHOTS}/job-dead.png`, fullPage: true });
+    const id = decodeURIComponent(new URL(page.url()).hash.replace('#/jobs/', ''));
+    // Tab to the Requeue button, Enter opens the confirmation, Enter confirms (it has the focus).
+    for (let i = 0; i < 40; i += 1) {
+      if (await page.evaluate(() => (globalThis as unknown as Dom).document.activeElement?.getAttribute('data-testid') === 'requeue')) break;
+      await page.keyboard.press('Tab');
+    }
+    expect(await page.evaluate(() => (globalThis as unknown as Dom).document.activeElement?.getAttribute('data-testid'))).toBe('requeue');
+    await page.keyboard.press('Enter');
+    await page.getByTestId('confirm-message').waitFor();
+    await page.keyboard.press('Enter');
+    await page.waitForFunction(() => (globalThis as unknown as Dom).document.querySelector('[data-testid="job-status"]')?.textContent === 'queued');
+    expect((await live.client('admin').getJob(id)).status).toBe('queued');
+  });
+
+  it('requeues every job a filter matches after a confirmation that says how many', async () => {
+    await page.goto(`${live.url}/ui#/jobs?status=dead&errorCode=smtp_down`);
+    await page.waitForFunction(() => (globalThis as unknown as Dom).document.querySelectorAll('[data-testid="job-table"] tbody tr').length === 3);
+    await page.getByLabel('Action', { exact: true }).selectOption('requeue');
+    await page.getByTestId('apply-matching').click();
+    expect(await page.getByTestId('confirm-message').textContent()).toBe('This will requeue 3 jobs.');
+    await page.screenshot({ path: `${SHOTS}/bulk-confirm.png` });
+    await page.getByTestId('confirm').click();
+    await page.getByText('Matched 3, changed 3.').waitFor();
+    await page.getByText('No jobs match.').waitFor();
+    await page.screenshot({ path: `${SHOTS}/bulk-done.png`, fullPage: true });
+    const dead = await live.client('admin').listJobs({ status: 'dead', limit: 100 });
+    expect(dead.jobs.map((job) => job.kind).sort()).toEqual(['hostile', 'thumbnail', 'thumbnail']);
+  });
+
+  it('renders a hostile payload and error message as text', async () => {
+    await page.goto(`${live.url}/ui#/jobs?status=dead&kind=hostile`);
+    await page.waitForFunction(() => (globalThis as unknown as Dom).document.querySelectorAll('[data-testid="job-table"] tbody tr').length === 1);
+    expect(await page.locator('[data-testid="job-table"] tbody').textContent()).toContain(HOSTILE);
+    await page.goto(`${live.url}/ui#/jobs/${hostileId}`);
+    await page.getByTestId('payload').waitFor();
+    expect(await page.getByTestId('payload').textContent()).toContain(JSON.stringify(HOSTILE).slice(1, -1));
+    expect(await page.getByTestId('last-error').textContent()).toContain(HOSTILE);
+    expect(await page.locator('main img').count()).toBe(0);
+    expect(await page.evaluate(() => (globalThis as unknown as Dom).__pwned)).toBeUndefined();
+    await page.screenshot({ path: `${SHOTS}/hostile.png`, fullPage: true });
+  });
+
+  it('fits a phone-wide screen without sideways scrolling', async () => {
+    await page.setViewportSize({ width: 375, height: 740 });
+    await page.goto(`${live.url}/ui#/`);
+    await page.getByTestId('count-queued').waitFor();
+    expect(await page.evaluate(() => (globalThis as unknown as Dom).document.documentElement.scrollWidth)).toBeLessThanOrEqual(375);
+    await page.screenshot({ path: `${SHOTS}/phone-overview.png`, fullPage: true });
+    await page.goto(`${live.url}/ui#/jobs`);
+    await page.locator('[data-testid="job-table"]').waitFor();
+    expect(await page.evaluate(() => (globalThis as unknown as Dom).document.documentElement.scrollWidth)).toBeLessThanOrEqual(375);
+    await page.screenshot({ path: `${SHOTS}/phone-jobs.png`, fullPage: true });
+  });
+
+  it('sent the key in no URL and raised no CSP violation or script error', () => {
+    expect(seenUrls.length).toBeGreaterThan(10);
+    for (const url of seenUrls) expect(url).not.toContain(live.keys.admin);
+    expect(cspViolations).toEqual([]);
+    expect(pageErrors).toEqual([]);
+  });
+});
