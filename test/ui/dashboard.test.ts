@@ -14,7 +14,7 @@ import { existsSync, mkdirSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect } from 'vitest';
-import type { LeaseholdClient } from '../../src/client/leasehold-client.js';
+import { DEAD_JOB_WORKER, deadJobs } from '../support/dead-jobs.js';
 import { itNeeds } from '../support/requirements.js';
 import { startLiveCoordinator, type LiveCoordinator } from '../client/live-coordinator.js';
 
@@ -35,16 +35,6 @@ interface Dom {
 const SHOTS = resolve(import.meta.dirname, '../../reports/ui');
 const HOSTILE = '<img src=x onerror="window.__pwned=1">';
 const it = itNeeds('chromium', existsSync(CHROMIUM) ? null : `${CHROMIUM} is not installed (apt-get install chromium)`);
-
-/** Enqueues `count` one-attempt jobs of `kind` and fails each with `code`: dead jobs. */
-async function deadJobs(producer: LeaseholdClient, worker: LeaseholdClient, kind: string, count: number, code: string, message: string, payload: unknown = {}): Promise<string[]> {
-  const ids: string[] = [];
-  for (let i = 0; i < count; i += 1) ids.push((await producer.enqueue({ kind, payload, maxAttempts: 1 })).job.id);
-  const leased = await worker.lease({ workerId: 'ui-test-worker', kinds: [kind], max: count });
-  expect(leased).toHaveLength(count);
-  for (const job of leased) await worker.fail(job.id, { token: job.token, error: { code, message }, retryable: false });
-  return ids;
-}
 
 describe('the dashboard in Chromium', () => {
   let live: LiveCoordinator;
@@ -126,7 +116,7 @@ describe('the dashboard in Chromium', () => {
     await page.getByTestId('requeue').waitFor();
     expect(await page.getByTestId('last-error').textContent()).toContain('failure class');
     expect(await page.getByTestId('payload').textContent()).toContain('"to": "ada@example.org"');
-    expect(await page.getByTestId('attempts').textContent()).toContain('ui-test-worker');
+    expect(await page.getByTestId('attempts').textContent()).toContain(DEAD_JOB_WORKER);
     await page.screenshot({ path: `${SHOTS}/job-dead.png`, fullPage: true });
     const id = decodeURIComponent(new URL(page.url()).hash.replace('#/jobs/', ''));
     // Tab to the Requeue button, Enter opens the confirmation, Enter confirms (it has the focus).
