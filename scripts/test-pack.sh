@@ -54,6 +54,13 @@ for _ in $(seq 1 100); do
 done
 [ -n "$url" ] || { echo "serve did not start:" >&2; cat serve.log >&2; exit 1; }
 
+# The dashboard's files come from the installed package.
+ui_page="$(node -e 'fetch(process.argv[1]).then(async (r) => { const t = await r.text(); console.log(r.status, t.includes("/ui/assets/app.js") ? "app.js" : "-"); })' "$url/ui")"
+[ "$ui_page" = "200 app.js" ] || { echo "GET /ui from the installed package answered '$ui_page'" >&2; exit 1; }
+ui_script="$(node -e 'fetch(process.argv[1]).then((r) => console.log(r.status, r.headers.get("content-type")))' "$url/ui/assets/app.js")"
+case "$ui_script" in "200 text/javascript"*) ;; *) echo "GET /ui/assets/app.js answered '$ui_script'" >&2; exit 1 ;; esac
+echo "dashboard: /ui and its scripts served from the package"
+
 out="$(LEASEHOLD_URL="$url" LEASEHOLD_KEY="$key" timeout 60 node app.mjs)"
 echo "app.mjs: $out"
 [ "$out" = 'succeeded {"hello":"Ada"}' ] || { echo "the in-process example printed '$out'" >&2; exit 1; }
