@@ -7,9 +7,9 @@
  * documented (docs/CLI.md).
  */
 
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { JobDetail } from '../../src/protocol/operator.js';
 import type { JobList, Stats } from '../../src/protocol/schemas.js';
@@ -215,5 +215,22 @@ describe('operator commands', () => {
     expect((await cli(['enqueue', '--file', bad], env)).code).toBe(1);
     expect((await cli(['enqueue', '--file', join(dir, 'missing.ndjson')], env)).code).toBe(1);
     expect((await cli(['enqueue', '--file', good, '--kind', 'x'], env)).code).toBe(2);
+  });
+});
+
+describe('docs/CLI.md', () => {
+  it('documents every command the CLI lists and the four exit codes, which the overview names too', async () => {
+    const doc = readFileSync(resolve(import.meta.dirname, '../../docs/CLI.md'), 'utf8');
+    const help = await cli(['--help']);
+    const names = help.stdout
+      .split('commands:\n')[1]
+      ?.split('\n\n')[0]
+      ?.split('\n')
+      .map((line) => /^ {2}(\S+(?: [a-z]+)?)\s{2,}/.exec(line)?.[1])
+      .filter((name): name is string => name !== undefined);
+    expect(names?.length).toBeGreaterThan(15);
+    for (const name of names ?? []) expect(doc, name).toMatch(new RegExp(`\`${name}[ \`]`));
+    for (const code of ['0', '1', '2', '3']) expect(doc).toMatch(new RegExp(`^\\| ${code} \\|`, 'm'));
+    expect(help.stdout).toContain('Exit codes: 0 success, 1 failure, 2 wrong usage, 3 partial');
   });
 });

@@ -3,8 +3,9 @@
  * Debian's /usr/bin/chromium) against a real coordinator on a random port
  * over SQLite: sign in with an admin key, watch a count change live after an
  * enqueue, filter the job list, open a job and requeue it from the keyboard,
- * run a bulk requeue by filter after its confirmation, and see a hostile
- * payload and error message rendered as text. The key never appears in a
+ * run a bulk requeue by filter after its confirmation, requeue a selection,
+ * and see a hostile payload and error message rendered as text. The key
+ * never appears in a
  * URL, the page raises no Content-Security-Policy violation, and a phone-wide
  * screen does not scroll sideways. Screenshots go to reports/ui/
  * (git-ignored; CI keeps them as artifacts).
@@ -145,6 +146,19 @@ describe('the dashboard in Chromium', () => {
     await page.screenshot({ path: `${SHOTS}/bulk-done.png`, fullPage: true });
     const dead = await live.client('admin').listJobs({ status: 'dead', limit: 100 });
     expect(dead.jobs.map((job) => job.kind).sort()).toEqual(['hostile', 'thumbnail', 'thumbnail']);
+  });
+
+  it('requeues a selection of jobs picked with the checkboxes', async () => {
+    await page.goto(`${live.url}/ui#/jobs?status=dead&kind=thumbnail`);
+    await page.waitForFunction(() => (globalThis as unknown as Dom).document.querySelectorAll('[data-testid="job-table"] tbody tr').length === 2);
+    await page.getByLabel('Select all on this page').check();
+    await page.getByLabel('Action', { exact: true }).selectOption('requeue');
+    await page.getByTestId('apply-selected').click();
+    expect(await page.getByTestId('confirm-message').textContent()).toBe('This will requeue 2 of the 2 selected jobs.');
+    await page.getByTestId('confirm').click();
+    await page.getByText('Matched 2, changed 2.').waitFor();
+    await page.getByText('No jobs match.').waitFor();
+    expect((await live.client('admin').listJobs({ status: 'queued', kind: 'thumbnail' })).jobs).toHaveLength(2);
   });
 
   it('renders a hostile payload and error message as text', async () => {
