@@ -7,6 +7,7 @@
  * documented (docs/CLI.md).
  */
 
+import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -15,7 +16,19 @@ import type { JobDetail } from '../../src/protocol/operator.js';
 import type { JobList, Stats } from '../../src/protocol/schemas.js';
 import { startLiveCoordinator, type LiveCoordinator } from '../client/live-coordinator.js';
 import { DEAD_JOB_WORKER, deadJobs } from '../support/dead-jobs.js';
-import { cli } from '../support/run-cli.js';
+import { BIN, cli } from '../support/run-cli.js';
+
+/** What a command prints on a terminal: run under `script`, which gives it a pty. */
+function runInPty(args: readonly string[], env: Record<string, string>): Promise<string> {
+  const command = [process.execPath, ...args].map((arg) => `'${arg.replace(/'/g, "'\\''")}'`).join(' ');
+  return new Promise((resolvePromise, reject) => {
+    const child = spawn('script', ['-q', '-e', '-c', command, '/dev/null'], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    child.on('error', reject);
+    child.on('close', () => resolvePromise(output));
+  });
+}
 
 /** The lines of a table, and the column each header starts at. */
 function table(stdout: string): { header: string; rows: string[]; column: (name: string) => number } {
@@ -210,6 +223,12 @@ describe('operator commands', () => {
     const loaded = await cli(['enqueue', '--file', good], env);
     expect(loaded.code, loaded.stderr).toBe(0);
     expect(loaded.stdout.trim()).toBe('1200 lines: 1200 accepted, 0 replayed, 0 refused');
+    // On a terminal (a pty from util-linux's script), the same command draws a progress bar.
+    const tty = join(dir, 'tty.ndjson');
+    writeFileSync(tty, Array.from({ length: 30 }, (_, i) => JSON.stringify({ kind: 'tty-load', payload: { i } })).join('\n'));
+    const onTerminal = await runInPty([BIN, 'enqueue', '--file', tty], env);
+    expect(onTerminal).toContain('\r\x1b[2K[##############################] 100%');
+    expect(onTerminal).toContain('30 lines: 30 accepted, 0 replayed, 0 refused');
     const bad = join(dir, 'bad.ndjson');
     writeFileSync(bad, 'not json\n[]\n');
     expect((await cli(['enqueue', '--file', bad], env)).code).toBe(1);

@@ -5,10 +5,9 @@
  * enqueue, filter the job list, open a job and requeue it from the keyboard,
  * run a bulk requeue by filter after its confirmation, requeue a selection,
  * and see a hostile payload and error message rendered as text. The key
- * never appears in a
- * URL, the page raises no Content-Security-Policy violation, and a phone-wide
- * screen does not scroll sideways. Screenshots go to reports/ui/
- * (git-ignored; CI keeps them as artifacts).
+ * never appears in a URL, the page raises no Content-Security-Policy
+ * violation, and a phone-wide screen does not scroll sideways. Screenshots go
+ * to reports/ui/ (git-ignored).
  */
 
 import { existsSync, mkdirSync } from 'node:fs';
