@@ -14,7 +14,8 @@ import { fileURLToPath } from 'node:url';
 import { Type } from '@sinclair/typebox';
 import type { FastifyReply } from 'fastify';
 import { LeaseholdError } from '../../core/errors.js';
-import { ErrorResponse, PUBLIC_ERRORS, type CoordinatorApp } from '../route-context.js';
+import { ErrorBody } from '../../protocol/common.js';
+import { PUBLIC_ERRORS, type CoordinatorApp } from '../route-context.js';
 
 export const UI_CONTENT_SECURITY_POLICY =
   "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
@@ -81,7 +82,7 @@ export function registerUiRoutes(app: CoordinatorApp): void {
         tags: ['system'],
         security: [],
         params: Type.Object({ file: Type.String({ minLength: 1, maxLength: 64 }) }),
-        response: { 200: { description: 'A dashboard file', content: { '*/*': { schema: Type.String() } } }, 404: ErrorResponse, ...PUBLIC_ERRORS },
+        response: { 200: { description: 'A dashboard file', content: { '*/*': { schema: Type.String() } } }, 404: ErrorBody, ...PUBLIC_ERRORS },
       },
     },
     async (request, reply) => {
