@@ -15,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { JobDetail } from '../../src/protocol/operator.js';
 import type { JobList, Stats } from '../../src/protocol/schemas.js';
 import { startLiveCoordinator, type LiveCoordinator } from '../client/live-coordinator.js';
-import { DEAD_JOB_WORKER, deadJobs } from '../support/dead-jobs.js';
+import { DEAD_JOB_WORKER, deadJobs, unknownJobs } from '../support/dead-jobs.js';
 import { BIN, cli } from '../support/run-cli.js';
 
 /** What a command prints on a terminal: run under `script`, which gives it a pty. */
@@ -192,6 +192,14 @@ describe('operator commands', () => {
     expect(notUnknown.stdout).toContain('not_unknown');
     const noneUnknown = await cli(['jobs', 'reconcile', '--all-matching', '--outcome', 'dead', '--json'], env);
     expect(JSON.parse(noneUnknown.stdout)).toEqual({ matched: 0, changed: 0 });
+
+    const [first = '', ...others] = await unknownJobs(live.client('producer'), live.client('worker'), 'charge', 3);
+    const one = await cli(['jobs', 'reconcile', first, '--outcome', 'succeeded'], env);
+    expect(one.code, one.stderr).toBe(0);
+    expect(one.stdout).toMatch(/changed\s+succeeded/);
+    const rest = await cli(['jobs', 'reconcile', '--all-matching', '--kind', 'charge', '--outcome', 'dead', '--yes'], env);
+    expect(rest.stdout.trim()).toBe('reconcile: matched 2, changed 2');
+    for (const id of others) expect((await live.client('admin').getJob(id)).status).toBe('dead');
   });
 
   it('enqueue --file: batches, a summary of accepted, replayed and refused lines, exit 3 when some were refused', async () => {

@@ -14,7 +14,7 @@ import { existsSync, mkdirSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect } from 'vitest';
-import { DEAD_JOB_WORKER, deadJobs } from '../support/dead-jobs.js';
+import { DEAD_JOB_WORKER, deadJobs, unknownJobs } from '../support/dead-jobs.js';
 import { itNeeds } from '../support/requirements.js';
 import { startLiveCoordinator, type LiveCoordinator } from '../client/live-coordinator.js';
 
@@ -41,6 +41,7 @@ describe('the dashboard in Chromium', () => {
   let browser: Browser | undefined;
   let page: Page;
   let hostileId: string;
+  let unknownId: string;
   const seenUrls: string[] = [];
   const cspViolations: string[] = [];
   const pageErrors: string[] = [];
@@ -55,6 +56,7 @@ describe('the dashboard in Chromium', () => {
     await deadJobs(producer, worker, 'mail', 4, 'smtp_down', 'the SMTP relay refused the connection', { to: 'ada@example.org' });
     await deadJobs(producer, worker, 'thumbnail', 2, 'bad_image', 'not a PNG');
     [hostileId = ''] = await deadJobs(producer, worker, 'hostile', 1, 'xss_probe', `${HOSTILE} in the message`, { html: HOSTILE, note: 'a payload that must render as text' });
+    [unknownId = ''] = await unknownJobs(producer, worker, 'charge', 1);
     browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'] });
     page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
     page.on('request', (request) => seenUrls.push(request.url()));
@@ -158,6 +160,17 @@ describe('the dashboard in Chromium', () => {
     await page.getByText('Matched 2, changed 2.').waitFor();
     await page.getByText('No jobs match.').waitFor();
     expect((await live.client('admin').listJobs({ status: 'queued', kind: 'thumbnail' })).jobs).toHaveLength(2);
+  });
+
+  it('reconciles an unknown job from its page', async () => {
+    await page.goto(`${live.url}/ui#/jobs/${unknownId}`);
+    await page.getByTestId('reconcile-requeue').waitFor();
+    expect(await page.getByTestId('job-status').textContent()).toBe('unknown');
+    await page.getByTestId('reconcile-succeeded').click();
+    expect(await page.getByTestId('confirm-message').textContent()).toBe(`This will reconcile as succeeded job ${unknownId}.`);
+    await page.getByTestId('confirm').click();
+    await page.waitForFunction(() => (globalThis as unknown as Dom).document.querySelector('[data-testid="job-status"]')?.textContent === 'succeeded');
+    expect((await live.client('admin').getJob(unknownId)).status).toBe('succeeded');
   });
 
   it('renders a hostile payload and error message as text', async () => {
