@@ -29,9 +29,10 @@ function field(label, control) {
   return h('label', { class: 'field' }, h('span', {}, label), control);
 }
 
-function filterForm(filter, kinds) {
+/** The filter form, and a function that fills the kind field's suggestions once GET /kinds answers. */
+function filterForm(filter) {
   const status = h('select', { name: 'status' }, h('option', { value: '' }, 'any'), STATUSES.map((s) => h('option', { value: s, selected: filter.status === s }, s)));
-  const kindList = h('datalist', { id: 'kind-options' }, kinds.map((kind) => h('option', { value: kind })));
+  const kindList = h('datalist', { id: 'kind-options' });
   const form = h(
     'form',
     { class: 'filters', role: 'search', 'aria-label': 'Filter jobs' },
@@ -56,7 +57,7 @@ function filterForm(filter, kinds) {
     };
     location.hash = `#/jobs${query(next)}`;
   });
-  return form;
+  return { form, suggestKinds: (kinds) => kindList.replaceChildren(...kinds.map((kind) => h('option', { value: kind }))) };
 }
 
 function searchForm() {
@@ -91,11 +92,12 @@ export function renderJobList(main, params) {
   main.append(h('h1', {}, 'Jobs'), searchForm(), formBox, actions, tableBox, pager);
   let stopped = false;
 
+  const { form, suggestKinds } = filterForm(filter);
+  formBox.append(form);
   api
     .get('/kinds')
-    .then((answer) => !stopped && clear(formBox).append(filterForm(filter, answer.kinds.map((k) => k.kind))))
-    .catch(() => !stopped && clear(formBox).append(filterForm(filter, [])));
-  formBox.append(filterForm(filter, []));
+    .then((answer) => suggestKinds(answer.kinds.map((k) => k.kind)))
+    .catch(() => undefined); // Suggestions only: the field takes any kind.
 
   function renderTable() {
     const allBox = h('input', { type: 'checkbox', 'aria-label': 'Select all on this page', checked: page.jobs.length > 0 && page.jobs.every((j) => selected.has(j.id)) });

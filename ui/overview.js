@@ -37,8 +37,8 @@ function level(pick) {
   return history.map(({ at, stats }) => [at, pick(stats)]);
 }
 
-function tile(label, value, id, link) {
-  const body = [h('span', { class: 'tile-label' }, label), h('span', { class: 'tile-value', 'data-testid': id }, value)];
+function tile(label, id, link) {
+  const body = [h('span', { class: 'tile-label' }, label), h('span', { class: 'tile-value', 'data-testid': id }, '–')];
   return link === undefined ? h('div', { class: 'tile' }, body) : h('a', { class: 'tile', href: link }, body);
 }
 
@@ -47,30 +47,54 @@ function completionRatio(counts) {
   return ended === 0 ? '–' : `${(((counts.succeeded ?? 0) / ended) * 100).toFixed(2)} %`;
 }
 
-function renderStats(box, stats) {
-  const counts = stats.counts;
-  const now = Date.now();
-  const window = { from: now - HOUR_MS, to: now };
-  clear(box).append(
-    h('section', { class: 'tiles', 'aria-label': 'Jobs by status' }, STATUSES.map((status) => tile(status, String(counts[status] ?? 0), `count-${status}`, `#/jobs?status=${status}`))),
+/**
+ * The tiles are built once and their figures replaced in place, so a tile
+ * link that has the keyboard focus keeps it across refreshes; the charts
+ * (nothing focusable in them) are drawn again.
+ */
+function statsView(box) {
+  const tiles = h(
+    'div',
+    {},
+    h('section', { class: 'tiles', 'aria-label': 'Jobs by status' }, STATUSES.map((status) => tile(status, `count-${status}`, `#/jobs?status=${status}`))),
     h(
       'section',
       { class: 'tiles', 'aria-label': 'Health' },
-      tile('oldest available', formatAge(stats.oldestAvailableAgeMs), 'oldest-available'),
-      tile('lease expiries', String(stats.leaseExpirations), 'lease-expirations'),
-      tile('succeeded of ended jobs', completionRatio(counts), 'completion-ratio'),
-      tile('mean wait', formatAge(stats.meanWaitMs), 'mean-wait'),
-      tile('mean attempt', formatAge(stats.meanAttemptRunMs), 'mean-attempt'),
-      tile('storage', formatBytes(stats.storageBytes), 'storage'),
+      tile('oldest available', 'oldest-available'),
+      tile('lease expiries', 'lease-expirations'),
+      tile('succeeded of ended jobs', 'completion-ratio'),
+      tile('mean wait', 'mean-wait'),
+      tile('mean attempt', 'mean-attempt'),
+      tile('storage', 'storage'),
     ),
-    h(
-      'section',
-      { class: 'charts', 'aria-label': 'The last hour' },
+  );
+  const charts = h('section', { class: 'charts', 'aria-label': 'The last hour' });
+  let shown = false;
+  const set = (id, text) => {
+    const el = tiles.querySelector(`[data-testid="${id}"]`);
+    if (el !== null && el.textContent !== text) el.textContent = text;
+  };
+  return (stats) => {
+    if (!shown) {
+      clear(box).append(tiles, charts);
+      shown = true;
+    }
+    const counts = stats.counts;
+    for (const status of STATUSES) set(`count-${status}`, String(counts[status] ?? 0));
+    set('oldest-available', formatAge(stats.oldestAvailableAgeMs));
+    set('lease-expirations', String(stats.leaseExpirations));
+    set('completion-ratio', completionRatio(counts));
+    set('mean-wait', formatAge(stats.meanWaitMs));
+    set('mean-attempt', formatAge(stats.meanAttemptRunMs));
+    set('storage', formatBytes(stats.storageBytes));
+    const now = Date.now();
+    const window = { from: now - HOUR_MS, to: now };
+    clear(charts).append(
       lineChart({ title: 'Throughput (jobs per minute)', unit: '/min', window, series: [{ name: 'succeeded', points: rate((x) => x.counts.succeeded ?? 0) }, { name: 'dead', points: rate((x) => x.counts.dead ?? 0) }] }),
       lineChart({ title: 'Queue depth', window, series: [{ name: 'queued', points: level((x) => x.counts.queued ?? 0) }, { name: 'running', points: level((x) => x.counts.running ?? 0) }] }),
       lineChart({ title: 'Dead jobs and lease expiries', window, series: [{ name: 'dead', points: level((x) => x.counts.dead ?? 0) }, { name: 'lease expiries', points: level((x) => x.leaseExpirations) }, { name: 'unknown', points: level((x) => x.counts.unknown ?? 0) }] }),
-    ),
-  );
+    );
+  };
 }
 
 function renderKinds(box, jobs) {
@@ -110,6 +134,7 @@ function renderKinds(box, jobs) {
 
 export function renderOverview(main) {
   const statsBox = h('div', { 'aria-live': 'off' }, h('p', { class: 'note' }, 'Loading…'));
+  const renderStats = statsView(statsBox);
   const kindBox = h('section', { class: 'kinds' });
   const updated = h('p', { class: 'note', 'data-testid': 'updated' });
   main.append(h('h1', {}, 'Overview'), updated, statsBox, kindBox);
@@ -122,7 +147,7 @@ export function renderOverview(main) {
       const stats = await api.get('/stats');
       if (stopped) return;
       record(stats);
-      renderStats(statsBox, stats);
+      renderStats(stats);
       updated.textContent = `Updated ${new Date().toLocaleTimeString()} · every ${POLL_MS / 1000} s`;
     } catch (error) {
       if (!stopped) updated.textContent = `Could not read /stats: ${error.message}`;

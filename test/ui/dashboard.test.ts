@@ -93,9 +93,12 @@ describe('the dashboard in Chromium', () => {
     expect(queued).toBe(3);
     let navigations = 0;
     page.on('framenavigated', () => (navigations += 1));
+    // A tile with the keyboard focus keeps it while the figures refresh.
+    await page.locator('a.tile[href="#/jobs?status=dead"]').focus();
     await live.client('producer').enqueue({ kind: 'report', payload: { n: 'live' } });
     await page.waitForFunction((expected) => (globalThis as unknown as Dom).document.querySelector('[data-testid="count-queued"]')?.textContent === String(expected), queued + 1, { timeout: 20_000 });
     expect(navigations).toBe(0);
+    expect(await page.evaluate(() => (globalThis as unknown as Dom).document.activeElement?.getAttribute('href'))).toBe('#/jobs?status=dead');
     // The charts are inline SVG drawn by the page's own code.
     expect(await page.locator('svg.chart polyline').count()).toBeGreaterThan(0);
     await page.getByRole('cell', { name: 'mail' }).or(page.getByRole('rowheader', { name: 'mail' })).first().waitFor();
