@@ -10,7 +10,7 @@
  * to reports/ui/ (git-ignored).
  */
 
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect } from 'vitest';
@@ -42,6 +42,7 @@ describe('the dashboard in Chromium', () => {
   let page: Page;
   let hostileId: string;
   let unknownId: string;
+  let resultId: string;
   const seenUrls: string[] = [];
   const cspViolations: string[] = [];
   const pageErrors: string[] = [];
@@ -57,6 +58,9 @@ describe('the dashboard in Chromium', () => {
     await deadJobs(producer, worker, 'thumbnail', 2, 'bad_image', 'not a PNG');
     [hostileId = ''] = await deadJobs(producer, worker, 'hostile', 1, 'xss_probe', `${HOSTILE} in the message`, { html: HOSTILE, note: 'a payload that must render as text' });
     [unknownId = ''] = await unknownJobs(producer, worker, 'charge', 1);
+    resultId = (await producer.enqueue({ kind: 'render', payload: { page: 1 } })).job.id;
+    const [rendering] = await worker.lease({ workerId: DEAD_JOB_WORKER, kinds: ['render'] });
+    await worker.complete(resultId, { token: rendering?.token ?? '', result: { pages: 1, url: 'https://example.org/r/1' } });
     browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'] });
     page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
     page.on('request', (request) => seenUrls.push(request.url()));
@@ -174,6 +178,17 @@ describe('the dashboard in Chromium', () => {
     await page.getByTestId('confirm').click();
     await page.waitForFunction(() => (globalThis as unknown as Dom).document.querySelector('[data-testid="job-status"]')?.textContent === 'succeeded');
     expect((await live.client('admin').getJob(unknownId)).status).toBe('succeeded');
+  });
+
+  it('shows a result with its SHA-256 and downloads it', async () => {
+    await page.goto(`${live.url}/ui#/jobs/${resultId}`);
+    await page.getByTestId('checksum').waitFor();
+    const stored = await live.client('admin').getResult(resultId);
+    expect(await page.getByTestId('checksum').textContent()).toBe(stored.checksum);
+    const [download] = await Promise.all([page.waitForEvent('download'), page.getByRole('button', { name: 'Download result' }).click()]);
+    const path = await download.path();
+    expect(readFileSync(path)).toEqual(stored.body);
+    await page.screenshot({ path: `${SHOTS}/job-result.png`, fullPage: true });
   });
 
   it('renders a hostile payload and error message as text', async () => {
