@@ -204,6 +204,27 @@ describe('the dashboard in Chromium', () => {
     await page.screenshot({ path: `${SHOTS}/hostile.png`, fullPage: true });
   });
 
+  it('pages through a long list with the API cursors, and cuts a large payload with a button for the rest', async () => {
+    const big = 'x'.repeat(30_000);
+    await live.client('producer').enqueueBatch(Array.from({ length: 60 }, (_, i) => ({ idempotencyKey: `page-${i}`, kind: 'paged', payload: { i, big } })));
+    await page.goto(`${live.url}/ui#/jobs?kind=paged`);
+    const rows = (): Promise<number> => page.locator('[data-testid="job-table"] tbody tr').count();
+    await page.waitForFunction(() => (globalThis as unknown as Dom).document.querySelectorAll('[data-testid="job-table"] tbody tr').length === 50);
+    await page.getByRole('button', { name: 'Older →' }).click();
+    await page.getByText('page 2').waitFor();
+    await page.waitForFunction(() => (globalThis as unknown as Dom).document.querySelectorAll('[data-testid="job-table"] tbody tr').length === 10);
+    expect(await page.getByRole('button', { name: 'Older →' }).isDisabled()).toBe(true);
+    await page.getByRole('button', { name: '← Newer' }).click();
+    await page.getByText('page 1').waitFor();
+    expect(await rows()).toBe(50);
+
+    await page.locator('[data-testid="job-table"] tbody tr a').first().click();
+    await page.getByTestId('payload').waitFor();
+    expect((await page.getByTestId('payload').textContent())?.length).toBe(10_000);
+    await page.getByRole('button', { name: /^Show all \d+ characters$/ }).click();
+    expect((await page.getByTestId('payload').textContent())?.length).toBeGreaterThan(30_000);
+  });
+
   it('fits a phone-wide screen without sideways scrolling', async () => {
     await page.setViewportSize({ width: 375, height: 740 });
     await page.goto(`${live.url}/ui#/`);
