@@ -6,7 +6,7 @@
 
 import { systemClock } from '../core/clock.js';
 import { isJobStatus, JOB_STATUSES } from '../core/states.js';
-import type { JobFilter } from '../protocol/operator.js';
+import type { JobFilter } from '../protocol/jobs.js';
 import { stringOption, UsageError, type Command, type OptionSpec, type Values } from './command.js';
 
 export const FILTER_OPTIONS: OptionSpec = {

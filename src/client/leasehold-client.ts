@@ -18,6 +18,8 @@ import { WAIT_END_STATUSES } from '../protocol/wait-ends.js';
 import type {
   Attempt,
   AttemptList,
+  BulkRequest,
+  BulkResponse,
   CancelRequest,
   CheckpointRequest,
   CompleteManyRequest,
@@ -31,7 +33,9 @@ import type {
   FailRequest,
   FailResponse,
   Job,
+  JobDetail,
   JobList,
+  JobListQuery,
   HealthResponse,
   Kind,
   KindDefinition,
@@ -47,7 +51,6 @@ import type {
   Stats,
   TokenRequest,
 } from '../protocol/schemas.js';
-import type { BulkRequest, BulkResponse, JobDetail, JobListQuery } from '../protocol/operator.js';
 import { LeaseholdApiError, LeaseholdIntegrityError, LeaseholdNetworkError, parseRetryAfter } from './errors.js';
 import { exchange, type Exchange, type RawResponse } from './transport.js';
 import type { EnqueueResult, JobResultBody } from './types.js';

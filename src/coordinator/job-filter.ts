@@ -12,7 +12,8 @@
 
 import { LeaseholdError } from '../core/errors.js';
 import { LIMITS } from '../protocol/schemas.js';
-import { OPERATOR_LIMITS, type JobFilter } from '../protocol/operator.js';
+import type { JobFilter } from '../protocol/jobs.js';
+import { OPERATOR_LIMITS } from '../protocol/operator.js';
 import type { JobListItem, JobPage, JobScope, Store } from '../store/store.js';
 
 const MAX_STORE_READS = 20;

@@ -1,12 +1,10 @@
 /**
- * Wire schemas for operators: the job filter that GET /jobs, POST /jobs/bulk,
- * the dashboard and the CLI share, and the bulk action's request and answer.
- * The store filters by status and kind; the coordinator applies the error
- * code and the creation-time range to each page it reads (job-filter.ts).
+ * Wire schemas for operators: the bulk action's request and answer (its
+ * filter is GET /jobs's, JobFilter in jobs.ts) and the job page's detail.
  */
 
 import { Type, type Static } from '@sinclair/typebox';
-import { Attempt, Job, JobStatusSchema, KindName, LIMITS } from './schemas.js';
+import { Attempt, Job, JobFilter } from './jobs.js';
 
 export const OPERATOR_LIMITS = Object.freeze({
   /** Jobs one POST /jobs/bulk may change; a larger backlog takes several calls. */
@@ -15,30 +13,6 @@ export const OPERATOR_LIMITS = Object.freeze({
   /** Store rows one GET /jobs call reads to fill a filtered page before it answers with what it found. */
   maxListScan: 5_000,
 });
-
-const ErrorCodeFilter = Type.String({ minLength: 1, maxLength: LIMITS.errorCodeLength, description: "The code of the job's last error" });
-
-/** What selects jobs, as query parameters of GET /jobs and as the `filter` of POST /jobs/bulk. */
-export const JobFilterProperties = {
-  status: Type.Optional(JobStatusSchema),
-  kind: Type.Optional(KindName),
-  errorCode: Type.Optional(ErrorCodeFilter),
-  createdAfter: Type.Optional(Type.String({ format: 'date-time', description: 'RFC 3339: only jobs created at or after this time' })),
-  createdBefore: Type.Optional(Type.String({ format: 'date-time', description: 'RFC 3339: only jobs created before this time' })),
-};
-
-export const JobFilter = Type.Object(JobFilterProperties, { additionalProperties: false });
-export type JobFilter = Static<typeof JobFilter>;
-
-export const JobListQuery = Type.Object(
-  {
-    ...JobFilterProperties,
-    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: LIMITS.maxListLimit })),
-    cursor: Type.Optional(Type.String({ maxLength: 200 })),
-  },
-  { additionalProperties: false },
-);
-export type JobListQuery = Static<typeof JobListQuery>;
 
 export const BULK_ACTIONS = ['requeue', 'cancel', 'reconcile'] as const;
 export type BulkAction = (typeof BULK_ACTIONS)[number];

@@ -12,7 +12,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { JobDetail } from '../../src/protocol/operator.js';
+import type { JobDetail } from '../../src/protocol/schemas.js';
 import type { JobList, Stats } from '../../src/protocol/schemas.js';
 import { startLiveCoordinator, type LiveCoordinator } from '../client/live-coordinator.js';
 import { DEAD_JOB_WORKER, deadJobs, unknownJobs } from '../support/dead-jobs.js';

@@ -18,6 +18,7 @@ import { Ajv } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
+  BulkRequest,
   CheckpointRequest,
   CompleteManyRequest,
   CompleteRequest,
@@ -31,7 +32,6 @@ import {
   RequeueRequest,
   TokenRequest,
 } from '../../src/protocol/schemas.js';
-import { BulkRequest } from '../../src/protocol/operator.js';
 import { contentType, hostileSegment, hostileString, jobIdRef, Ref, resolveRefs, toJsonText } from '../support/arbitraries.js';
 import { applyMutation, damageText, mutation, textDamage, VALID_BODIES } from '../support/body-mutations.js';
 import { backends, bearer, drainAfterAll, startCoordinator, type Harness } from '../support/http-fixtures.js';
