@@ -51,6 +51,7 @@ export const api = {
   get: (path) => send('GET', path),
   post: (path, body) => send('POST', path, body ?? {}),
   raw: (path) => send('GET', path, undefined, true),
+  text: async (path) => (await send('GET', path, undefined, true)).text(),
 };
 
 /** A query string from the set fields of an object. */

@@ -1,7 +1,9 @@
 // The overview: GET /stats every 2 s (a few counters, no job scan), drawn as
 // count tiles and charts over the last hour. The history is what this tab has
 // seen since it opened (kept while you move between pages); throughput is the
-// change in finished counts between two samples.
+// change in finished counts between two samples. The acceptance and
+// completion ratios come from the SLI counters of GET /metrics (since the
+// coordinator started), read every 15 s.
 
 import { api } from './api.js';
 import { lineChart } from './charts.js';
@@ -9,6 +11,9 @@ import { clear, formatAge, formatBytes, h } from './dom.js';
 
 const POLL_MS = 2000;
 const KIND_POLL_MS = 10_000;
+const SLI_POLL_MS = 15_000;
+/** The completion objective of docs/alerts.yml. */
+const COMPLETION_OBJECTIVE = 0.99;
 const HOUR_MS = 3_600_000;
 const KIND_SAMPLE = 1000;
 const STATUSES = ['queued', 'running', 'succeeded', 'dead', 'cancelled', 'unknown'];
@@ -42,9 +47,26 @@ function tile(label, id, link) {
   return link === undefined ? h('div', { class: 'tile' }, body) : h('a', { class: 'tile', href: link }, body);
 }
 
-function completionRatio(counts) {
-  const ended = (counts.succeeded ?? 0) + (counts.dead ?? 0) + (counts.cancelled ?? 0) + (counts.unknown ?? 0);
-  return ended === 0 ? '–' : `${(((counts.succeeded ?? 0) / ended) * 100).toFixed(2)} %`;
+/** Sums of the SLI counters in a Prometheus text exposition: { acceptanceGood, acceptanceValid, completionGood, completionAll }. */
+export function sliCounters(text) {
+  const sums = { acceptanceGood: 0, acceptanceValid: 0, completionGood: 0, completionAll: 0 };
+  for (const line of text.split('\n')) {
+    const match = /^(leasehold_sli_\w+)(?:\{([^}]*)\})? ([0-9.eE+-]+)$/.exec(line);
+    if (match === null) continue;
+    const value = Number(match[3]);
+    if (!Number.isFinite(value)) continue;
+    if (match[1] === 'leasehold_sli_acceptance_good_total') sums.acceptanceGood += value;
+    else if (match[1] === 'leasehold_sli_acceptance_valid_total') sums.acceptanceValid += value;
+    else if (match[1] === 'leasehold_sli_completion_total') {
+      sums.completionAll += value;
+      if (/(^|,)outcome="good"/.test(match[2] ?? '')) sums.completionGood += value;
+    }
+  }
+  return sums;
+}
+
+function ratio(good, all) {
+  return all === 0 ? '–' : `${((good / all) * 100).toFixed(2)} %`;
 }
 
 /**
@@ -62,7 +84,8 @@ function statsView(box) {
       { class: 'tiles', 'aria-label': 'Health' },
       tile('oldest available', 'oldest-available'),
       tile('lease expiries', 'lease-expirations'),
-      tile('succeeded of ended jobs', 'completion-ratio'),
+      tile('acceptance', 'acceptance-ratio'),
+      tile(`completion (objective ${COMPLETION_OBJECTIVE * 100} %)`, 'completion-ratio'),
       tile('mean wait', 'mean-wait'),
       tile('mean attempt', 'mean-attempt'),
       tile('storage', 'storage'),
@@ -74,7 +97,13 @@ function statsView(box) {
     const el = tiles.querySelector(`[data-testid="${id}"]`);
     if (el !== null && el.textContent !== text) el.textContent = text;
   };
-  return (stats) => {
+  const showSli = (sums) => {
+    set('acceptance-ratio', ratio(sums.acceptanceGood, sums.acceptanceValid));
+    set('completion-ratio', ratio(sums.completionGood, sums.completionAll));
+    const completion = tiles.querySelector('[data-testid="completion-ratio"]')?.parentElement;
+    completion?.classList.toggle('below-objective', sums.completionAll > 0 && sums.completionGood / sums.completionAll < COMPLETION_OBJECTIVE);
+  };
+  const showStats = (stats) => {
     if (!shown) {
       clear(box).append(tiles, charts);
       shown = true;
@@ -83,7 +112,6 @@ function statsView(box) {
     for (const status of STATUSES) set(`count-${status}`, String(counts[status] ?? 0));
     set('oldest-available', formatAge(stats.oldestAvailableAgeMs));
     set('lease-expirations', String(stats.leaseExpirations));
-    set('completion-ratio', completionRatio(counts));
     set('mean-wait', formatAge(stats.meanWaitMs));
     set('mean-attempt', formatAge(stats.meanAttemptRunMs));
     set('storage', formatBytes(stats.storageBytes));
@@ -95,6 +123,7 @@ function statsView(box) {
       lineChart({ title: 'Dead jobs and lease expiries', window, series: [{ name: 'dead', points: level((x) => x.counts.dead ?? 0) }, { name: 'lease expiries', points: level((x) => x.leaseExpirations) }, { name: 'unknown', points: level((x) => x.counts.unknown ?? 0) }] }),
     );
   };
+  return { showSli, showStats };
 }
 
 function renderKinds(box, jobs) {
@@ -134,20 +163,21 @@ function renderKinds(box, jobs) {
 
 export function renderOverview(main) {
   const statsBox = h('div', { 'aria-live': 'off' }, h('p', { class: 'note' }, 'Loading…'));
-  const renderStats = statsView(statsBox);
+  const view = statsView(statsBox);
   const kindBox = h('section', { class: 'kinds' });
   const updated = h('p', { class: 'note', 'data-testid': 'updated' });
   main.append(h('h1', {}, 'Overview'), updated, statsBox, kindBox);
   let stopped = false;
   let statsTimer;
   let kindTimer;
+  let sliTimer;
 
   async function pollStats() {
     try {
       const stats = await api.get('/stats');
       if (stopped) return;
       record(stats);
-      renderStats(stats);
+      view.showStats(stats);
       updated.textContent = `Updated ${new Date().toLocaleTimeString()} · every ${POLL_MS / 1000} s`;
     } catch (error) {
       if (!stopped) updated.textContent = `Could not read /stats: ${error.message}`;
@@ -165,11 +195,23 @@ export function renderOverview(main) {
     if (!stopped) kindTimer = setTimeout(pollKinds, KIND_POLL_MS);
   }
 
+  async function pollSli() {
+    try {
+      const sums = sliCounters(await api.text('/metrics'));
+      if (!stopped) view.showSli(sums);
+    } catch {
+      // A coordinator without /metrics: the ratio tiles stay at –.
+    }
+    if (!stopped) sliTimer = setTimeout(pollSli, SLI_POLL_MS);
+  }
+
   void pollStats();
   void pollKinds();
+  void pollSli();
   return () => {
     stopped = true;
     clearTimeout(statsTimer);
     clearTimeout(kindTimer);
+    clearTimeout(sliTimer);
   };
 }

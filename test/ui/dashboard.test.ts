@@ -103,6 +103,9 @@ describe('the dashboard in Chromium', () => {
     await page.waitForFunction((expected) => (globalThis as unknown as Dom).document.querySelector('[data-testid="count-queued"]')?.textContent === String(expected), queued + 1, { timeout: 20_000 });
     expect(navigations).toBe(0);
     expect(await page.evaluate(() => (globalThis as unknown as Dom).document.activeElement?.getAttribute('href'))).toBe('#/jobs?status=dead');
+    // The objectives' ratios come from the SLI counters of GET /metrics: every enqueue was accepted.
+    await page.waitForFunction(() => (globalThis as unknown as Dom).document.querySelector('[data-testid="acceptance-ratio"]')?.textContent === '100.00 %');
+    expect(await page.getByTestId('completion-ratio').textContent()).toMatch(/^\d+\.\d\d %$/);
     // The charts are inline SVG drawn by the page's own code.
     expect(await page.locator('svg.chart polyline').count()).toBeGreaterThan(0);
     await page.getByRole('cell', { name: 'mail' }).or(page.getByRole('rowheader', { name: 'mail' })).first().waitFor();
