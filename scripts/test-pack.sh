@@ -20,8 +20,8 @@ tarball="$(npm pack --silent --pack-destination "$work" | tail -n 1)"
 version="$(node -p "require('./package.json').version")"
 echo "packed $tarball"
 
-# Only dist/src, bin, README.md, LICENSE, CHANGELOG.md (when present) and package.json.
-unexpected="$(tar -tzf "$work/$tarball" | grep -Ev '^package/(dist/src/|bin/|README\.md$|LICENSE$|CHANGELOG\.md$|package\.json$)' || true)"
+# Only dist/src, bin, ui (the dashboard), README.md, LICENSE, CHANGELOG.md (when present) and package.json.
+unexpected="$(tar -tzf "$work/$tarball" | grep -Ev '^package/(dist/src/|bin/|ui/|README\.md$|LICENSE$|CHANGELOG\.md$|package\.json$)' || true)"
 if [ -n "$unexpected" ]; then echo "the tarball holds files outside package.json files:" >&2; echo "$unexpected" >&2; exit 1; fi
 echo "tarball holds $(tar -tzf "$work/$tarball" | wc -l | tr -d ' ') files, all listed"
 
@@ -53,6 +53,13 @@ for _ in $(seq 1 100); do
   sleep 0.1
 done
 [ -n "$url" ] || { echo "serve did not start:" >&2; cat serve.log >&2; exit 1; }
+
+# The dashboard's files come from the installed package.
+ui_page="$(node -e 'fetch(process.argv[1]).then(async (r) => { const t = await r.text(); console.log(r.status, t.includes("/ui/assets/app.js") ? "app.js" : "-"); })' "$url/ui")"
+[ "$ui_page" = "200 app.js" ] || { echo "GET /ui from the installed package answered '$ui_page'" >&2; exit 1; }
+ui_script="$(node -e 'fetch(process.argv[1]).then((r) => console.log(r.status, r.headers.get("content-type")))' "$url/ui/assets/app.js")"
+case "$ui_script" in "200 text/javascript"*) ;; *) echo "GET /ui/assets/app.js answered '$ui_script'" >&2; exit 1 ;; esac
+echo "dashboard: /ui and its scripts served from the package"
 
 out="$(LEASEHOLD_URL="$url" LEASEHOLD_KEY="$key" timeout 60 node app.mjs)"
 echo "app.mjs: $out"

@@ -2,8 +2,9 @@
  * The shape of a CLI command and the argument parsing every command shares:
  * node:util parseArgs in strict mode, `--help` on every command, and one
  * UsageError (exit code 2) for anything the user typed wrong. A command's run
- * returns its exit code; output goes through the Io it is given so that the
- * composition stays testable.
+ * returns its exit code (EXIT: 0 success, 1 failure, 2 usage, 3 partial —
+ * some items done, some refused); output goes through the Io it is given so
+ * that the composition stays testable.
  */
 
 import { parseArgs, type ParseArgsConfig } from 'node:util';
@@ -15,7 +16,14 @@ export interface Io {
   readonly out: (line: string) => void;
   readonly err: (line: string) => void;
   readonly env: NodeJS.ProcessEnv;
+  /** Redraws one progress line; present only when stdout is a terminal. */
+  readonly progress?: (text: string) => void;
+  /** Asks a yes/no question on stderr and reads the answer from stdin (no answer is no). */
+  readonly confirm?: (question: string) => Promise<boolean>;
 }
+
+/** The exit codes of every command (docs/CLI.md). */
+export const EXIT = Object.freeze({ ok: 0, failure: 1, usage: 2, partial: 3 });
 
 export interface CommandInput {
   readonly values: Values;

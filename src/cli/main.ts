@@ -2,7 +2,8 @@
  * The `leasehold` command line: finds the command (one word, or two for
  * `keys …` and `kinds …`), parses its flags, runs it, and turns failures into
  * one line on stderr (error-text.ts). Exit codes: 0 success, 1 the operation
- * failed, 2 the command line was wrong (one line and a pointer to --help). No
+ * failed, 2 the command line was wrong (one line and a pointer to --help), 3
+ * partial (a bulk or batch command did some items and refused others). No
  * stack trace is printed.
  */
 
@@ -11,6 +12,8 @@ import { commandHelp, parseCommandArgs, UsageError, type Command, type Io } from
 import { describeError, usageText } from './error-text.js';
 import { devCommand } from './commands/dev.js';
 import { deadCommand, enqueueCommand, jobCommand, requeueCommand, statsCommand } from './commands/jobs.js';
+import { jobsCancel, jobsReconcile, jobsRequeue } from './commands/jobs-actions.js';
+import { jobsList, jobsShow } from './commands/jobs-list.js';
 import { keysCreate, keysRevoke } from './commands/keys.js';
 import { kindsList, kindsSet } from './commands/kinds.js';
 import { serveCommand } from './commands/serve.js';
@@ -25,6 +28,11 @@ export const COMMANDS: readonly Command[] = [
   keysRevoke,
   enqueueCommand,
   jobCommand,
+  jobsList,
+  jobsShow,
+  jobsCancel,
+  jobsRequeue,
+  jobsReconcile,
   deadCommand,
   requeueCommand,
   statsCommand,
@@ -43,6 +51,7 @@ export function overview(): string {
     ...COMMANDS.map((c) => `  ${c.name.padEnd(width)}${c.summary.split('. ')[0]?.replace(/\.$/, '') ?? ''}`),
     '',
     'Remote commands read --url/--key or LEASEHOLD_URL/LEASEHOLD_KEY. `leasehold <command> --help` for details; `leasehold --version` prints the version.',
+    'Exit codes: 0 success, 1 failure, 2 wrong usage, 3 partial (some items done, some refused). docs/CLI.md has every command.',
   ].join('\n');
 }
 
@@ -110,10 +119,25 @@ export async function main(args: readonly string[], io: Io): Promise<{ code: num
 
 export { describeError };
 
+/** One line from stdin after a question on stderr; end of input counts as no. */
+async function confirmOnStdin(question: string): Promise<boolean> {
+  const { createInterface } = await import('node:readline');
+  const lines = createInterface({ input: process.stdin, terminal: false });
+  process.stderr.write(`${question} [y/N] `);
+  const answer = await new Promise<string>((resolve) => {
+    lines.once('line', resolve);
+    lines.once('close', () => resolve(''));
+  });
+  lines.close();
+  return /^\s*y(es)?\s*$/i.test(answer);
+}
+
 const io: Io = {
   out: (line) => process.stdout.write(`${line}\n`),
   err: (line) => process.stderr.write(`${line}\n`),
   env: process.env,
+  ...(process.stdout.isTTY ? { progress: (text: string) => process.stdout.write(`\r\x1b[2K${text}`) } : {}),
+  confirm: confirmOnStdin,
 };
 
 const outcome = await main(process.argv.slice(2), io);

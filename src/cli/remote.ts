@@ -35,3 +35,8 @@ export async function withClient<T>(command: Command, values: Values, io: Io, us
 export function printJson(io: Io, value: unknown): void {
   io.out(terminalSafeJson(value));
 }
+
+/** One line of NDJSON (streams: one document per line). */
+export function printJsonLine(io: Io, value: unknown): void {
+  io.out(terminalSafeJson(value, 0));
+}

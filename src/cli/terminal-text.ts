@@ -24,6 +24,6 @@ export function terminalSafe(text: string): string {
  * JSON for a terminal: JSON.stringify already escapes C0 characters; the rest
  * (DEL, C1, separators, bidi) become `\uXXXX`, which is still the same JSON.
  */
-export function terminalSafeJson(value: unknown): string {
-  return JSON.stringify(value, null, 2).replace(UNSAFE_IN_JSON, (char) => `\\u${char.charCodeAt(0).toString(16).padStart(4, '0')}`);
+export function terminalSafeJson(value: unknown, indent = 2): string {
+  return JSON.stringify(value, null, indent).replace(UNSAFE_IN_JSON, (char) => `\\u${char.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }

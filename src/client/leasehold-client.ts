@@ -18,6 +18,8 @@ import { WAIT_END_STATUSES } from '../protocol/wait-ends.js';
 import type {
   Attempt,
   AttemptList,
+  BulkRequest,
+  BulkResponse,
   CancelRequest,
   CheckpointRequest,
   CompleteManyRequest,
@@ -31,6 +33,7 @@ import type {
   FailRequest,
   FailResponse,
   Job,
+  JobDetail,
   JobList,
   JobListQuery,
   HealthResponse,
@@ -244,6 +247,16 @@ export class LeaseholdClient {
   async reconcile(id: string, outcome: ReconcileOutcomeName, options: CallOptions = {}): Promise<Job> {
     const body: ReconcileRequest = { outcome };
     return parseJson<Job>(await this.call('POST', `/jobs/${encodeURIComponent(id)}/reconcile`, body, options));
+  }
+
+  /** POST /jobs/bulk: requeue, cancel or reconcile every job a filter selects (dryRun only counts). */
+  async bulk(request: BulkRequest, options: CallOptions = {}): Promise<BulkResponse> {
+    return parseJson<BulkResponse>(await this.call('POST', '/jobs/bulk', request, options));
+  }
+
+  /** GET /jobs/{id}/detail: the job with its payload, checkpoint, result checksum and attempts. */
+  async jobDetail(id: string, options: CallOptions = {}): Promise<JobDetail> {
+    return parseJson<JobDetail>(await this.call('GET', `/jobs/${encodeURIComponent(id)}/detail`, undefined, options));
   }
 
   async putKind(kind: string, definition: KindDefinition, options: CallOptions = {}): Promise<Kind> {

@@ -23,6 +23,7 @@ import { installJsonBodyParser } from './json-body.js';
 import type { CoordinatorApp, RouteContext } from './route-context.js';
 import { createServices, type QueueServices } from './services.js';
 import { registerBatchRoutes } from './routes/batch.js';
+import { registerOperatorRoutes } from './routes/operator.js';
 import { registerCompletionRoutes } from './routes/completion.js';
 import { registerJobActionRoutes } from './routes/job-actions.js';
 import { registerJobRoutes } from './routes/jobs.js';
@@ -30,6 +31,7 @@ import { registerKindRoutes } from './routes/kinds.js';
 import { registerLeaseRoutes } from './routes/lease.js';
 import { registerMetricsRoutes } from './routes/metrics.js';
 import { registerSystemRoutes } from './routes/system.js';
+import { registerUiRoutes } from './routes/ui.js';
 import { validatorCompiler } from './validation.js';
 import { logRedaction } from '../core/log-redaction.js';
 import { installRequestObservation, requestIdOf } from './request-observation.js';
@@ -52,6 +54,7 @@ export { LOG_REDACT_PATHS } from '../core/log-redaction.js';
 export function registerRoutes(app: CoordinatorApp, ctx: RouteContext): void {
   registerJobRoutes(app, ctx);
   registerBatchRoutes(app, ctx);
+  registerOperatorRoutes(app, ctx);
   registerJobActionRoutes(app, ctx);
   registerLeaseRoutes(app, ctx);
   registerCompletionRoutes(app, ctx);
@@ -118,6 +121,8 @@ export async function installApi(app: CoordinatorApp, options: ApiOptions): Prom
 
   installCheckpointLimit(app, ctx);
   registerRoutes(app, ctx);
+  // The dashboard is the coordinator's own page; inside an application's instance its pages are the application's.
+  if (options.standalone) registerUiRoutes(app);
 }
 
 export async function buildCoordinator(options: CoordinatorOptions): Promise<FastifyInstance> {

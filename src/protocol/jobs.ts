@@ -60,10 +60,26 @@ export type JobListItem = Static<typeof JobListItem>;
 export const JobList = Type.Object({ jobs: Type.Array(JobListItem), nextCursor: Type.Union([Type.String(), Type.Null()]) });
 export type JobList = Static<typeof JobList>;
 
+/**
+ * What selects jobs: the query of GET /jobs (with limit and cursor) and the
+ * `filter` of POST /jobs/bulk. The store selects by status and kind; the
+ * coordinator applies the error code and the creation-time range to the rows
+ * it reads (src/coordinator/job-filter.ts).
+ */
+export const JobFilterProperties = {
+  status: Type.Optional(JobStatusSchema),
+  kind: Type.Optional(KindName),
+  errorCode: Type.Optional(Type.String({ minLength: 1, maxLength: LIMITS.errorCodeLength, description: "The code of the job's last error" })),
+  createdAfter: Type.Optional(Type.String({ format: 'date-time', description: 'RFC 3339: only jobs created at or after this time' })),
+  createdBefore: Type.Optional(Type.String({ format: 'date-time', description: 'RFC 3339: only jobs created before this time' })),
+};
+
+export const JobFilter = Type.Object(JobFilterProperties, { additionalProperties: false });
+export type JobFilter = Static<typeof JobFilter>;
+
 export const JobListQuery = Type.Object(
   {
-    status: Type.Optional(JobStatusSchema),
-    kind: Type.Optional(KindName),
+    ...JobFilterProperties,
     limit: Type.Optional(Type.Integer({ minimum: 1, maximum: LIMITS.maxListLimit })),
     cursor: Type.Optional(Type.String({ maxLength: 200 })),
   },

@@ -16,3 +16,4 @@ export * from './leases.js';
 export * from './kinds.js';
 export * from './system.js';
 export * from './wait-ends.js';
+export * from './operator.js';

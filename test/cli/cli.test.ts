@@ -8,31 +8,12 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LeaseholdClient } from '../../src/client/leasehold-client.js';
 import { waitFor } from '../support/wait-for.js';
 import { startLiveCoordinator, type LiveCoordinator } from '../client/live-coordinator.js';
-
-const BIN = resolve(import.meta.dirname, '../../bin/leasehold.js');
-
-interface Outcome {
-  readonly code: number | null;
-  readonly stdout: string;
-  readonly stderr: string;
-}
-
-function cli(args: readonly string[], env: Record<string, string> = {}): Promise<Outcome> {
-  return new Promise((resolvePromise, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-    child.on('error', reject);
-    child.on('close', (code) => resolvePromise({ code, stdout, stderr }));
-  });
-}
+import { BIN, cli } from '../support/run-cli.js';
 
 /** Starts a long-running command; `output()` is everything it printed so far. */
 function start(args: readonly string[], env: Record<string, string> = {}): { child: ChildProcess; output: () => string; exited: Promise<number | null> } {
@@ -69,6 +50,11 @@ describe('cli usage', () => {
     ['keys', 'revoke'],
     ['enqueue'],
     ['job'],
+    ['jobs', 'list'],
+    ['jobs', 'show'],
+    ['jobs', 'cancel'],
+    ['jobs', 'requeue'],
+    ['jobs', 'reconcile'],
     ['dead'],
     ['requeue'],
     ['stats'],

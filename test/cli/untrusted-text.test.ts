@@ -55,7 +55,7 @@ describe('cli and untrusted text', () => {
     }
     expect(shown.stdout).toContain('w\\x1b]0;owned\\x07\\u202e');
     expect(shown.stdout).toContain('e\\x1b[2J\\x9b31m');
-    expect(dead.stdout).toContain('e\\x1b[2J\\x9b31m: gone \\x9b2K');
+    expect(dead.stdout).toContain('e\\x1b[2J\\x9b31m (permanent): gone \\x9b2K');
     const parsed = JSON.parse(json.stdout) as { job: { lastError: { code: string } }; attempts: { workerId: string }[] };
     // --json stays the same JSON: the escapes decode to the original text.
     expect(parsed.job.lastError.code).toBe('e\u001b[2J\u009b31m');

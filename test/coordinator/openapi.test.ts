@@ -7,6 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import Fastify from 'fastify';
 import { registerRoutes } from '../../src/coordinator/app.js';
+import { registerUiRoutes } from '../../src/coordinator/routes/ui.js';
 import { Backpressure } from '../../src/coordinator/backpressure.js';
 import { resolveConfig } from '../../src/coordinator/config.js';
 import { KindRegistry } from '../../src/coordinator/kind-registry.js';
@@ -41,6 +42,7 @@ beforeAll(async () => {
     events: new JobEvents(metrics),
   };
   registerRoutes(bare as unknown as CoordinatorApp, ctx);
+  registerUiRoutes(bare as unknown as CoordinatorApp);
   await bare.ready();
   await bare.close();
   metrics.close();
@@ -79,6 +81,10 @@ const EXPECTED: [string, string][] = [
   ['put', '/kinds/{kind}'],
   ['get', '/kinds'],
   ['get', '/metrics'],
+  ['post', '/jobs/bulk'],
+  ['get', '/jobs/{id}/detail'],
+  ['get', '/ui'],
+  ['get', '/ui/assets/{file}'],
 ];
 
 describe('GET /openapi.json', () => {

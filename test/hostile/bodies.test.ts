@@ -18,6 +18,7 @@ import { Ajv } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
+  BulkRequest,
   CheckpointRequest,
   CompleteManyRequest,
   CompleteRequest,
@@ -57,6 +58,7 @@ const SCHEMAS: Readonly<Record<string, TSchema>> = {
   'POST /jobs/:id/cancel': Type.Object({}, { additionalProperties: false }),
   'POST /jobs/:id/reconcile': ReconcileRequest,
   'PUT /kinds/:kind': KindDefinition,
+  'POST /jobs/bulk': BulkRequest,
 };
 /** Routes whose body may be left out entirely. */
 const OPTIONAL_BODY = new Set(['POST /jobs/:id/requeue', 'POST /jobs/:id/cancel', 'PUT /kinds/:kind']);

@@ -39,6 +39,8 @@ it('serves the API under a prefix of the application’s instance, over the same
   // The application's own routes and 404s are untouched.
   expect(await (await app.inject({ method: 'GET', url: '/hello' })).json()).toEqual({ hello: 'world' });
   expect((await app.inject({ method: 'GET', url: '/nothing-here' })).statusCode).toBe(404);
+  // The dashboard is the coordinator's own page, not mounted inside the application's instance.
+  expect((await app.inject({ method: 'GET', url: '/queue/ui' })).statusCode).toBe(404);
   // Without a key the API answers as the coordinator does.
   const anonymous = await app.inject({ method: 'GET', url: '/queue/stats' });
   expect(anonymous.statusCode).toBe(401);

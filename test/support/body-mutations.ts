@@ -71,6 +71,19 @@ export const VALID_BODIES: Readonly<Record<string, Arbitrary<Record<string, unkn
   'POST /jobs/:id/requeue': fc.record({ maxAttempts: fc.integer({ min: 1, max: 1000 }) }, { requiredKeys: [] }),
   'POST /jobs/:id/cancel': fc.constant({}),
   'POST /jobs/:id/reconcile': fc.record({ outcome: fc.constantFrom('succeeded', 'dead', 'requeue') }),
+  'POST /jobs/bulk': fc.record(
+    {
+      action: fc.constantFrom('requeue', 'cancel', 'reconcile'),
+      outcome: fc.constantFrom('succeeded', 'dead', 'requeue'),
+      filter: fc.record(
+        { status: fc.constantFrom('queued', 'running', 'dead', 'unknown', 'succeeded'), kind: fc.constantFrom(...SEEDED_KINDS), errorCode: fc.constantFrom('boom', 'lease_expired') },
+        { requiredKeys: [] },
+      ),
+      limit: fc.integer({ min: 1, max: 3 }),
+      dryRun: fc.boolean(),
+    },
+    { requiredKeys: ['action', 'filter'] },
+  ),
   'PUT /kinds/:kind': fc.record(
     {
       payloadSchema: fc.constantFrom<unknown>(

@@ -51,10 +51,14 @@ export const ENDPOINTS: readonly Endpoint[] = [
   { method: 'POST', route: '/jobs/:id/fail', roles: ['worker', 'admin'] },
   { method: 'PUT', route: '/kinds/:kind', roles: ['admin'] },
   { method: 'GET', route: '/kinds', roles: ['producer', 'worker', 'admin'] },
+  { method: 'POST', route: '/jobs/bulk', roles: ['admin'] },
+  { method: 'GET', route: '/jobs/:id/detail', roles: ['admin'] },
   { method: 'GET', route: '/stats', roles: ['admin'] },
   { method: 'GET', route: '/metrics', roles: ['admin'] },
   { method: 'GET', route: '/healthz', roles: 'public' },
   { method: 'GET', route: '/openapi.json', roles: 'public' },
+  { method: 'GET', route: '/ui', roles: 'public' },
+  { method: 'GET', route: '/ui/assets/:file', roles: 'public' },
 ];
 
 /** The endpoints as `METHOD /path/{param}`, the way /openapi.json names them. */

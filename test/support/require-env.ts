@@ -7,7 +7,7 @@
 
 export const REQUIRE_VARIABLE = 'LEASEHOLD_REQUIRE';
 
-export type Requirement = 'postgres' | 'tmpfs' | 'strace' | 'device-mapper';
+export type Requirement = 'postgres' | 'tmpfs' | 'strace' | 'device-mapper' | 'chromium';
 
 export function requiredHere(name: Requirement, env: NodeJS.ProcessEnv = process.env): boolean {
   return (env[REQUIRE_VARIABLE] ?? '')

@@ -1,15 +1,19 @@
 /**
- * Commands that work on jobs through a coordinator's HTTP API: `enqueue`,
- * `job <id>` (the job and its attempt history), `dead`, `requeue <id>` and
- * `stats`. They print a short human form, or the API's JSON with --json.
+ * Commands that work on jobs through a coordinator's HTTP API: `enqueue`
+ * (one job, or a file: enqueue-file.ts), `job <id>` (the job and its attempt
+ * history), `dead`, `requeue <id>` and `stats` (once, or --watch). Listings
+ * print an aligned table, or the API's JSON with --json.
  */
 
 import { randomUUID } from 'node:crypto';
 import { describeJsonError } from '../../core/json-error.js';
 import { LIMITS } from '../../protocol/limits.js';
-import type { Job } from '../../protocol/schemas.js';
+import type { Job, JobListItem, Stats } from '../../protocol/schemas.js';
 import { integerOption, requireOption, stringOption, UsageError, type Command, type Io } from '../command.js';
-import { printJson, REMOTE_DETAILS, REMOTE_OPTIONS, withClient } from '../remote.js';
+import { FILTER_DETAILS, FILTER_OPTIONS, filterFromOptions } from '../job-filter-options.js';
+import { printJson, printJsonLine, REMOTE_DETAILS, REMOTE_OPTIONS, withClient } from '../remote.js';
+import { printFacts, printTable } from '../table.js';
+import { jobRow } from './jobs-list.js';
 import { terminalSafe } from '../terminal-text.js';
 
 /** Every human line here carries text from workers or producers (ids, kinds, codes, messages): printed escaped. */
@@ -19,9 +23,11 @@ function say(io: Io, line: string): void {
 
 export const enqueueCommand: Command = {
   name: 'enqueue',
-  summary: 'Enqueue a job.',
-  usage: 'enqueue --kind K --payload JSON [--idempotency-key K] [--max-attempts N] [--priority N] [--run-after TIME] [--deadline-ms N]',
+  summary: 'Enqueue a job, or every line of an NDJSON file with --file.',
+  usage: 'enqueue --kind K --payload JSON [--idempotency-key K] [--max-attempts N] [--priority N] [--run-after TIME] [--deadline-ms N] | enqueue --file jobs.ndjson',
   details: [
+    '--file F               one job per line, {kind, payload, …} as POST /jobs takes it (idempotencyKey optional: derived from the line); sent in batches;',
+    '                       prints accepted, replayed and refused lines; exit 3 when some lines were refused, 1 when all were',
     '--kind K               the job kind',
     '--payload JSON         the payload, as JSON',
     '--idempotency-key K    reuse a key to make a retried enqueue safe (default: random)',
@@ -42,8 +48,15 @@ export const enqueueCommand: Command = {
     'run-after': { type: 'string' },
     'deadline-ms': { type: 'string' },
     quiet: { type: 'boolean' },
+    file: { type: 'string' },
   },
   async run({ values, io }) {
+    const file = stringOption(values, 'file');
+    if (file !== undefined) {
+      if (values['kind'] !== undefined || values['payload'] !== undefined) throw new UsageError('--file takes each job from its lines: leave out --kind and --payload', enqueueCommand);
+      const { enqueueFile } = await import('./enqueue-file.js');
+      return enqueueFile(enqueueCommand, file, values, io);
+    }
     const kind = requireOption(values, 'kind', enqueueCommand);
     const payloadText = requireOption(values, 'payload', enqueueCommand);
     let payload: unknown;
@@ -104,25 +117,22 @@ export const jobCommand: Command = {
 
 export const deadCommand: Command = {
   name: 'dead',
-  summary: 'List dead jobs (newest pages via --cursor).',
-  usage: 'dead [--kind K] [--limit N] [--cursor C]',
-  details: ['--kind K               only this kind', '--limit N              page size (default 50)', '--cursor C             the next page, as printed', ...REMOTE_DETAILS],
-  options: { ...REMOTE_OPTIONS, kind: { type: 'string' }, limit: { type: 'string' }, cursor: { type: 'string' } },
+  summary: 'List dead jobs, newest first (next pages via --cursor).',
+  usage: 'dead [--kind K] [--error-code C] [--since T] [--until T] [--limit N] [--cursor C] [--json]',
+  details: [...FILTER_DETAILS.filter((line) => !line.startsWith('--status')), '--limit N              page size (default 50)', '--cursor C             the next page, as printed', ...REMOTE_DETAILS],
+  options: { ...REMOTE_OPTIONS, ...FILTER_OPTIONS, limit: { type: 'string' }, cursor: { type: 'string' } },
   async run({ values, io }) {
+    if (values['status'] !== undefined) throw new UsageError('dead lists dead jobs; use jobs list --status for others', deadCommand);
     const limit = integerOption(values, 'limit', deadCommand, { min: 1, max: LIMITS.maxListLimit }) ?? 50;
-    const kind = stringOption(values, 'kind');
+    const filter = filterFromOptions(values, deadCommand);
     const cursor = stringOption(values, 'cursor');
-    const page = await withClient(deadCommand, values, io, (client) =>
-      client.listJobs({ status: 'dead', limit, ...(kind === undefined ? {} : { kind }), ...(cursor === undefined ? {} : { cursor }) }),
-    );
+    const page = await withClient(deadCommand, values, io, (client) => client.listJobs({ ...filter, status: 'dead', limit, ...(cursor === undefined ? {} : { cursor }) }));
     if (values['json'] === true) {
       printJson(io, page);
       return 0;
     }
     if (page.jobs.length === 0) say(io, 'no dead jobs');
-    for (const job of page.jobs) {
-      say(io, `${job.id}  ${job.kind}  attempts ${job.attempts}/${job.maxAttempts}  ${job.finishedAt ?? ''}  ${job.lastError === null ? '' : `${job.lastError.class} ${job.lastError.code}: ${job.lastError.message}`}`);
-    }
+    else printTable(io, ['ID', 'KIND', 'ATTEMPTS', 'FINISHED', 'LAST ERROR'], page.jobs.map((job) => deadRow(job)));
     if (page.nextCursor !== null) say(io, `more: --cursor ${page.nextCursor}`);
     return 0;
   },
@@ -147,22 +157,56 @@ export const requeueCommand: Command = {
 
 export const statsCommand: Command = {
   name: 'stats',
-  summary: "Show the tenant's job counts by status, mean wait and run times, and lease expirations.",
-  usage: 'stats',
-  details: REMOTE_DETAILS,
-  options: REMOTE_OPTIONS,
+  summary: "Show the tenant's job counts by status, oldest available age, mean wait and run times, lease expirations and storage (admin).",
+  usage: 'stats [--watch [--interval-ms N] [--count N]] [--json]',
+  details: [
+    '--watch                refresh until interrupted (with --json: NDJSON, one document per refresh)',
+    '--interval-ms N        time between refreshes (default 2000)',
+    '--count N              stop after N refreshes',
+    ...REMOTE_DETAILS,
+  ],
+  options: { ...REMOTE_OPTIONS, watch: { type: 'boolean' }, 'interval-ms': { type: 'string' }, count: { type: 'string' } },
   async run({ values, io }) {
-    const stats = await withClient(statsCommand, values, io, (client) => client.stats());
-    if (values['json'] === true) {
-      printJson(io, stats);
-      return 0;
-    }
-    say(io, Object.entries(stats.counts).map(([status, count]) => `${status} ${count}`).join('  '));
-    say(io, `mean wait ${formatMs(stats.meanWaitMs)}  mean attempt ${formatMs(stats.meanAttemptRunMs)}  mean to completion ${formatMs(stats.meanTimeToCompletionMs)}  lease expirations ${stats.leaseExpirations}`);
-    say(io, `oldest available ${formatMs(stats.oldestAvailableAgeMs)}  storage ${stats.storageBytes} bytes`);
+    const intervalMs = integerOption(values, 'interval-ms', statsCommand, { min: 100, max: 3_600_000 }) ?? 2_000;
+    const watch = values['watch'] === true;
+    const count = integerOption(values, 'count', statsCommand, { min: 1, max: 1_000_000 }) ?? (watch ? Number.POSITIVE_INFINITY : 1);
+    const json = values['json'] === true;
+    await withClient(statsCommand, values, io, async (client) => {
+      for (let shown = 0; shown < count; shown += 1) {
+        if (shown > 0) await new Promise((resolve) => setTimeout(resolve, intervalMs));
+        const stats = await client.stats();
+        if (json) {
+          if (watch) printJsonLine(io, stats);
+          else printJson(io, stats);
+          continue;
+        }
+        // On a terminal each refresh replaces the last; piped, the tables follow one another.
+        if (watch && io.progress !== undefined) io.progress('\x1b[H\x1b[2J');
+        else if (shown > 0) io.out('');
+        printStats(io, stats);
+      }
+    });
     return 0;
   },
 };
+
+function deadRow(job: JobListItem): (string | number | null)[] {
+  const [id, kind, , attempts, , error] = jobRow(job);
+  return [id, kind, attempts, job.finishedAt, error];
+}
+
+function printStats(io: Io, stats: Stats): void {
+  printTable(io, ['STATUS', 'COUNT'], Object.entries(stats.counts).map(([status, count]) => [status, count]));
+  io.out('');
+  printFacts(io, [
+    ['oldest available', formatMs(stats.oldestAvailableAgeMs)],
+    ['mean wait', formatMs(stats.meanWaitMs)],
+    ['mean attempt', formatMs(stats.meanAttemptRunMs)],
+    ['mean to completion', formatMs(stats.meanTimeToCompletionMs)],
+    ['lease expirations', stats.leaseExpirations],
+    ['storage', `${stats.storageBytes} bytes`],
+  ]);
+}
 
 function printJob(io: Io, job: Job): void {
   say(io, `${job.id}  ${job.kind}  ${job.status}${job.cancelRequested ? ' (cancel requested)' : ''}`);

@@ -14,6 +14,7 @@ import type { JobStatus } from '../../core/states.js';
 import type { JobRecord, JobScope } from '../../store/store.js';
 import { principalOf, scopeOf } from '../auth.js';
 import { enqueueOne } from '../enqueue.js';
+import { listFilteredJobs } from '../job-filter.js';
 import { errorResponses, type CoordinatorApp, type RouteContext } from '../route-context.js';
 import { toWireJob, toWireJobListItem } from '../wire.js';
 
@@ -98,21 +99,16 @@ export function registerJobRoutes(app: CoordinatorApp, ctx: RouteContext): void 
       schema: {
         summary: 'List jobs, newest first',
         description:
-          'Each job carries a result summary {contentType, bytes} (or null), never the result itself; nextCursor is opaque and valid only with the same key and filters.',
+          'Each job carries a result summary {contentType, bytes} (or null), never the result itself; nextCursor is opaque and valid only with the same key and filters. ' +
+          'status and kind select through the store; errorCode, createdAfter and createdBefore are applied to the rows read, at most 5000 per call, so a filtered page can hold fewer than limit jobs (even none) while nextCursor is not null.',
         tags: ['jobs'],
         querystring: JobListQuery,
         response: { 200: JobList, ...errorResponses() },
       },
     },
     async (request) => {
-      const query = request.query;
-      const page = await ctx.store.jobList({
-        scope: scopeOf(principalOf(request)),
-        limit: query.limit ?? DEFAULT_LIST_LIMIT,
-        ...(query.status === undefined ? {} : { status: query.status }),
-        ...(query.kind === undefined ? {} : { kind: query.kind }),
-        ...(query.cursor === undefined ? {} : { cursor: query.cursor }),
-      });
+      const { limit, cursor, ...filter } = request.query;
+      const page = await listFilteredJobs(ctx.store, { scope: scopeOf(principalOf(request)), filter, limit: limit ?? DEFAULT_LIST_LIMIT, cursor });
       return { jobs: page.jobs.map(toWireJobListItem), nextCursor: page.nextCursor };
     },
   );

@@ -1,0 +1,61 @@
+/**
+ * Admin routes for operating the queue, used by the dashboard and the CLI:
+ * POST /jobs/bulk requeues, cancels or reconciles every job a filter selects,
+ * up to a limit, in bounded batches (bulk-actions.ts) — with dryRun it only
+ * counts, which is the figure a confirmation shows; GET /jobs/{id}/detail is
+ * a job with its payload, checkpoint, result checksum and attempts.
+ */
+
+import { LeaseholdError } from '../../core/errors.js';
+import { BulkRequest, BulkResponse, JobDetail } from '../../protocol/operator.js';
+import { IdParams } from '../../protocol/schemas.js';
+import { principalOf, scopeOf } from '../auth.js';
+import { runBulkAction } from '../bulk-actions.js';
+import { errorResponses, type CoordinatorApp, type RouteContext } from '../route-context.js';
+import { toWireAttempt, toWireJob } from '../wire.js';
+import { getScopedJob } from './jobs.js';
+
+export function registerOperatorRoutes(app: CoordinatorApp, ctx: RouteContext): void {
+  app.post(
+    '/jobs/bulk',
+    {
+      config: { roles: ['admin'] },
+      schema: {
+        summary: 'Requeue, cancel or reconcile every job a filter selects (admin)',
+        description:
+          'filter takes the fields of GET /jobs (status, kind, errorCode, createdAfter, createdBefore). requeue applies to dead jobs, reconcile (with outcome) to unknown ones, cancel to queued and running ones; a filter status outside those answers 400. ' +
+          'At most limit jobs (default 1000, at most 10000) are touched, newest first, each by the same guarded transition as the single-job route; matched counts the jobs selected, changed the ones that moved. dryRun counts without changing.',
+        tags: ['jobs'],
+        body: BulkRequest,
+        response: { 200: BulkResponse, ...errorResponses() },
+      },
+    },
+    async (request) => runBulkAction(ctx.store, scopeOf(principalOf(request)), request.body),
+  );
+
+  app.get(
+    '/jobs/:id/detail',
+    {
+      config: { roles: ['admin'] },
+      schema: {
+        summary: 'A job with its payload, checkpoint, result checksum and attempts (admin)',
+        tags: ['jobs'],
+        params: IdParams,
+        response: { 200: JobDetail, ...errorResponses(404) },
+      },
+    },
+    async (request) => {
+      const scope = scopeOf(principalOf(request));
+      const job = await getScopedJob(ctx, scope, request.params.id);
+      const attempts = await ctx.store.jobAttempts({ scope, id: job.id });
+      if (attempts === null) throw new LeaseholdError('not_found', 'job not found');
+      return {
+        job: toWireJob(job),
+        payload: job.payload,
+        checkpoint: job.checkpoint === null ? null : { step: job.checkpoint.step, state: job.checkpoint.state },
+        result: job.result === null ? null : { contentType: job.result.contentType, bytes: job.result.body.length, checksum: job.result.checksum },
+        attempts: attempts.map(toWireAttempt),
+      };
+    },
+  );
+}
