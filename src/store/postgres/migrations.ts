@@ -167,4 +167,15 @@ CREATE TABLE tenant_counters (
     sql: `ALTER TABLE kinds ADD COLUMN max_checkpoint_bytes integer NOT NULL DEFAULT 262144 CHECK (max_checkpoint_bytes > 0);
 CREATE TABLE store_secrets (name text PRIMARY KEY, secret bytea NOT NULL);`,
   },
+  {
+    version: 4,
+    name: 'next_due_and_retention',
+    // jobs_delayed answers when the next delayed job or retry of a kind is due (next-due.ts); jobs_finished
+    // walks finished jobs oldest first for retention (retention.ts); a kind's retention periods, NULL = the default.
+    sql: `CREATE INDEX jobs_delayed ON jobs (tenant, kind, run_after) WHERE status = 'queued';
+CREATE INDEX jobs_finished ON jobs (status, finished_at) WHERE status IN ('succeeded', 'cancelled', 'dead');
+ALTER TABLE kinds ADD COLUMN retention_succeeded_ms bigint CHECK (retention_succeeded_ms IS NULL OR retention_succeeded_ms > 0);
+ALTER TABLE kinds ADD COLUMN retention_cancelled_ms bigint CHECK (retention_cancelled_ms IS NULL OR retention_cancelled_ms > 0);
+ALTER TABLE kinds ADD COLUMN retention_dead_ms bigint CHECK (retention_dead_ms IS NULL OR retention_dead_ms > 0);`,
+  },
 ];

@@ -200,6 +200,9 @@ export interface KindRow {
   readonly deadline_ms: number | null;
   readonly max_result_bytes: number;
   readonly max_checkpoint_bytes: number;
+  readonly retention_succeeded_ms: number | null;
+  readonly retention_cancelled_ms: number | null;
+  readonly retention_dead_ms: number | null;
   readonly updated_at: number;
 }
 
@@ -215,6 +218,7 @@ export function toKindRecord(row: KindRow): KindRecord {
     deadlineMs: row.deadline_ms,
     maxResultBytes: row.max_result_bytes,
     maxCheckpointBytes: row.max_checkpoint_bytes,
+    retention: { succeededMs: row.retention_succeeded_ms, cancelledMs: row.retention_cancelled_ms, deadMs: row.retention_dead_ms },
     updatedAt: row.updated_at,
   };
 }

@@ -108,6 +108,9 @@ export interface KindRow {
   deadline_ms: number | null;
   max_result_bytes: number;
   max_checkpoint_bytes: number;
+  retention_succeeded_ms: number | null;
+  retention_cancelled_ms: number | null;
+  retention_dead_ms: number | null;
   updated_at: number;
 }
 
@@ -208,6 +211,7 @@ export function toKindRecord(row: KindRow): KindRecord {
     deadlineMs: row.deadline_ms,
     maxResultBytes: row.max_result_bytes,
     maxCheckpointBytes: row.max_checkpoint_bytes,
+    retention: { succeededMs: row.retention_succeeded_ms, cancelledMs: row.retention_cancelled_ms, deadMs: row.retention_dead_ms },
     updatedAt: row.updated_at,
   };
 }

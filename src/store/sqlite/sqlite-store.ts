@@ -69,6 +69,10 @@ import { GroupCommit } from './group-commit.js';
 import { MIGRATIONS } from './migrations.js';
 import { SQL, type QueryName } from './queries.js';
 import { StatsReader, type StatsRows } from './stats-reader.js';
+import { NextDueReader } from './next-due.js';
+import { RetentionStatements, retentionBindings } from './retention.js';
+import type { NextDue, NextDueParams } from '../next-due.js';
+import { NO_KIND_RETENTION, type JobPurgeCountParams, type JobPurgeOutcome, type JobPurgeParams } from '../retention.js';
 import { FinishedListeners, finishedByCompletion, finishedByFailure, finishedByOperator, reapFinishedSome } from '../finished-jobs.js';
 import {
   toApiKeyRecord,
@@ -133,6 +137,8 @@ export class SqliteStore implements Store {
   private pollTimer: NodeJS.Timeout | null = null;
   private closed = false;
   private readonly cursorSecret: Buffer;
+  private readonly nextDue: NextDueReader;
+  private readonly retention: RetentionStatements;
 
   private constructor(
     private readonly db: Db,
@@ -142,6 +148,8 @@ export class SqliteStore implements Store {
     private readonly random: Random,
   ) {
     this.statsReader = new StatsReader(db.name, busyTimeoutMs);
+    this.nextDue = new NextDueReader(db);
+    this.retention = new RetentionStatements(db);
     this.statements = Object.fromEntries(
       Object.entries(SQL).map(([name, text]) => [name, db.prepare(text)]),
     ) as unknown as Statements;
@@ -176,6 +184,8 @@ export class SqliteStore implements Store {
       db = new Database(options.path, { readonly: options.readonly ?? false });
       db.pragma(`busy_timeout = ${busyTimeoutMs}`);
       if (!options.readonly) {
+        // A new database returns the pages retention frees to the file system (retention.ts); only settable before any table exists.
+        if (db.prepare('SELECT count(*) AS n FROM sqlite_master').pluck().get() === 0) db.pragma('auto_vacuum = INCREMENTAL');
         db.pragma('journal_mode = WAL');
         // FULL: the WAL is fsynced at every commit, so an acknowledged write survives power loss.
         db.pragma('synchronous = FULL');
@@ -237,6 +247,7 @@ export class SqliteStore implements Store {
   }
 
   kindUpsert(params: KindUpsertParams): Promise<KindRecord> {
+    const retention = params.retention ?? NO_KIND_RETENTION;
     return this.write((now) => {
       this.statements.kindUpsert.run({
         tenant: params.tenant,
@@ -250,9 +261,10 @@ export class SqliteStore implements Store {
         deadlineMs: params.deadlineMs,
         maxResultBytes: params.maxResultBytes,
         maxCheckpointBytes: params.maxCheckpointBytes,
+        ...retentionBindings(retention),
         now,
       });
-      return { ...params, updatedAt: now };
+      return { ...params, retention, updatedAt: now };
     });
   }
 
@@ -517,6 +529,20 @@ export class SqliteStore implements Store {
   }
 
   /** Scans every job of the tenant, so it runs on the reader thread's own connection, off the event loop (stats-reader.ts). */
+  async jobNextDue(params: NextDueParams): Promise<NextDue | null> {
+    return this.read(() => this.nextDue.read(params, this.clock.now()));
+  }
+
+  async jobPurge(params: JobPurgeParams): Promise<JobPurgeOutcome> {
+    const deleted = await this.write((now) => this.retention.purge(params, now));
+    if (deleted > 0) await this.write(() => this.retention.vacuumStep());
+    return { deleted };
+  }
+
+  async jobPurgeCount(params: JobPurgeCountParams): Promise<number> {
+    return this.read(() => this.retention.count(params, this.clock.now()));
+  }
+
   async stats(params: { readonly tenant: string }): Promise<TenantStats> {
     if (this.closed) throw new StoreUnavailableError('the job store is closed');
     const now = this.clock.now();
