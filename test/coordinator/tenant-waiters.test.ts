@@ -11,13 +11,12 @@
 
 import { performance } from 'node:perf_hooks';
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
-import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { buildCoordinator } from '../../src/coordinator/app.js';
 import type { NextDueParams } from '../../src/store/next-due.js';
 import type { LeaseParams, Store } from '../../src/store/store.js';
 import { backends, bearer, drainAfterAll, enqueue, startCoordinator, type Harness } from '../support/http-fixtures.js';
-import { SCHEMA_PREFIX } from '../support/reused-pg-schemas.js';
+import { listenersUp } from '../support/pg-listeners.js';
 import { waitFor } from '../support/wait-for.js';
 
 const CONFIG = { leaseRecheckMs: 60_000, reaperIntervalMs: 0 };
@@ -57,23 +56,6 @@ class LeaseCounter {
 
 function poll(app: FastifyInstance, key: string, kinds: readonly string[], waitMs = 30_000): Promise<LightMyRequestResponse> {
   return app.inject({ method: 'POST', url: '/lease', headers: bearer(key), payload: { workerId: 'w', kinds, waitMs } });
-}
-
-/** PostgreSQL: resolves when `count` LISTEN connections of this process's schemas are up (see cross-coordinator.test.ts). */
-async function listenersUp(count: number): Promise<void> {
-  const client = new pg.Client({ connectionString: process.env['DATABASE_URL'] ?? '' });
-  await client.connect();
-  try {
-    await waitFor(`${count} LISTEN connections`, async () => {
-      const { rows } = await client.query<{ n: number }>(
-        `SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name LIKE $1 AND query LIKE 'LISTEN %' AND state = 'idle'`,
-        [`leasehold:${SCHEMA_PREFIX}%`],
-      );
-      return (rows[0]?.n ?? 0) >= count;
-    });
-  } finally {
-    await client.end();
-  }
 }
 
 function median(values: readonly number[]): number {
