@@ -15,6 +15,8 @@ export interface Io {
   readonly out: (line: string) => void;
   readonly err: (line: string) => void;
   readonly env: NodeJS.ProcessEnv;
+  /** Present only when stdout is a terminal: replaces the current line with a progress text. */
+  readonly progress?: (text: string) => void;
 }
 
 export interface CommandInput {

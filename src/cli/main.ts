@@ -13,6 +13,7 @@ import { devCommand } from './commands/dev.js';
 import { deadCommand, enqueueCommand, jobCommand, requeueCommand, statsCommand } from './commands/jobs.js';
 import { keysCreate, keysRevoke } from './commands/keys.js';
 import { kindsList, kindsSet } from './commands/kinds.js';
+import { purgeCommand } from './commands/purge.js';
 import { serveCommand } from './commands/serve.js';
 import { workerCommand } from './commands/worker.js';
 import { terminalSafe } from './terminal-text.js';
@@ -28,6 +29,7 @@ export const COMMANDS: readonly Command[] = [
   deadCommand,
   requeueCommand,
   statsCommand,
+  purgeCommand,
   kindsSet,
   kindsList,
 ];
@@ -114,6 +116,8 @@ const io: Io = {
   out: (line) => process.stdout.write(`${line}\n`),
   err: (line) => process.stderr.write(`${line}\n`),
   env: process.env,
+  // A progress line only for a person watching: \r rewrites it; progress('') clears it.
+  ...(process.stdout.isTTY ? { progress: (text: string) => process.stdout.write(`\r\x1b[K${text}`) } : {}),
 };
 
 const outcome = await main(process.argv.slice(2), io);

@@ -15,6 +15,7 @@ export interface EnqueueResult {
 }
 
 export type { EnqueueBatchItem, EnqueueBatchResponse, EnqueueBatchResult, HealthResponse, Kind, ResultBytes } from '../protocol/schemas.js';
+export type { PurgeRequest, PurgeResponse } from '../protocol/retention.js';
 
 export interface JobResultBody {
   readonly contentType: string;

@@ -1,7 +1,7 @@
 /**
  * The coordinator's app factory: builds a Fastify instance over a Store with
- * every route, the auth hook, the body parser, the error handler, the reaper
- * and the long-poll waiters — and never calls listen(), so tests drive it with
+ * every route, the auth hook, the body parser, the error handler, the reaper,
+ * retention and the long-poll waiters — and never calls listen(), so tests drive it with
  * inject() and the CLI decides where it listens. Closing the app stops the
  * reaper and ends long polls; the store belongs to the caller and stays open.
  *
@@ -32,6 +32,8 @@ import { registerJobActionRoutes } from './routes/job-actions.js';
 import { registerJobRoutes } from './routes/jobs.js';
 import { registerKindRoutes } from './routes/kinds.js';
 import { registerLeaseRoutes } from './routes/lease.js';
+import { registerPurgeRoutes } from './routes/purge.js';
+import { startRetention } from './retention.js';
 import { registerSystemRoutes } from './routes/system.js';
 import { validatorCompiler } from './validation.js';
 import { logRedaction } from '../core/log-redaction.js';
@@ -51,6 +53,7 @@ export function registerRoutes(app: CoordinatorApp, ctx: RouteContext): void {
   registerJobRoutes(app, ctx);
   registerBatchRoutes(app, ctx);
   registerJobActionRoutes(app, ctx);
+  registerPurgeRoutes(app, ctx);
   registerLeaseRoutes(app, ctx);
   registerCompletionRoutes(app, ctx);
   registerKindRoutes(app, ctx);
@@ -138,12 +141,20 @@ export async function buildCoordinator(options: CoordinatorOptions): Promise<Fas
   // The store announces every job that becomes available (the reaper's requeues too) with its tenant and kind.
   const unwatch = options.store.watchAvailable((available) => waiters.notify(available));
   const reaper = startReaper({ store: options.store, intervalMs: config.reaperIntervalMs, log: app.log });
+  const retention = startRetention({
+    store: options.store,
+    intervalMs: config.retentionIntervalMs,
+    periods: config.retention,
+    batchSize: config.retentionBatchSize,
+    log: app.log,
+  });
 
   // preClose runs before the server stops accepting: parked long polls answer 204 instead of holding close() open.
   app.addHook('preClose', async () => {
     waiters.close();
     finishWaiters.close();
     await reaper.stop();
+    await retention.stop();
   });
   app.addHook('onClose', async () => {
     unwatch();

@@ -6,6 +6,7 @@
  */
 
 import { DEFAULT_BACKOFF, type BackoffPolicy } from '../core/backoff.js';
+import { MAX_RETENTION_MS } from '../protocol/retention.js';
 import { LIMITS } from '../protocol/schemas.js';
 import { DEFAULT_RETENTION, type RetentionPeriods } from '../store/retention.js';
 
@@ -126,9 +127,6 @@ export const DEFAULT_CONFIG: CoordinatorConfig = deepFreeze({
   defaultMaxResultBytes: 16 * 1024 * 1024,
   maxCheckpointBytes: 256 * 1024,
 });
-
-/** The longest retention period: ten years. */
-export const MAX_RETENTION_MS = 10 * 365 * 24 * 60 * 60 * 1000;
 
 export class CoordinatorConfigError extends Error {
   readonly problems: readonly string[];

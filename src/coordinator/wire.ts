@@ -9,6 +9,7 @@ import { JOB_STATUSES } from '../core/states.js';
 import { toRfc3339, toRfc3339OrNull } from '../core/clock.js';
 import type { Job, JobListItem as WireJobListItem, LeasedJob as WireLeasedJob, Stats } from '../protocol/schemas.js';
 import type { AttemptRecord, JobListItem, JobRecord, JobResult, KindRecord, LeasedJob, TenantStats } from '../store/store.js';
+import type { RetentionPeriods } from '../store/retention.js';
 
 export const JSON_CONTENT_TYPE = 'application/json';
 
@@ -117,10 +118,12 @@ export interface WireKind {
   deadlineMs: number | null;
   maxResultBytes: number;
   maxCheckpointBytes: number;
+  retention: RetentionPeriods;
   updatedAt: string;
 }
 
-export function toWireKind(kind: KindRecord): WireKind {
+/** `defaults`: the coordinator's periods, in effect where the kind sets none. */
+export function toWireKind(kind: KindRecord, defaults: RetentionPeriods): WireKind {
   return {
     kind: kind.kind,
     payloadSchema: kind.payloadSchema ?? null,
@@ -131,6 +134,11 @@ export function toWireKind(kind: KindRecord): WireKind {
     deadlineMs: kind.deadlineMs,
     maxResultBytes: kind.maxResultBytes,
     maxCheckpointBytes: kind.maxCheckpointBytes,
+    retention: {
+      succeededMs: kind.retention.succeededMs ?? defaults.succeededMs,
+      cancelledMs: kind.retention.cancelledMs ?? defaults.cancelledMs,
+      deadMs: kind.retention.deadMs ?? defaults.deadMs,
+    },
     updatedAt: toRfc3339(kind.updatedAt),
   };
 }

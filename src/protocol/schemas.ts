@@ -10,6 +10,7 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { FAILURE_CLASS_NAMES } from '../core/failure-classes.js';
 import { JOB_STATUSES } from '../core/states.js';
+import { KindRetention, KindRetentionDefinition } from './retention.js';
 
 const Timestamp = Type.String({ format: 'date-time', description: 'RFC 3339, UTC' });
 const NullableTimestamp = Type.Union([Timestamp, Type.Null()]);
@@ -320,6 +321,7 @@ export const KindDefinition = Type.Object(
     deadlineMs: Type.Optional(Type.Union([Type.Integer({ minimum: 1, maximum: LIMITS.maxDeadlineMs }), Type.Null()])),
     maxResultBytes: Type.Optional(Type.Integer({ minimum: 1, maximum: LIMITS.maxResultBytes })),
     maxCheckpointBytes: Type.Optional(Type.Integer({ minimum: 1, maximum: LIMITS.maxCheckpointBytes })),
+    retention: Type.Optional(KindRetentionDefinition),
   },
   { additionalProperties: false },
 );
@@ -339,6 +341,7 @@ export const Kind = Type.Object({
   deadlineMs: Type.Union([Type.Integer(), Type.Null()]),
   maxResultBytes: Type.Integer(),
   maxCheckpointBytes: Type.Integer(),
+  retention: KindRetention,
   updatedAt: Timestamp,
 });
 export type Kind = Static<typeof Kind>;
