@@ -9,9 +9,6 @@ import { Type, type Static } from '@sinclair/typebox';
 /** Ten years: the longest retention period and the largest olderThanMs. */
 export const MAX_RETENTION_MS = 10 * 365 * 24 * 60 * 60 * 1000;
 
-/** Jobs one POST /jobs/purge deletes at most (in transactions of the coordinator's retentionBatchSize). */
-export const MAX_PURGE_PER_REQUEST = 5_000;
-
 const Period = Type.Integer({ minimum: 1, maximum: MAX_RETENTION_MS });
 
 export const KindRetentionDefinition = Type.Object(
@@ -41,6 +38,6 @@ export type PurgeRequest = Static<typeof PurgeRequest>;
 export const PurgeResponse = Type.Object({
   deleted: Type.Integer({ description: 'Jobs deleted by this request (0 for a dry run)' }),
   matched: Type.Optional(Type.Integer({ description: 'Dry run: the jobs that would be deleted' })),
-  more: Type.Boolean({ description: 'More jobs match: send the request again' }),
+  more: Type.Boolean({ description: 'More jobs may match: send the request again' }),
 });
 export type PurgeResponse = Static<typeof PurgeResponse>;
