@@ -9,16 +9,20 @@
  * Freed pages: databases created by this store use auto_vacuum=INCREMENTAL
  * (set before the first table exists; an existing database keeps its mode
  * until an operator runs VACUUM, docs/SCALING.md). After each batch
- * `PRAGMA incremental_vacuum(N)` returns at most N free pages to the file
- * system in a write of its own, so no single step holds the lock for long; in
- * a database without auto_vacuum it does nothing and freed pages are reused.
+ * `PRAGMA incremental_vacuum(N)` returns free pages to the file system in
+ * steps of N pages, each a write of its own, so no single step holds the lock
+ * for long; in a database without auto_vacuum it does nothing and freed pages
+ * are reused.
  */
 
 import type { Database, Statement } from 'better-sqlite3';
 import { NO_KIND_RETENTION, type JobPurgeCountParams, type JobPurgeParams, type KindRetention } from '../retention.js';
 
-/** Free pages returned to the file system after each batch (4 KiB pages: 1 MiB). */
-export const VACUUM_PAGES_PER_BATCH = 256;
+/** Free pages one vacuum step returns to the file system (4 KiB pages: 1 MiB). */
+export const VACUUM_PAGES_PER_STEP = 256;
+
+/** Vacuum steps after one purge batch at most (16 MiB); what is left waits for the next batch. */
+export const VACUUM_STEPS_PER_BATCH = 16;
 
 const PERIOD = `COALESCE(CASE WHEN @kindRetention = 0 THEN NULL WHEN @status = 'succeeded' THEN k.retention_succeeded_ms
     WHEN @status = 'cancelled' THEN k.retention_cancelled_ms ELSE k.retention_dead_ms END, @olderThanMs)`;
@@ -46,12 +50,17 @@ export function retentionBindings(retention: KindRetention = NO_KIND_RETENTION):
   return { retentionSucceededMs: retention.succeededMs, retentionCancelledMs: retention.cancelledMs, retentionDeadMs: retention.deadMs };
 }
 
+const INCREMENTAL = 2;
+
 type Statements = { readonly [K in keyof typeof RETENTION_SQL]: Statement };
 
 export class RetentionStatements {
   private readonly statements: Statements;
+  /** The database's auto_vacuum mode, read once (it changes only through VACUUM). */
+  private readonly autoVacuum: number;
 
   constructor(private readonly db: Database) {
+    this.autoVacuum = db.pragma('auto_vacuum', { simple: true }) as number;
     const entries = Object.entries(RETENTION_SQL).map(([name, sql]) => [name, db.prepare(sql)]);
     this.statements = Object.fromEntries(entries) as Statements;
   }
@@ -78,9 +87,11 @@ export class RetentionStatements {
     return (this.statements.jobPurgeCount.get(this.bindings(params, now)) as { n: number }).n;
   }
 
-  /** Returns up to VACUUM_PAGES_PER_BATCH free pages to the file system (a no-op without auto_vacuum). */
-  vacuumStep(): void {
-    this.db.pragma(`incremental_vacuum(${VACUUM_PAGES_PER_BATCH})`);
+  /** Returns up to VACUUM_PAGES_PER_STEP free pages to the file system (a no-op without auto_vacuum); true while free pages remain. */
+  vacuumStep(): boolean {
+    if (this.autoVacuum !== INCREMENTAL) return false;
+    this.db.pragma(`incremental_vacuum(${VACUUM_PAGES_PER_STEP})`);
+    return (this.db.pragma('freelist_count', { simple: true }) as number) > 0;
   }
 
   private bindings(params: JobPurgeCountParams, now: number): Record<string, string | number | null> {

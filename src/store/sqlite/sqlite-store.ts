@@ -70,7 +70,7 @@ import { MIGRATIONS } from './migrations.js';
 import { SQL, type QueryName } from './queries.js';
 import { StatsReader, type StatsRows } from './stats-reader.js';
 import { NextDueReader } from './next-due.js';
-import { RetentionStatements, retentionBindings } from './retention.js';
+import { RetentionStatements, retentionBindings, VACUUM_STEPS_PER_BATCH } from './retention.js';
 import type { NextDue, NextDueParams } from '../next-due.js';
 import { NO_KIND_RETENTION, type JobPurgeCountParams, type JobPurgeOutcome, type JobPurgeParams } from '../retention.js';
 import { FinishedListeners, finishedByCompletion, finishedByFailure, finishedByOperator, reapFinishedSome } from '../finished-jobs.js';
@@ -535,7 +535,7 @@ export class SqliteStore implements Store {
 
   async jobPurge(params: JobPurgeParams): Promise<JobPurgeOutcome> {
     const deleted = await this.write((now) => this.retention.purge(params, now));
-    if (deleted > 0) await this.write(() => this.retention.vacuumStep());
+    for (let step = 0; deleted > 0 && step < VACUUM_STEPS_PER_BATCH; step++) if (!(await this.write(() => this.retention.vacuumStep()))) break;
     return { deleted };
   }
 
