@@ -8,44 +8,23 @@
 
 import type { FastifyBaseLogger } from 'fastify';
 import type { ReapOutcome, Store } from '../store/store.js';
+import { startPeriodicTask, type PeriodicTask } from './periodic-task.js';
 
-export interface Reaper {
-  /** Stops the timer and waits for a run in progress. */
-  stop(): Promise<void>;
-}
+export type Reaper = PeriodicTask;
 
 export function startReaper(options: {
   readonly store: Store;
   readonly intervalMs: number;
   readonly log: FastifyBaseLogger;
 }): Reaper {
-  let running: Promise<void> | null = null;
-  let stopped = false;
-
-  const tick = (): void => {
-    if (running !== null || stopped) return;
-    running = options.store
-      .jobReapExpired()
-      .then((outcome: ReapOutcome) => {
-        const changed = outcome.requeued + outcome.dead + outcome.unknown + outcome.cancelled + outcome.deadlineExpired;
-        if (changed > 0) options.log.debug({ reaped: outcome }, 'reaper applied expiries');
-      })
-      .catch((error: unknown) => {
-        options.log.warn({ err: error }, 'reaper run failed');
-      })
-      .finally(() => {
-        running = null;
-      });
-  };
-
-  const timer = options.intervalMs > 0 ? setInterval(tick, options.intervalMs) : null;
-  timer?.unref();
-
-  return {
-    async stop() {
-      stopped = true;
-      if (timer !== null) clearInterval(timer);
-      if (running !== null) await running;
+  return startPeriodicTask({
+    intervalMs: options.intervalMs,
+    log: options.log,
+    failure: 'reaper run failed',
+    run: async () => {
+      const outcome: ReapOutcome = await options.store.jobReapExpired();
+      const changed = outcome.requeued + outcome.dead + outcome.unknown + outcome.cancelled + outcome.deadlineExpired;
+      if (changed > 0) options.log.debug({ reaped: outcome }, 'reaper applied expiries');
     },
-  };
+  });
 }

@@ -4,19 +4,18 @@
  * by status, in store transactions of `retentionBatchSize` jobs. Between two
  * batches it yields to the event loop, so the queue's own writes go between
  * them; on SQLite every batch is a group commit of its own and holds the write
- * lock only for that batch (docs/SCALING.md has the figure). Runs never
- * overlap; a failed run is logged and the next tick tries again.
+ * lock only for that batch (docs/SCALING.md has the figure). The timer is
+ * periodic-task.ts: runs never overlap, a failed one is logged.
  * purgeJobs is the same loop for POST /jobs/purge, bounded per request.
  */
 
 import type { FastifyBaseLogger } from 'fastify';
 import { PURGEABLE_STATUSES, retentionField, type PurgeableStatus, type RetentionPeriods } from '../store/retention.js';
 import type { Store } from '../store/store.js';
+import { startPeriodicTask, type PeriodicTask } from './periodic-task.js';
 
-export interface Retention {
-  /** Stops the timer, ends a run in progress after its current batch, and waits for it. */
-  stop(): Promise<void>;
-}
+/** stop() ends a run in progress after its current batch. */
+export type Retention = PeriodicTask;
 
 export interface PurgeScope {
   /** Per status: jobs that finished at least this long ago. */
@@ -64,38 +63,20 @@ export function startRetention(options: {
   readonly batchSize: number;
   readonly log: FastifyBaseLogger;
 }): Retention {
-  let running: Promise<void> | null = null;
-  let stopped = false;
-
-  const tick = (): void => {
-    if (running !== null || stopped) return;
-    running = purgeJobs(options.store, {
-      olderThanMs: (status) => options.periods[retentionField(status)],
-      statuses: PURGEABLE_STATUSES,
-      kindRetention: true,
-      batchSize: options.batchSize,
-      maxJobs: Number.POSITIVE_INFINITY,
-      stopped: () => stopped,
-    })
-      .then(({ deleted }) => {
-        if (deleted > 0) options.log.debug({ deleted }, 'retention deleted finished jobs');
-      })
-      .catch((error: unknown) => {
-        options.log.warn({ err: error }, 'retention run failed');
-      })
-      .finally(() => {
-        running = null;
+  return startPeriodicTask({
+    intervalMs: options.intervalMs,
+    log: options.log,
+    failure: 'retention run failed',
+    run: async (stopped) => {
+      const { deleted } = await purgeJobs(options.store, {
+        olderThanMs: (status) => options.periods[retentionField(status)],
+        statuses: PURGEABLE_STATUSES,
+        kindRetention: true,
+        batchSize: options.batchSize,
+        maxJobs: Number.POSITIVE_INFINITY,
+        stopped,
       });
-  };
-
-  const timer = options.intervalMs > 0 ? setInterval(tick, options.intervalMs) : null;
-  timer?.unref();
-
-  return {
-    async stop() {
-      stopped = true;
-      if (timer !== null) clearInterval(timer);
-      if (running !== null) await running;
+      if (deleted > 0) options.log.debug({ deleted }, 'retention deleted finished jobs');
     },
-  };
+  });
 }
