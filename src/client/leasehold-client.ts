@@ -51,6 +51,7 @@ import type {
   Stats,
   TokenRequest,
 } from '../protocol/schemas.js';
+import type { PurgeRequest, PurgeResponse } from '../protocol/retention.js';
 import { LeaseholdApiError, LeaseholdIntegrityError, LeaseholdNetworkError, parseRetryAfter } from './errors.js';
 import { exchange, type Exchange, type RawResponse } from './transport.js';
 import type { EnqueueResult, JobResultBody } from './types.js';
@@ -265,6 +266,11 @@ export class LeaseholdClient {
 
   async listKinds(options: CallOptions = {}): Promise<Kind[]> {
     return parseJson<KindList>(await this.call('GET', '/kinds', undefined, options)).kinds;
+  }
+
+  /** Admin: deletes up to a bounded number of the tenant's finished jobs; call again while `more` is true. */
+  async purge(request: PurgeRequest, options: CallOptions = {}): Promise<PurgeResponse> {
+    return parseJson<PurgeResponse>(await this.call('POST', '/jobs/purge', request, options));
   }
 
   async stats(options: CallOptions = {}): Promise<Stats> {

@@ -23,6 +23,7 @@ export type {
   ReconcileOutcomeName,
   ResultBytes,
 } from '../protocol/schemas.js';
+export type { PurgeRequest, PurgeResponse } from '../protocol/retention.js';
 
 export interface JobResultBody {
   readonly contentType: string;

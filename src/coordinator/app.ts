@@ -1,7 +1,7 @@
 /**
  * The coordinator's app factory: builds a Fastify instance over a Store with
- * every route, the auth hook, the body parser, the error handler, the reaper
- * and the long-poll waiters — and never calls listen(), so tests drive it with
+ * every route, the auth hook, the body parser, the error handler, the reaper,
+ * retention and the long-poll waiters — and never calls listen(), so tests drive it with
  * inject() and the CLI decides where it listens. Closing the app stops the
  * reaper and ends long polls; the store belongs to the caller and stays open.
  *
@@ -30,6 +30,7 @@ import { registerJobRoutes } from './routes/jobs.js';
 import { registerKindRoutes } from './routes/kinds.js';
 import { registerLeaseRoutes } from './routes/lease.js';
 import { registerMetricsRoutes } from './routes/metrics.js';
+import { registerPurgeRoutes } from './routes/purge.js';
 import { registerSystemRoutes } from './routes/system.js';
 import { registerUiRoutes } from './routes/ui.js';
 import { validatorCompiler } from './validation.js';
@@ -56,6 +57,7 @@ export function registerRoutes(app: CoordinatorApp, ctx: RouteContext): void {
   registerBatchRoutes(app, ctx);
   registerOperatorRoutes(app, ctx);
   registerJobActionRoutes(app, ctx);
+  registerPurgeRoutes(app, ctx);
   registerLeaseRoutes(app, ctx);
   registerCompletionRoutes(app, ctx);
   registerKindRoutes(app, ctx);

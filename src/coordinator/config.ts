@@ -6,7 +6,9 @@
  */
 
 import { DEFAULT_BACKOFF, type BackoffPolicy } from '../core/backoff.js';
+import { MAX_RETENTION_MS } from '../protocol/retention.js';
 import { LIMITS } from '../protocol/schemas.js';
+import { DEFAULT_RETENTION, type RetentionPeriods } from '../store/retention.js';
 
 export interface BackpressureConfig {
   /** Queued plus running jobs per tenant; null = unlimited. */
@@ -24,6 +26,12 @@ export interface CoordinatorConfig {
   readonly defaultMaxAttempts: number;
   /** How often the reaper returns expired leases; 0 disables it. */
   readonly reaperIntervalMs: number;
+  /** How often finished jobs past their retention are deleted (retention.ts); 0 disables it. */
+  readonly retentionIntervalMs: number;
+  /** How long finished jobs are kept where their kind sets no period of its own. */
+  readonly retention: RetentionPeriods;
+  /** Jobs deleted per retention transaction. */
+  readonly retentionBatchSize: number;
   /** The Retry-After (seconds) suggested to producers polling a job. */
   readonly pollIntervalSeconds: number;
   readonly defaultBackoff: BackoffPolicy;
@@ -32,8 +40,11 @@ export interface CoordinatorConfig {
   readonly backpressure: BackpressureConfig;
   /** When true, only registered kinds may be enqueued, even by a tenant that registered none. */
   readonly requireRegisteredKinds: boolean;
-  /** A long poll re-checks this often for delayed jobs that became due (new work wakes it at once). */
-  readonly leaseRecheckMs: number;
+  /**
+   * A safety re-check of parked long polls; null (the default) = none. Announcements and the due-time timer
+   * wake polls (lease-waiters.ts); a poll also ends after its waitMs, and the worker's next poll leases.
+   */
+  readonly leaseRecheckMs: number | null;
   /** How long a looked-up API key is trusted before it is read again (a revocation takes effect within this); 0 disables. */
   readonly authCacheMs: number;
   /** How long a tenant's kind registry is reused before it is read again; 0 disables. */
@@ -88,13 +99,16 @@ export const DEFAULT_CONFIG: CoordinatorConfig = deepFreeze({
   defaultLeaseMs: 30_000,
   defaultMaxAttempts: 5,
   reaperIntervalMs: 1_000,
+  retentionIntervalMs: 60_000,
+  retention: { ...DEFAULT_RETENTION },
+  retentionBatchSize: 100,
   pollIntervalSeconds: 1,
   defaultBackoff: { baseMs: DEFAULT_BACKOFF.baseMs, maxMs: DEFAULT_BACKOFF.maxMs },
   bodyLimitBytes: LIMITS.bodyLimitBytes,
   batchBodyLimitBytes: LIMITS.batchBodyLimitBytes,
   backpressure: { maxPendingJobs: null, maxOldestAvailableAgeMs: null, maxStorageBytes: null, statsCacheMs: 1_000 },
   requireRegisteredKinds: false,
-  leaseRecheckMs: 250,
+  leaseRecheckMs: null,
   authCacheMs: 1_000,
   kindCacheMs: 1_000,
   maxInFlightRequests: 4_096,
@@ -167,6 +181,13 @@ export function resolveConfig(input: unknown = {}): CoordinatorConfig {
     statsCacheMs: int(bpSource['statsCacheMs'], bpDefaults.statsCacheMs, 'backpressure.statsCacheMs', 0, 60_000),
   };
 
+  const retentionIn = source['retention'];
+  const retentionSource = retentionIn === undefined ? {} : isRecord(retentionIn) ? retentionIn : (problems.push('retention must be an object'), {});
+  for (const key of Object.keys(retentionSource)) if (!(key in DEFAULT_RETENTION)) problems.push(`unknown option "retention.${key}"`);
+  const period = (name: keyof RetentionPeriods): number =>
+    int(retentionSource[name], DEFAULT_CONFIG.retention[name], `retention.${name}`, 1, MAX_RETENTION_MS);
+  const retention: RetentionPeriods = { succeededMs: period('succeededMs'), cancelledMs: period('cancelledMs'), deadMs: period('deadMs') };
+
   const requireIn = source['requireRegisteredKinds'];
   if (requireIn !== undefined && typeof requireIn !== 'boolean') problems.push('requireRegisteredKinds must be a boolean');
 
@@ -179,13 +200,19 @@ export function resolveConfig(input: unknown = {}): CoordinatorConfig {
     defaultLeaseMs: int(source['defaultLeaseMs'], DEFAULT_CONFIG.defaultLeaseMs, 'defaultLeaseMs', LIMITS.minLeaseMs, LIMITS.maxLeaseMs),
     defaultMaxAttempts: int(source['defaultMaxAttempts'], DEFAULT_CONFIG.defaultMaxAttempts, 'defaultMaxAttempts', 1, LIMITS.maxAttempts),
     reaperIntervalMs: int(source['reaperIntervalMs'], DEFAULT_CONFIG.reaperIntervalMs, 'reaperIntervalMs', 0, 3_600_000),
+    retentionIntervalMs: int(source['retentionIntervalMs'], DEFAULT_CONFIG.retentionIntervalMs, 'retentionIntervalMs', 0, 86_400_000),
+    retention,
+    retentionBatchSize: int(source['retentionBatchSize'], DEFAULT_CONFIG.retentionBatchSize, 'retentionBatchSize', 1, 10_000),
     pollIntervalSeconds: int(source['pollIntervalSeconds'], DEFAULT_CONFIG.pollIntervalSeconds, 'pollIntervalSeconds', 1, 3_600),
     defaultBackoff,
     bodyLimitBytes: int(source['bodyLimitBytes'], DEFAULT_CONFIG.bodyLimitBytes, 'bodyLimitBytes', 1024, 1024 ** 3),
     batchBodyLimitBytes: int(source['batchBodyLimitBytes'], DEFAULT_CONFIG.batchBodyLimitBytes, 'batchBodyLimitBytes', 1024, 1024 ** 3),
     backpressure,
     requireRegisteredKinds: typeof requireIn === 'boolean' ? requireIn : DEFAULT_CONFIG.requireRegisteredKinds,
-    leaseRecheckMs: int(source['leaseRecheckMs'], DEFAULT_CONFIG.leaseRecheckMs, 'leaseRecheckMs', 10, 60_000),
+    leaseRecheckMs:
+      source['leaseRecheckMs'] === null || source['leaseRecheckMs'] === undefined
+        ? DEFAULT_CONFIG.leaseRecheckMs
+        : int(source['leaseRecheckMs'], 60_000, 'leaseRecheckMs', 1_000, 60_000),
     authCacheMs: int(source['authCacheMs'], DEFAULT_CONFIG.authCacheMs, 'authCacheMs', 0, 3_600_000),
     kindCacheMs: int(source['kindCacheMs'], DEFAULT_CONFIG.kindCacheMs, 'kindCacheMs', 0, 3_600_000),
     maxInFlightRequests: nullableInt(source['maxInFlightRequests'], DEFAULT_CONFIG.maxInFlightRequests, 'maxInFlightRequests'),

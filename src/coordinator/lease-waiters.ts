@@ -1,8 +1,9 @@
 /**
  * Long-poll waiters for POST /lease. A lease request that found nothing parks
- * here until the store says work may be available, its re-check interval
- * passes (delayed jobs becoming due are not announced), the client goes away,
- * or the coordinator closes.
+ * here until the store says work may be available, the earliest delayed job
+ * or retry its group could lease becomes due, the client goes away, or the
+ * coordinator closes. Nothing re-runs the lease query on a timer: an idle
+ * parked poll costs no query at all (docs/DESIGN.md, long polls).
  *
  * Waiters are kept per tenant, and within a tenant in groups of the same
  * kinds filter. An announcement of a job of (tenant, kind) wakes one waiter
@@ -15,15 +16,22 @@
  * announcement without a tenant (the store cannot say, e.g. a commit by
  * another SQLite process) wakes one waiter in every group.
  *
+ * Delayed jobs are not announced when they become due, so each group keeps one
+ * timer, set to the earliest due time its members found (jobNextDue, read
+ * after their empty lease). It wakes one member ('due'), which leases and,
+ * whatever it got, hands the duty on: it re-parks with a fresh due time, or
+ * wakes the next member, or passes its due time to the group with schedule().
+ *
  * The generation counters close the gap between "lease found nothing" and
  * "waiter registered": an announcement for the tenant in between is not lost.
  * They are per tenant (plus one for announcements to everyone), so another
  * tenant's announcements do not send a registering waiter back to lease.
  */
 
+import { performance } from 'node:perf_hooks';
 import type { Availability } from '../store/store.js';
 
-export type WaitResult = 'woken' | 'timeout' | 'aborted';
+export type WaitResult = 'woken' | 'due' | 'timeout' | 'aborted';
 
 interface Waiter {
   readonly settle: (result: WaitResult) => void;
@@ -33,6 +41,8 @@ interface Group {
   /** The kinds filter; null admits every kind. */
   readonly kinds: ReadonlySet<string> | null;
   readonly members: Set<Waiter>;
+  /** The group's due timer and when it fires (performance.now() ms); null when none is set. */
+  due: { readonly at: number; readonly timer: NodeJS.Timeout } | null;
 }
 
 interface TenantWaiters {
@@ -87,12 +97,27 @@ export class LeaseWaiters {
     if (found !== undefined) this.wakeFirst(found);
   }
 
-  wait(tenant: string, kinds: readonly string[] | undefined, timeoutMs: number, seenGeneration: number, signal: AbortSignal): Promise<WaitResult> {
+  /** A job the group of (tenant, kinds) could lease becomes due in `inMs` (null: none known); a group without members ignores it. */
+  schedule(tenant: string, kinds: readonly string[] | undefined, inMs: number | null): void {
+    const group = this.tenants.get(tenant)?.groups.get(waiterGroup(kinds));
+    if (group !== undefined && inMs !== null) this.setDue(group, inMs);
+  }
+
+  /** Parks until woken, until `dueInMs` passes ('due', shared with the group), or until `timeoutMs` passes. */
+  wait(
+    tenant: string,
+    kinds: readonly string[] | undefined,
+    timeoutMs: number,
+    seenGeneration: number,
+    signal: AbortSignal,
+    dueInMs: number | null = null,
+  ): Promise<WaitResult> {
     if (this.closed || signal.aborted) return Promise.resolve('aborted');
     if (seenGeneration !== this.generation(tenant)) return Promise.resolve('woken');
     const key = waiterGroup(kinds);
     return new Promise<WaitResult>((resolve) => {
       const group = this.join(tenant, key, kinds);
+      if (dueInMs !== null) this.setDue(group, dueInMs);
       const onAbort = (): void => waiter.settle('aborted');
       const timer = setTimeout(() => waiter.settle('timeout'), Math.max(0, timeoutMs));
       const waiter: Waiter = {
@@ -118,9 +143,25 @@ export class LeaseWaiters {
     }
   }
 
-  private wakeFirst(group: Group): void {
+  private wakeFirst(group: Group, result: 'woken' | 'due' = 'woken'): void {
     const first = group.members.values().next();
-    if (!first.done) first.value.settle('woken');
+    if (!first.done) first.value.settle(result);
+  }
+
+  /**
+   * Keeps the earlier of the group's due time and now + inMs. One ms more: the store's clock reads whole
+   * milliseconds, so without it the timer can fire just before the job is due by that clock; and never 0, so a
+   * due job that another transaction holds is not spun on.
+   */
+  private setDue(group: Group, inMs: number): void {
+    const at = performance.now() + Math.max(0, inMs) + 1;
+    if (group.due !== null && group.due.at <= at) return;
+    if (group.due !== null) clearTimeout(group.due.timer);
+    const timer = setTimeout(() => {
+      group.due = null;
+      this.wakeFirst(group, 'due');
+    }, Math.max(1, Math.ceil(at - performance.now())));
+    group.due = { at, timer };
   }
 
   private join(tenantName: string, key: string, kinds: readonly string[] | undefined): Group {
@@ -132,7 +173,7 @@ export class LeaseWaiters {
     const existing = tenant.groups.get(key);
     if (existing !== undefined) return existing;
     const filter = kinds === undefined || kinds.length === 0 ? null : new Set(kinds);
-    const group: Group = { kinds: filter, members: new Set() };
+    const group: Group = { kinds: filter, members: new Set(), due: null };
     tenant.groups.set(key, group);
     if (filter === null) tenant.anyKind.add(group);
     else {
@@ -152,6 +193,8 @@ export class LeaseWaiters {
     const tenant = this.tenants.get(tenantName);
     if (tenant === undefined || tenant.groups.get(key) !== group) return;
     tenant.groups.delete(key);
+    if (group.due !== null) clearTimeout(group.due.timer);
+    group.due = null;
     if (group.kinds === null) tenant.anyKind.delete(group);
     else {
       for (const kind of group.kinds) {

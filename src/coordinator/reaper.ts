@@ -9,11 +9,9 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { ReapOutcome, Store } from '../store/store.js';
 import type { JobEvents } from './job-events.js';
+import { startPeriodicTask, type PeriodicTask } from './periodic-task.js';
 
-export interface Reaper {
-  /** Stops the timer and waits for a run in progress. */
-  stop(): Promise<void>;
-}
+export type Reaper = PeriodicTask;
 
 export function startReaper(options: {
   readonly store: Store;
@@ -22,30 +20,13 @@ export function startReaper(options: {
   /** Counts and logs what each run applied. */
   readonly events?: JobEvents;
 }): Reaper {
-  let running: Promise<void> | null = null;
-  let stopped = false;
-
-  const tick = (): void => {
-    if (running !== null || stopped) return;
-    running = options.store
-      .jobReapExpired()
-      .then((outcome: ReapOutcome) => options.events?.reaped(options.log, outcome))
-      .catch((error: unknown) => {
-        options.log.warn({ err: error }, 'reaper run failed');
-      })
-      .finally(() => {
-        running = null;
-      });
-  };
-
-  const timer = options.intervalMs > 0 ? setInterval(tick, options.intervalMs) : null;
-  timer?.unref();
-
-  return {
-    async stop() {
-      stopped = true;
-      if (timer !== null) clearInterval(timer);
-      if (running !== null) await running;
+  return startPeriodicTask({
+    intervalMs: options.intervalMs,
+    log: options.log,
+    failure: 'reaper run failed',
+    run: async () => {
+      const outcome: ReapOutcome = await options.store.jobReapExpired();
+      options.events?.reaped(options.log, outcome);
     },
-  };
+  });
 }

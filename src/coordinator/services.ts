@@ -1,6 +1,6 @@
 /**
  * What every front of the queue shares over one store: the kind registry,
- * the long-poll and finish waiters, backpressure, and the reaper, wired to
+ * the long-poll and finish waiters, backpressure, the reaper and retention, wired to
  * the store's wake-ups. A coordinator builds them for itself; a library
  * Queue (src/queue/) builds them once and serves its calls and any HTTP
  * front registered on it from the same instance.
@@ -16,6 +16,7 @@ import { LeaseWaiters } from './lease-waiters.js';
 import { JobEvents } from './job-events.js';
 import { CoordinatorMetrics } from './metrics.js';
 import { startReaper } from './reaper.js';
+import { startRetention } from './retention.js';
 import type { RouteContext } from './route-context.js';
 
 /** Parked GET /jobs/{id}?waitMs requests per tenant before the next answers 503 overloaded (docs/DESIGN.md). */
@@ -45,6 +46,7 @@ export function createServices(store: Store, config: CoordinatorConfig, log: Fas
   // The store announces every job that becomes available (the reaper's requeues too) with its tenant and kind.
   const unwatch = store.watchAvailable((available) => waiters.notify(available));
   const reaper = startReaper({ store, intervalMs: config.reaperIntervalMs, log, events: ctx.events });
+  const retention = startRetention({ store, intervalMs: config.retentionIntervalMs, periods: config.retention, batchSize: config.retentionBatchSize, log });
   let stopped: Promise<void> | undefined;
   let closed: Promise<void> | undefined;
   const stopWaiting = (): Promise<void> => {
@@ -52,6 +54,7 @@ export function createServices(store: Store, config: CoordinatorConfig, log: Fas
       waiters.close();
       ctx.finishWaiters.close();
       await reaper.stop();
+      await retention.stop();
     })();
     return stopped;
   };

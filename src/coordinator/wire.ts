@@ -9,6 +9,7 @@ import { JOB_STATUSES } from '../core/states.js';
 import { toRfc3339, toRfc3339OrNull } from '../core/clock.js';
 import type { Attempt, Job, JobListItem as WireJobListItem, Kind, LeasedJob as WireLeasedJob, Stats } from '../protocol/schemas.js';
 import type { AttemptRecord, JobListItem, JobRecord, JobResult, KindRecord, LeasedJob, TenantStats } from '../store/store.js';
+import type { RetentionPeriods } from '../store/retention.js';
 
 export const JSON_CONTENT_TYPE = 'application/json';
 
@@ -99,7 +100,8 @@ export function toWireStats(stats: TenantStats): Stats {
   };
 }
 
-export function toWireKind(kind: KindRecord): Kind {
+/** `defaults`: the coordinator's periods, in effect where the kind sets none. */
+export function toWireKind(kind: KindRecord, defaults: RetentionPeriods): Kind {
   return {
     kind: kind.kind,
     payloadSchema: kind.payloadSchema ?? null,
@@ -110,6 +112,11 @@ export function toWireKind(kind: KindRecord): Kind {
     deadlineMs: kind.deadlineMs,
     maxResultBytes: kind.maxResultBytes,
     maxCheckpointBytes: kind.maxCheckpointBytes,
+    retention: {
+      succeededMs: kind.retention.succeededMs ?? defaults.succeededMs,
+      cancelledMs: kind.retention.cancelledMs ?? defaults.cancelledMs,
+      deadMs: kind.retention.deadMs ?? defaults.deadMs,
+    },
     updatedAt: toRfc3339(kind.updatedAt),
   };
 }

@@ -7,6 +7,7 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { KindName, Timestamp } from './common.js';
 import { LIMITS } from './limits.js';
+import { KindRetention, KindRetentionDefinition } from './retention.js';
 
 export const BackoffSchema = Type.Object(
   { baseMs: Type.Integer({ minimum: 1, maximum: LIMITS.maxBackoffMs }), maxMs: Type.Integer({ minimum: 1, maximum: LIMITS.maxBackoffMs }) },
@@ -23,6 +24,7 @@ export const KindDefinition = Type.Object(
     deadlineMs: Type.Optional(Type.Union([Type.Integer({ minimum: 1, maximum: LIMITS.maxDeadlineMs }), Type.Null()])),
     maxResultBytes: Type.Optional(Type.Integer({ minimum: 1, maximum: LIMITS.maxResultBytes })),
     maxCheckpointBytes: Type.Optional(Type.Integer({ minimum: 1, maximum: LIMITS.maxCheckpointBytes })),
+    retention: Type.Optional(KindRetentionDefinition),
   },
   { additionalProperties: false },
 );
@@ -42,6 +44,7 @@ export const Kind = Type.Object({
   deadlineMs: Type.Union([Type.Integer(), Type.Null()]),
   maxResultBytes: Type.Integer(),
   maxCheckpointBytes: Type.Integer(),
+  retention: KindRetention,
   updatedAt: Timestamp,
 });
 export type Kind = Static<typeof Kind>;

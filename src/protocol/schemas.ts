@@ -17,3 +17,4 @@ export * from './kinds.js';
 export * from './system.js';
 export * from './wait-ends.js';
 export * from './operator.js';
+export * from './retention.js';

@@ -148,6 +148,9 @@ export interface KindColumns {
   readonly deadline_ms: number | null;
   readonly max_result_bytes: number;
   readonly max_checkpoint_bytes: number;
+  readonly retention_succeeded_ms: number | null;
+  readonly retention_cancelled_ms: number | null;
+  readonly retention_dead_ms: number | null;
   readonly updated_at: number;
 }
 
@@ -163,6 +166,7 @@ export function kindRecord(row: KindColumns, payloadSchema: unknown): KindRecord
     deadlineMs: row.deadline_ms,
     maxResultBytes: row.max_result_bytes,
     maxCheckpointBytes: row.max_checkpoint_bytes,
+    retention: { succeededMs: row.retention_succeeded_ms, cancelledMs: row.retention_cancelled_ms, deadMs: row.retention_dead_ms },
     updatedAt: row.updated_at,
   };
 }

@@ -17,6 +17,8 @@ import type { BackoffPolicy } from '../core/backoff.js';
 import type { FailureClass } from '../core/failure-classes.js';
 import type { JobStatus, Role } from '../core/states.js';
 import type { AttemptOutcome } from '../core/transitions.js';
+import type { NextDue, NextDueParams } from './next-due.js';
+import type { JobPurgeCountParams, JobPurgeOutcome, JobPurgeParams, KindRetention } from './retention.js';
 
 export type StoreBackend = 'sqlite' | 'postgres';
 
@@ -306,28 +308,16 @@ export interface KindRecord {
   readonly maxResultBytes: number;
   /** Largest checkpoint state, in bytes of canonical JSON. */
   readonly maxCheckpointBytes: number;
+  /** Retention periods of its finished jobs (src/store/retention.ts). */
+  readonly retention: KindRetention;
   readonly updatedAt: number;
 }
 
-export type KindUpsertParams = Omit<KindRecord, 'updatedAt'>;
+/** Without `retention`, every period is the default. */
+export type KindUpsertParams = Omit<KindRecord, 'updatedAt' | 'retention'> & { readonly retention?: KindRetention };
 
-/** A job of `kind` became available to `tenant`'s workers. */
-export interface Availability {
-  readonly tenant: string;
-  readonly kind: string;
-}
-
-export type AvailabilityListener = (available: Availability | null) => void;
-
-/** The distinct (tenant, kind) pairs among `jobs`, in first-seen order. */
-export function distinctAvailability(jobs: Iterable<Availability>): Availability[] {
-  const seen = new Map<string, Availability>();
-  for (const job of jobs) {
-    const key = `${job.tenant}\n${job.kind}`;
-    if (!seen.has(key)) seen.set(key, { tenant: job.tenant, kind: job.kind });
-  }
-  return [...seen.values()];
-}
+export { distinctAvailability, type Availability, type AvailabilityListener } from './availability.js';
+import type { AvailabilityListener } from './availability.js';
 
 export interface Store {
   readonly backend: StoreBackend;
@@ -368,6 +358,12 @@ export interface Store {
   jobAttempts(params: JobRef): Promise<readonly AttemptRecord[] | null>;
   /** Applies due lease expiries and deadlines across all tenants. */
   jobReapExpired(): Promise<ReapOutcome>;
+  /** When the tenant's next delayed job or retry of these kinds is due; null when none is queued. */
+  jobNextDue(params: NextDueParams): Promise<NextDue | null>;
+  /** Deletes up to `limit` finished jobs past their retention, with attempts and results, in one transaction. */
+  jobPurge(params: JobPurgeParams): Promise<JobPurgeOutcome>;
+  /** How many jobs jobPurge would delete without a limit (a dry run). */
+  jobPurgeCount(params: JobPurgeCountParams): Promise<number>;
   stats(params: { readonly tenant: string }): Promise<TenantStats>;
   /** Bytes the database holds by its own bookkeeping, no scan (SQLite: its pages; PostgreSQL: pg_database_size). */
   databaseSize(): Promise<number>;

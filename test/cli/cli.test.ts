@@ -58,6 +58,7 @@ describe('cli usage', () => {
     ['dead'],
     ['requeue'],
     ['stats'],
+    ['purge'],
     ['kinds', 'set'],
     ['kinds', 'list'],
   ];
@@ -102,6 +103,69 @@ describe('cli usage', () => {
     expect(postgres.code).toBe(2);
     expect(postgres.stderr).toContain('applies to a SQLite file');
   }, 30_000);
+});
+
+describe('purge', () => {
+  let live: LiveCoordinator;
+
+  beforeAll(async () => {
+    // Two jobs per retention batch, so 25 jobs take two requests (ten batches each at most).
+    live = await startLiveCoordinator({ retentionBatchSize: 2, retentionIntervalMs: 0 });
+  });
+
+  afterAll(async () => {
+    await live.close();
+  });
+
+  async function finishJobs(count: number, kind: string): Promise<string[]> {
+    const producer = live.client('producer');
+    const ids: string[] = [];
+    for (let i = 0; i < count; i++) ids.push((await producer.enqueue({ kind, payload: { i } }, { idempotencyKey: `${kind}-${i}` })).job.id);
+    for (const lease of await live.store.jobLease({ tenant: 't1', workerId: 'w', kinds: [kind], leaseMs: 30_000, max: count })) {
+      await live.store.jobComplete({ tenant: 't1', id: lease.id, token: lease.token });
+    }
+    return ids;
+  }
+
+  it('deletes finished jobs over HTTP with an admin key, a dry run first; progress only on a terminal; the keys are free again', async () => {
+    const env = { LEASEHOLD_URL: live.url, LEASEHOLD_KEY: live.keys.admin };
+    const ids = await finishJobs(25, 'old');
+    const bad = await cli(['purge', '--older-than', 'a week'], env);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('--older-than must be a duration');
+    expect((await cli(['purge', '--older-than', '1d', '--status', 'unknown'], env)).code).toBe(2);
+    const denied = await cli(['purge', '--older-than', '0s', '--key', live.keys.worker], { LEASEHOLD_URL: live.url });
+    expect(denied.code).toBe(1);
+
+    const dry = await cli(['purge', '--older-than', '0s', '--dry-run'], env);
+    expect(dry.code, dry.stderr).toBe(0);
+    expect(dry.stdout).toBe('would purge 25 jobs finished more than 0s ago\n');
+    const kept = await cli(['purge', '--older-than', '1h', '--json'], env);
+    expect(JSON.parse(kept.stdout)).toEqual({ deleted: 0 });
+
+    const purged = await cli(['purge', '--older-than', '0s', '--status', 'succeeded,dead', '--kind', 'old'], env);
+    expect(purged.code, purged.stderr).toBe(0);
+    // Not a terminal: the result line only, no progress.
+    expect(purged.stdout).toBe('purged 25 jobs finished more than 0s ago\n');
+    expect(await live.store.jobGet({ scope: { tenant: 't1' }, id: ids[0] ?? '' })).toBeNull();
+    const reused = await live.client('producer').enqueue({ kind: 'old', payload: { fresh: true } }, { idempotencyKey: 'old-0' });
+    expect(reused.replayed).toBe(false);
+    expect(reused.job.id).not.toBe(ids[0]);
+
+    // On a terminal (script(1) gives the command a pseudo-terminal) the running count is shown on one line.
+    await finishJobs(25, 'tty');
+    const command = [process.execPath, BIN, 'purge', '--older-than', '0s', '--kind', 'tty', '--url', live.url, '--key', live.keys.admin].join(' ');
+    const onTerminal = await new Promise<string>((resolvePromise, reject) => {
+      const child = spawn('script', ['-qefc', command, '/dev/null'], { stdio: ['ignore', 'pipe', 'pipe'] });
+      let output = '';
+      child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+      child.on('error', reject);
+      child.on('close', () => resolvePromise(output));
+    });
+    expect(onTerminal).toContain('\r\x1b[Kpurged 20 jobs…');
+    expect(onTerminal).toContain('\r\x1b[Kpurged 25 jobs…');
+    expect(onTerminal).toContain('purged 25 jobs finished more than 0s ago');
+  }, 60_000);
 });
 
 describe('keys create', () => {

@@ -11,21 +11,25 @@
 
 import { performance } from 'node:perf_hooks';
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
-import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { buildCoordinator } from '../../src/coordinator/app.js';
+import type { NextDueParams } from '../../src/store/next-due.js';
 import type { LeaseParams, Store } from '../../src/store/store.js';
 import { backends, bearer, drainAfterAll, enqueue, startCoordinator, type Harness } from '../support/http-fixtures.js';
-import { SCHEMA_PREFIX } from '../support/reused-pg-schemas.js';
+import { listenersUp } from '../support/pg-listeners.js';
 import { waitFor } from '../support/wait-for.js';
 
 const CONFIG = { leaseRecheckMs: 60_000, reaperIntervalMs: 0 };
 
-/** Lease attempts per tenant, counted as they start. */
+/** Lease attempts per tenant, counted as they start, and parked polls (their jobNextDue read resolved, so they park in that turn). */
 class LeaseCounter {
   readonly attempts = new Map<string, number>();
+  readonly parks = new Map<string, number>();
   of(tenant: string): number {
     return this.attempts.get(tenant) ?? 0;
+  }
+  parked(tenant: string): number {
+    return this.parks.get(tenant) ?? 0;
   }
   wrap(store: Store): Store {
     return new Proxy(store, {
@@ -34,6 +38,13 @@ class LeaseCounter {
           return (params: LeaseParams) => {
             this.attempts.set(params.tenant, this.of(params.tenant) + 1);
             return target.jobLease(params);
+          };
+        }
+        if (property === 'jobNextDue') {
+          return async (params: NextDueParams) => {
+            const due = await target.jobNextDue(params);
+            this.parks.set(params.tenant, this.parked(params.tenant) + 1);
+            return due;
           };
         }
         const value: unknown = Reflect.get(target, property, receiver);
@@ -45,23 +56,6 @@ class LeaseCounter {
 
 function poll(app: FastifyInstance, key: string, kinds: readonly string[], waitMs = 30_000): Promise<LightMyRequestResponse> {
   return app.inject({ method: 'POST', url: '/lease', headers: bearer(key), payload: { workerId: 'w', kinds, waitMs } });
-}
-
-/** PostgreSQL: resolves when `count` LISTEN connections of this process's schemas are up (see cross-coordinator.test.ts). */
-async function listenersUp(count: number): Promise<void> {
-  const client = new pg.Client({ connectionString: process.env['DATABASE_URL'] ?? '' });
-  await client.connect();
-  try {
-    await waitFor(`${count} LISTEN connections`, async () => {
-      const { rows } = await client.query<{ n: number }>(
-        `SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name LIKE $1 AND query LIKE 'LISTEN %' AND state = 'idle'`,
-        [`leasehold:${SCHEMA_PREFIX}%`],
-      );
-      return (rows[0]?.n ?? 0) >= count;
-    });
-  } finally {
-    await client.end();
-  }
 }
 
 function median(values: readonly number[]): number {
@@ -88,9 +82,9 @@ describe.each(backends)('waiters per tenant ($name)', (backend) => {
 
   /** Parks tenant B's polls, each with its own kinds filter, and resolves once each has made its first (empty) attempt. */
   async function parkB(app: FastifyInstance, counter: LeaseCounter, count: number): Promise<Promise<LightMyRequestResponse>[]> {
-    const before = counter.of('t2');
+    const before = counter.parked('t2');
     const parked = Array.from({ length: count }, (_, i) => poll(app, (h as Harness).keys.otherWorker, [`b-kind-${i}`]));
-    await waitFor(`${count} parked polls of tenant B`, () => counter.of('t2') - before >= count, { timeoutMs: 30_000 });
+    await waitFor(`${count} parked polls of tenant B`, () => counter.parked('t2') - before >= count, { timeoutMs: 30_000 });
     return parked;
   }
 
@@ -100,9 +94,10 @@ describe.each(backends)('waiters per tenant ($name)', (backend) => {
     const app = await coordinatorOver(counter.wrap(h.store));
     const parkedB = await parkB(app, counter, 200);
     const before = counter.of('t1');
+    const parkedBefore = counter.parked('t1');
     const aPoll = poll(app, h.keys.worker, ['a-kind']);
     const aOther = poll(app, h.keys.worker, ['a-other']);
-    await waitFor("tenant A's two polls to park", () => counter.of('t1') - before >= 2);
+    await waitFor("tenant A's two polls to park", () => counter.parked('t1') - parkedBefore >= 2);
     const bAttempts = counter.of('t2');
 
     const enqueued = await enqueue(app, h.keys.producer, { kind: 'a-kind', payload: {} });
@@ -129,9 +124,10 @@ describe.each(backends)('waiters per tenant ($name)', (backend) => {
     await listenersUp(2);
     const parkedB = await parkB(waiting, counter, 200);
     const before = counter.of('t1');
+    const parkedBefore = counter.parked('t1');
     const aPoll = poll(waiting, h.keys.worker, ['a-kind']);
     const aOther = poll(waiting, h.keys.worker, ['a-other']);
-    await waitFor("tenant A's two polls to park", () => counter.of('t1') - before >= 2);
+    await waitFor("tenant A's two polls to park", () => counter.parked('t1') - parkedBefore >= 2);
     const bAttempts = counter.of('t2');
 
     const enqueued = await enqueue(producerSide, h.keys.producer, { kind: 'a-kind', payload: {} });
@@ -155,9 +151,9 @@ describe.each(backends)('waiters per tenant ($name)', (backend) => {
     async function enqueueToStart(round: string, samples: number): Promise<number[]> {
       const times: number[] = [];
       for (let i = 0; i < samples; i++) {
-        const before = counter.of('t1');
+        const before = counter.parked('t1');
         const started = poll(app, harness.keys.worker, ['a-kind'], 10_000);
-        await waitFor("A's poll to park", () => counter.of('t1') > before);
+        await waitFor("A's poll to park", () => counter.parked('t1') > before);
         const t0 = performance.now();
         const enqueued = enqueue(app, harness.keys.producer, { kind: 'a-kind', payload: { i } }, `${round}-${i}`);
         const answer = await started;

@@ -58,6 +58,8 @@ function validBody(endpoint: Endpoint, id: string, token: string): unknown {
       return { action: 'requeue', filter: {} };
     case '/kinds/:kind':
       return { maxAttempts: 1 };
+    case '/jobs/purge':
+      return { olderThanMs: 3_600_000, dryRun: true };
     default:
       return endpoint.method === 'GET' ? undefined : {};
   }

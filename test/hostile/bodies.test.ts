@@ -33,6 +33,7 @@ import {
   TokenRequest,
 } from '../../src/protocol/schemas.js';
 import { contentType, hostileSegment, hostileString, jobIdRef, Ref, resolveRefs, toJsonText } from '../support/arbitraries.js';
+import { PurgeRequest } from '../../src/protocol/retention.js';
 import { applyMutation, damageText, mutation, textDamage, VALID_BODIES } from '../support/body-mutations.js';
 import { backends, bearer, drainAfterAll, startCoordinator, type Harness } from '../support/http-fixtures.js';
 import { checkAnswer, ENDPOINTS, shortReport, storeSnapshot, Tally, World, type Endpoint, type SentRequest } from '../support/hostile-world.js';
@@ -59,6 +60,7 @@ const SCHEMAS: Readonly<Record<string, TSchema>> = {
   'POST /jobs/:id/reconcile': ReconcileRequest,
   'PUT /kinds/:kind': KindDefinition,
   'POST /jobs/bulk': BulkRequest,
+  'POST /jobs/purge': PurgeRequest,
 };
 /** Routes whose body may be left out entirely. */
 const OPTIONAL_BODY = new Set(['POST /jobs/:id/requeue', 'POST /jobs/:id/cancel', 'PUT /kinds/:kind']);

@@ -84,6 +84,16 @@ export const VALID_BODIES: Readonly<Record<string, Arbitrary<Record<string, unkn
     },
     { requiredKeys: ['action', 'filter'] },
   ),
+  // A dry run over an hour: one mutation cannot turn it into a purge of the world's jobs (seconds old).
+  'POST /jobs/purge': fc.record(
+    {
+      olderThanMs: fc.integer({ min: 3_600_000, max: 315_360_000_000 }),
+      statuses: fc.subarray(['succeeded', 'cancelled', 'dead'], { minLength: 1 }),
+      kind: fc.constantFrom('email', 'k1'),
+      dryRun: fc.constant(true),
+    },
+    { requiredKeys: ['olderThanMs', 'dryRun'] },
+  ),
   'PUT /kinds/:kind': fc.record(
     {
       payloadSchema: fc.constantFrom<unknown>(

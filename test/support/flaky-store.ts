@@ -96,6 +96,9 @@ export class FlakyStore implements Store {
   jobReconcile: Store['jobReconcile'] = (p) => this.guard('jobReconcile', p, () => this.inner.jobReconcile(p));
   jobAttempts: Store['jobAttempts'] = (p) => this.guard('jobAttempts', p, () => this.inner.jobAttempts(p));
   jobReapExpired: Store['jobReapExpired'] = () => this.guard('jobReapExpired', undefined, () => this.inner.jobReapExpired());
+  jobNextDue: Store['jobNextDue'] = (p) => this.guard('jobNextDue', p, () => this.inner.jobNextDue(p));
+  jobPurge: Store['jobPurge'] = (p) => this.guard('jobPurge', p, () => this.inner.jobPurge(p));
+  jobPurgeCount: Store['jobPurgeCount'] = (p) => this.guard('jobPurgeCount', p, () => this.inner.jobPurgeCount(p));
   stats: Store['stats'] = (p) => this.guard('stats', p, () => this.inner.stats(p));
   databaseSize: Store['databaseSize'] = () => this.guard('databaseSize', undefined, () => this.inner.databaseSize());
   // Synchronous and changes nothing: a subscription is not a store call that can fail.

@@ -42,6 +42,7 @@ export const ENDPOINTS: readonly Endpoint[] = [
   { method: 'POST', route: '/jobs/:id/cancel', roles: ['producer', 'admin'] },
   { method: 'POST', route: '/jobs/:id/requeue', roles: ['admin'] },
   { method: 'POST', route: '/jobs/:id/reconcile', roles: ['admin'] },
+  { method: 'POST', route: '/jobs/purge', roles: ['admin'] },
   { method: 'POST', route: '/lease', roles: ['worker', 'admin'] },
   { method: 'POST', route: '/jobs/:id/renew', roles: ['worker', 'admin'] },
   { method: 'POST', route: '/jobs/:id/effect', roles: ['worker', 'admin'] },

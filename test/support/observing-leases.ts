@@ -1,7 +1,8 @@
 /**
- * A store that reports each lease attempt that found nothing: the moment a
- * long poll parks, so a test can wait for it instead of sleeping. Every
- * other call goes to the store unchanged.
+ * A store that reports the moment a long poll parks, so a test can wait for
+ * it instead of sleeping: after a lease that found nothing the poll reads
+ * jobNextDue and parks in the same turn that read resolves. Every other call
+ * goes to the store unchanged.
  */
 
 import type { Store } from '../../src/store/store.js';
@@ -9,11 +10,11 @@ import type { Store } from '../../src/store/store.js';
 export function observingLeases(store: Store, onEmptyLease: () => void): Store {
   return new Proxy(store, {
     get(target, property, receiver) {
-      if (property === 'jobLease') {
-        return async (...args: Parameters<Store['jobLease']>) => {
-          const jobs = await target.jobLease(...args);
-          if (jobs.length === 0) onEmptyLease();
-          return jobs;
+      if (property === 'jobNextDue') {
+        return async (...args: Parameters<Store['jobNextDue']>) => {
+          const due = await target.jobNextDue(...args);
+          onEmptyLease();
+          return due;
         };
       }
       const value: unknown = Reflect.get(target, property, receiver);

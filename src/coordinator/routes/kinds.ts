@@ -47,10 +47,15 @@ export function registerKindRoutes(app: CoordinatorApp, ctx: RouteContext): void
         deadlineMs: body.deadlineMs ?? null,
         maxResultBytes: body.maxResultBytes ?? ctx.config.bodyLimitBytes,
         maxCheckpointBytes: body.maxCheckpointBytes ?? ctx.config.maxCheckpointBytes,
+        retention: {
+          succeededMs: body.retention?.succeededMs ?? null,
+          cancelledMs: body.retention?.cancelledMs ?? null,
+          deadMs: body.retention?.deadMs ?? null,
+        },
       });
       ctx.kinds.remember(record, validate);
       ctx.kinds.invalidate(principal.tenant);
-      return toWireKind(record);
+      return toWireKind(record, ctx.config.retention);
     },
   );
 
@@ -66,7 +71,7 @@ export function registerKindRoutes(app: CoordinatorApp, ctx: RouteContext): void
     },
     async (request) => {
       const kinds = await ctx.store.kindList({ tenant: principalOf(request).tenant });
-      return { kinds: kinds.map(toWireKind) };
+      return { kinds: kinds.map((kind) => toWireKind(kind, ctx.config.retention)) };
     },
   );
 }

@@ -4,10 +4,11 @@
  *
  * When nothing is available and the worker asked to wait, the request parks
  * in LeaseWaiters: the store's availability notification for its tenant and a
- * kind it asked for wakes it at once,
- * and a modest re-check interval catches delayed jobs becoming due (nothing
- * announces those). It answers 204 without a body when the wait ends empty,
- * and stops waiting when the client disconnects or the coordinator closes.
+ * kind it asked for wakes it at once, and its group's timer wakes it when the
+ * earliest delayed job or retry it could lease becomes due (jobNextDue, read
+ * after each empty lease; nothing announces those). Between the two it issues
+ * no query. It answers 204 without a body when the wait ends empty, and stops
+ * waiting when the client disconnects or the coordinator closes.
  */
 
 import { performance } from 'node:perf_hooks';
@@ -74,16 +75,27 @@ export function registerLeaseRoutes(app: CoordinatorApp, ctx: RouteContext): voi
         const onClose = (): void => gone.abort();
         reply.raw.once('close', onClose);
         try {
+          const nextDue = { tenant: principal.tenant, ...(params.kinds === undefined ? {} : { kinds: params.kinds }) };
+          const recheckMs = ctx.config.leaseRecheckMs ?? Number.POSITIVE_INFINITY;
           while (jobs.length === 0) {
+            // Read after the empty lease: a job that became due in between is answered as due now (0).
+            const dueInMs = (await ctx.store.jobNextDue(nextDue))?.inMs ?? null;
             const remaining = deadline - performance.now();
-            if (remaining <= 0) break;
-            const result = await ctx.waiters.wait(principal.tenant, body.kinds, Math.min(remaining, ctx.config.leaseRecheckMs), generation, gone.signal);
+            if (remaining <= 0) {
+              // This poll ends; its group's other members still need the due time it found.
+              ctx.waiters.schedule(principal.tenant, body.kinds, dueInMs);
+              break;
+            }
+            const result = await ctx.waiters.wait(principal.tenant, body.kinds, Math.min(remaining, recheckMs), generation, gone.signal, dueInMs);
             if (result === 'aborted') break;
+            // The poll's time is up and nothing was announced or came due: nothing to look for.
+            if (result === 'timeout' && performance.now() >= deadline) break;
             generation = ctx.waiters.generation(principal.tenant);
             waitedMs = Math.floor(performance.now() - arrivedAt);
             jobs = await ctx.store.jobLease(params);
-            // A full batch may mean more work is waiting: pass the wake-up on.
-            if (result === 'woken' && jobs.length === max) ctx.waiters.wakeNext(principal.tenant, group);
+            // A full batch may mean more work is waiting, and a due wake-up that leased took the group's timer
+            // with it: pass the wake-up on (the next member leases or sets the timer to the next due job).
+            if ((result === 'woken' && jobs.length === max) || (result === 'due' && jobs.length > 0)) ctx.waiters.wakeNext(principal.tenant, group);
           }
         } finally {
           reply.raw.off('close', onClose);

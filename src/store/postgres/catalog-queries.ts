@@ -22,18 +22,22 @@ export const API_KEY_REVOKE = namedQuery(
 );
 
 const KIND_COLUMNS = `tenant, kind, payload_schema, max_payload_bytes, max_attempts, lease_ms, backoff_base_ms, backoff_max_ms,
-  deadline_ms::float8 AS deadline_ms, max_result_bytes, max_checkpoint_bytes, ${ms('updated_at')} AS updated_at`;
+  deadline_ms::float8 AS deadline_ms, max_result_bytes, max_checkpoint_bytes, retention_succeeded_ms::float8 AS retention_succeeded_ms,
+  retention_cancelled_ms::float8 AS retention_cancelled_ms, retention_dead_ms::float8 AS retention_dead_ms, ${ms('updated_at')} AS updated_at`;
 
 export const KIND_UPSERT = namedQuery(
   'lh_kind_upsert',
   `INSERT INTO kinds AS k (tenant, kind, payload_schema, max_payload_bytes, max_attempts, lease_ms, backoff_base_ms,
-                           backoff_max_ms, deadline_ms, max_result_bytes, max_checkpoint_bytes, updated_at)
-   VALUES ($1, $2, $3::json, $4, $5, $6, $7, $8, $9, $10, $11, now())
+                           backoff_max_ms, deadline_ms, max_result_bytes, max_checkpoint_bytes, retention_succeeded_ms,
+                           retention_cancelled_ms, retention_dead_ms, updated_at)
+   VALUES ($1, $2, $3::json, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, now())
    ON CONFLICT (tenant, kind) DO UPDATE SET payload_schema = EXCLUDED.payload_schema,
      max_payload_bytes = EXCLUDED.max_payload_bytes, max_attempts = EXCLUDED.max_attempts, lease_ms = EXCLUDED.lease_ms,
      backoff_base_ms = EXCLUDED.backoff_base_ms, backoff_max_ms = EXCLUDED.backoff_max_ms,
      deadline_ms = EXCLUDED.deadline_ms, max_result_bytes = EXCLUDED.max_result_bytes,
-     max_checkpoint_bytes = EXCLUDED.max_checkpoint_bytes, updated_at = EXCLUDED.updated_at
+     max_checkpoint_bytes = EXCLUDED.max_checkpoint_bytes, retention_succeeded_ms = EXCLUDED.retention_succeeded_ms,
+     retention_cancelled_ms = EXCLUDED.retention_cancelled_ms, retention_dead_ms = EXCLUDED.retention_dead_ms,
+     updated_at = EXCLUDED.updated_at
    RETURNING ${KIND_COLUMNS}`,
 );
 

@@ -302,4 +302,15 @@ CREATE TABLE store_secrets (name text PRIMARY KEY, secret bytea NOT NULL);`,
     name: 'job_counters',
     sql: JOB_COUNTERS_SQL,
   },
+  {
+    version: 6,
+    name: 'next_due_and_retention',
+    // jobs_delayed answers when the next delayed job or retry of a kind is due (next-due.ts); jobs_finished
+    // walks finished jobs oldest first for retention (retention.ts); a kind's retention periods, NULL = the default.
+    sql: `CREATE INDEX jobs_delayed ON jobs (tenant, kind, run_after) WHERE status = 'queued';
+CREATE INDEX jobs_finished ON jobs (status, finished_at) WHERE status IN ('succeeded', 'cancelled', 'dead');
+ALTER TABLE kinds ADD COLUMN retention_succeeded_ms bigint CHECK (retention_succeeded_ms IS NULL OR retention_succeeded_ms > 0);
+ALTER TABLE kinds ADD COLUMN retention_cancelled_ms bigint CHECK (retention_cancelled_ms IS NULL OR retention_cancelled_ms > 0);
+ALTER TABLE kinds ADD COLUMN retention_dead_ms bigint CHECK (retention_dead_ms IS NULL OR retention_dead_ms > 0);`,
+  },
 ];

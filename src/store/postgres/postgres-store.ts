@@ -31,6 +31,10 @@ import { dropSchema } from './migrate.js';
 import { cancelInTx, reapInTx, reconcileInTx, requeueInTx, type Announced, type ReapCounts } from './operator-actions.js';
 import { translatePgError } from './errors.js';
 import * as Q from './queries.js';
+import { readNextDue } from './next-due.js';
+import { purgeBatch, purgeCount, retentionValues } from './retention.js';
+import type { NextDue, NextDueParams } from '../next-due.js';
+import { NO_KIND_RETENTION, type JobPurgeCountParams, type JobPurgeOutcome, type JobPurgeParams } from '../retention.js';
 import {
   toApiKeyRecord,
   toAttemptRecord,
@@ -151,6 +155,7 @@ export class PostgresStore implements S.Store {
     const values = [
       params.tenant, params.kind, schema, params.maxPayloadBytes, params.maxAttempts, params.leaseMs,
       params.backoff.baseMs, params.backoff.maxMs, params.deadlineMs, params.maxResultBytes, params.maxCheckpointBytes,
+      ...retentionValues(params.retention ?? NO_KIND_RETENTION),
     ];
     return toKindRecord(await this.one<KindRow>(C.KIND_UPSERT, values));
   }
@@ -202,6 +207,18 @@ export class PostgresStore implements S.Store {
     const kinds = params.kinds !== undefined && params.kinds.length > 0 ? [...params.kinds] : null;
     const query = kinds === null ? bind(Q.JOB_LEASE_ANY_KIND, base) : bind(Q.JOB_LEASE_KINDS, [...base, kinds]);
     return (await this.db.query<JobRow>(query)).rows.map(toLeasedJob);
+  }
+
+  async jobNextDue(params: NextDueParams): Promise<NextDue | null> {
+    return readNextDue(this.db, params);
+  }
+
+  async jobPurge(params: JobPurgeParams): Promise<JobPurgeOutcome> {
+    return { deleted: await purgeBatch(this.db, params) };
+  }
+
+  async jobPurgeCount(params: JobPurgeCountParams): Promise<number> {
+    return purgeCount(this.db, params);
   }
 
   async jobRenew(params: S.RenewParams): Promise<S.RenewOutcome> {

@@ -29,6 +29,8 @@ export function openDatabase(options: DatabaseOptions): Db {
     const db = new Database(options.path, { readonly: options.readonly });
     db.pragma(`busy_timeout = ${options.busyTimeoutMs}`);
     if (!options.readonly) {
+      // A new database returns the pages retention frees to the file system (retention.ts); only settable before any table exists.
+      if (db.prepare('SELECT count(*) AS n FROM sqlite_master').pluck().get() === 0) db.pragma('auto_vacuum = INCREMENTAL');
       db.pragma('journal_mode = WAL');
       // FULL: the WAL is fsynced at every commit, so an acknowledged write survives power loss.
       db.pragma('synchronous = FULL');

@@ -34,14 +34,17 @@ export const SQL = {
   apiKeyRevoke: `UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`,
 
   kindUpsert: `INSERT INTO kinds (tenant, kind, payload_schema, max_payload_bytes, max_attempts, lease_ms, backoff_base_ms,
-      backoff_max_ms, deadline_ms, max_result_bytes, max_checkpoint_bytes, updated_at)
+      backoff_max_ms, deadline_ms, max_result_bytes, max_checkpoint_bytes, retention_succeeded_ms, retention_cancelled_ms,
+      retention_dead_ms, updated_at)
     VALUES (@tenant, @kind, @payloadSchema, @maxPayloadBytes, @maxAttempts, @leaseMs, @backoffBaseMs, @backoffMaxMs,
-      @deadlineMs, @maxResultBytes, @maxCheckpointBytes, @now)
+      @deadlineMs, @maxResultBytes, @maxCheckpointBytes, @retentionSucceededMs, @retentionCancelledMs, @retentionDeadMs, @now)
     ON CONFLICT (tenant, kind) DO UPDATE SET payload_schema = excluded.payload_schema,
       max_payload_bytes = excluded.max_payload_bytes, max_attempts = excluded.max_attempts, lease_ms = excluded.lease_ms,
       backoff_base_ms = excluded.backoff_base_ms, backoff_max_ms = excluded.backoff_max_ms,
       deadline_ms = excluded.deadline_ms, max_result_bytes = excluded.max_result_bytes,
-      max_checkpoint_bytes = excluded.max_checkpoint_bytes, updated_at = excluded.updated_at`,
+      max_checkpoint_bytes = excluded.max_checkpoint_bytes, retention_succeeded_ms = excluded.retention_succeeded_ms,
+      retention_cancelled_ms = excluded.retention_cancelled_ms, retention_dead_ms = excluded.retention_dead_ms,
+      updated_at = excluded.updated_at`,
   /** The first store to open a database creates its secret; every later one reads the same row. */
   secretInsert: `INSERT INTO store_secrets (name, secret) VALUES (?, ?) ON CONFLICT (name) DO NOTHING`,
   databaseSize: `SELECT p.page_count * s.page_size AS bytes FROM pragma_page_count() p, pragma_page_size() s`,

@@ -35,6 +35,10 @@ import { completeInTx, failInTx } from './lease-endings.js';
 import { cancelInTx, reapInTx, reconcileInTx, requeueInTx } from './operator-actions.js';
 import { jobLeaseKindsSql, type Statements } from './queries.js';
 import { StatsReader } from './stats-reader.js';
+import { NextDueReader } from './next-due.js';
+import { RetentionStatements, retentionBindings, VACUUM_STEPS_PER_BATCH } from './retention.js';
+import type { NextDue, NextDueParams } from '../next-due.js';
+import { NO_KIND_RETENTION, type JobPurgeCountParams, type JobPurgeOutcome, type JobPurgeParams } from '../retention.js';
 import { toApiKeyRecord, toAttemptRecord, toJobListItem, toJobRecord, toKindRecord, toLeasedJob, toTenantStats } from './rows.js';
 import type { ApiKeyRow, AttemptRow, JobListRow, JobRow, JobWithResultRow, KindRow, LeasedRow } from './rows.js';
 
@@ -66,6 +70,8 @@ export class SqliteStore implements S.Store {
   private readonly watchers: Watchers;
   private closed = false;
   private readonly cursorSecret: Buffer;
+  private readonly nextDue: NextDueReader;
+  private readonly retention: RetentionStatements;
 
   private constructor(
     private readonly db: Db,
@@ -76,6 +82,8 @@ export class SqliteStore implements S.Store {
   ) {
     this.statsReader = new StatsReader(db.name, busyTimeoutMs);
     this.statements = prepareStatements(db);
+    this.nextDue = new NextDueReader(db);
+    this.retention = new RetentionStatements(db);
     this.watchers = new Watchers(() => db.pragma('data_version', { simple: true }) as number, crossProcessPollMs);
     this.cursorSecret = loadCursorSecret(db, this.statements);
     this.writer = groupCommitWriter(db, clock, busyTimeoutMs);
@@ -138,6 +146,7 @@ export class SqliteStore implements S.Store {
   }
 
   kindUpsert(params: S.KindUpsertParams): Promise<S.KindRecord> {
+    const retention = params.retention ?? NO_KIND_RETENTION;
     return this.write((now) => {
       this.statements.kindUpsert.run({
         tenant: params.tenant,
@@ -151,9 +160,10 @@ export class SqliteStore implements S.Store {
         deadlineMs: params.deadlineMs,
         maxResultBytes: params.maxResultBytes,
         maxCheckpointBytes: params.maxCheckpointBytes,
+        ...retentionBindings(retention),
         now,
       });
-      return { ...params, updatedAt: now };
+      return { ...params, retention, updatedAt: now };
     });
   }
 
@@ -303,6 +313,20 @@ export class SqliteStore implements S.Store {
   }
 
   /** Scans every job of the tenant, so it runs on the reader thread's own connection, off the event loop (stats-reader.ts). */
+  async jobNextDue(params: NextDueParams): Promise<NextDue | null> {
+    return this.read(() => this.nextDue.read(params, this.clock.now()));
+  }
+
+  async jobPurge(params: JobPurgeParams): Promise<JobPurgeOutcome> {
+    const deleted = await this.write((now) => this.retention.purge(params, now));
+    for (let step = 0; deleted > 0 && step < VACUUM_STEPS_PER_BATCH; step++) if (!(await this.write(() => this.retention.vacuumStep()))) break;
+    return { deleted };
+  }
+
+  async jobPurgeCount(params: JobPurgeCountParams): Promise<number> {
+    return this.read(() => this.retention.count(params, this.clock.now()));
+  }
+
   async stats(params: { readonly tenant: string }): Promise<S.TenantStats> {
     if (this.closed) throw new StoreUnavailableError('the job store is closed');
     const now = this.clock.now();

@@ -1,0 +1,70 @@
+/**
+ * PostgreSQL: retention batches (src/store/retention.ts), mirroring
+ * src/store/sqlite/retention.ts. One transaction per batch: pick up to `limit`
+ * finished jobs oldest first from jobs_finished (status, finished_at), locking
+ * them with SKIP LOCKED so an operator's concurrent requeue of a dead job is
+ * never waited for (the re-checked WHERE drops a job whose status changed),
+ * then delete their attempts, result and the jobs. There is no storage
+ * counter to move: stats sums what remains. Freed space is reclaimed by
+ * autovacuum (the settings that matter are in docs/SCALING.md).
+ */
+
+import { NO_KIND_RETENTION, type JobPurgeCountParams, type JobPurgeParams, type KindRetention } from '../retention.js';
+import type { PgDatabase } from './database.js';
+import { bind, namedQuery } from './sql-fragments.js';
+
+const PERIOD = `COALESCE(CASE WHEN NOT $3::boolean THEN NULL WHEN $1 = 'succeeded' THEN k.retention_succeeded_ms
+    WHEN $1 = 'cancelled' THEN k.retention_cancelled_ms ELSE k.retention_dead_ms END, $2::bigint)`;
+
+// $6 (the earliest cutoff any kind could have) bounds the index walk; the joined kind row decides each job.
+const MATCHING = `FROM jobs j LEFT JOIN kinds k ON k.tenant = j.tenant AND k.kind = j.kind
+  WHERE j.status IN ('succeeded', 'cancelled', 'dead') AND j.status = $1 AND j.finished_at <= now() - $6::bigint * interval '1 millisecond'
+    AND j.finished_at <= now() - ${PERIOD} * interval '1 millisecond'
+    AND ($4::text IS NULL OR j.tenant = $4) AND ($5::text IS NULL OR j.kind = $5)`;
+
+export const JOB_PURGE_SHORTEST_PERIOD = namedQuery(
+  'lh_job_purge_shortest_period',
+  `SELECT MIN(CASE $1 WHEN 'succeeded' THEN retention_succeeded_ms WHEN 'cancelled' THEN retention_cancelled_ms
+     ELSE retention_dead_ms END)::float8 AS shortest FROM kinds`,
+);
+
+export const JOB_PURGE_SELECT = namedQuery(
+  'lh_job_purge_select',
+  `SELECT j.id ${MATCHING} ORDER BY j.finished_at LIMIT $7 FOR UPDATE OF j SKIP LOCKED`,
+);
+
+export const JOB_PURGE_COUNT = namedQuery('lh_job_purge_count', `SELECT COUNT(*)::int AS n ${MATCHING}`);
+
+export const JOB_PURGE_ATTEMPTS = namedQuery('lh_job_purge_attempts', `DELETE FROM job_attempts WHERE job_id = ANY($1::uuid[])`);
+export const JOB_PURGE_RESULTS = namedQuery('lh_job_purge_results', `DELETE FROM job_results WHERE job_id = ANY($1::uuid[])`);
+export const JOB_PURGE_JOBS = namedQuery('lh_job_purge_jobs', `DELETE FROM jobs WHERE id = ANY($1::uuid[])`);
+
+/** The kinds-table values ($12..$14 of lh_kind_upsert) of a kind's retention periods. */
+export function retentionValues(retention: KindRetention = NO_KIND_RETENTION): (number | null)[] {
+  return [retention.succeededMs, retention.cancelledMs, retention.deadMs];
+}
+
+async function values(db: PgDatabase, params: JobPurgeCountParams): Promise<unknown[]> {
+  let shortest = params.olderThanMs;
+  if (params.kindRetention) {
+    const row = (await db.query<{ shortest: number | null }>(bind(JOB_PURGE_SHORTEST_PERIOD, [params.status]))).rows[0];
+    if (row?.shortest != null) shortest = Math.min(shortest, row.shortest);
+  }
+  return [params.status, params.olderThanMs, params.kindRetention, params.tenant ?? null, params.kind ?? null, shortest];
+}
+
+export async function purgeBatch(db: PgDatabase, params: JobPurgeParams): Promise<number> {
+  const bound = [...(await values(db, params)), params.limit];
+  return db.transaction(async (tx) => {
+    const ids = (await tx.query<{ id: string }>(bind(JOB_PURGE_SELECT, bound))).rows.map((row) => row.id);
+    if (ids.length === 0) return 0;
+    await tx.query(bind(JOB_PURGE_ATTEMPTS, [ids]));
+    await tx.query(bind(JOB_PURGE_RESULTS, [ids]));
+    await tx.query(bind(JOB_PURGE_JOBS, [ids]));
+    return ids.length;
+  });
+}
+
+export async function purgeCount(db: PgDatabase, params: JobPurgeCountParams): Promise<number> {
+  return (await db.query<{ n: number }>(bind(JOB_PURGE_COUNT, await values(db, params)))).rows[0]?.n ?? 0;
+}
