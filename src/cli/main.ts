@@ -16,6 +16,7 @@ import { jobsCancel, jobsReconcile, jobsRequeue } from './commands/jobs-actions.
 import { jobsList, jobsShow } from './commands/jobs-list.js';
 import { keysCreate, keysRevoke } from './commands/keys.js';
 import { kindsList, kindsSet } from './commands/kinds.js';
+import { purgeCommand } from './commands/purge.js';
 import { serveCommand } from './commands/serve.js';
 import { workerCommand } from './commands/worker.js';
 import { terminalSafe } from './terminal-text.js';
@@ -36,6 +37,7 @@ export const COMMANDS: readonly Command[] = [
   deadCommand,
   requeueCommand,
   statsCommand,
+  purgeCommand,
   kindsSet,
   kindsList,
 ];

@@ -162,8 +162,8 @@ describe('purge', () => {
       child.on('error', reject);
       child.on('close', () => resolvePromise(output));
     });
-    expect(onTerminal).toContain('\r\x1b[Kpurged 20 jobs…');
-    expect(onTerminal).toContain('\r\x1b[Kpurged 25 jobs…');
+    expect(onTerminal).toContain('\r\x1b[2Kpurged 20 jobs…');
+    expect(onTerminal).toContain('\r\x1b[2Kpurged 25 jobs…');
     expect(onTerminal).toContain('purged 25 jobs finished more than 0s ago');
   }, 60_000);
 });
