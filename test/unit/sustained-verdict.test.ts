@@ -1,7 +1,7 @@
 /**
  * The sustained run's done-when (bench/sustained.ts): the size at the end
  * within 10% of minute 5, and no upward trend in p99 over minutes 5..N by a
- * least-squares fit.
+ * Theil–Sen fit, which one outlying minute does not tilt.
  */
 
 import { describe, expect, it } from 'vitest';
@@ -39,6 +39,12 @@ describe('sustainedVerdict', () => {
     const v = sustainedVerdict(run((m) => (m < 5 ? 1000 * m : 30 - m), () => 40 * MB));
     expect(v?.p99PerMinute).toBeCloseTo(-1, 9);
     expect(v?.trendOk).toBe(true);
+  });
+
+  it('is not tilted by one slow minute at the end, where least squares is', () => {
+    const v = sustainedVerdict(run((m) => (m === 12 ? 200 : 20 + (m % 2)), () => 40 * MB));
+    expect(v?.trendOk).toBe(true);
+    expect(v?.p99LeastSquaresPerMinute ?? 0).toBeGreaterThan(10);
   });
 
   it('says nothing with fewer than three minutes from minute 5 on', () => {
