@@ -15,7 +15,7 @@ interface ConfigFlag {
   readonly flag: string;
   /** Where the value goes in the config object. */
   readonly path: readonly [string] | readonly [string, string];
-  readonly type: 'integer' | 'limit' | 'boolean';
+  readonly type: 'integer' | 'limit' | 'boolean' | 'string';
   readonly help: string;
 }
 
@@ -52,6 +52,7 @@ export const CONFIG_FLAGS: readonly ConfigFlag[] = [
   { flag: 'default-max-result-bytes', path: ['defaultMaxResultBytes'], type: 'integer', help: 'result limit of jobs whose kind is not registered (default 16777216)' },
   { flag: 'max-checkpoint-bytes', path: ['maxCheckpointBytes'], type: 'integer', help: 'checkpoint state limit for unregistered kinds and the default of registered ones (default 262144)' },
   { flag: 'kind-cache-ms', path: ['kindCacheMs'], type: 'integer', help: 'how long a tenant\'s kind registry is reused (default 1000)' },
+  { flag: 'metrics-token', path: ['metricsToken'], type: 'string', help: 'bearer token GET /metrics admits besides admin keys, 32+ characters (never logged; prefer the config file: arguments are visible to other users)' },
 ];
 
 export const CONFIG_OPTIONS: OptionSpec = Object.fromEntries([
@@ -62,7 +63,7 @@ export const CONFIG_OPTIONS: OptionSpec = Object.fromEntries([
 export const CONFIG_DETAILS: readonly string[] = [
   '--config FILE          JSON file with any of the settings below (nested: {"backpressure":{"maxPendingJobs":1000}}); flags win',
   ...CONFIG_FLAGS.map((f) => {
-    const name = `--${f.flag}${f.type === 'boolean' ? '' : f.type === 'limit' ? ' N|unlimited' : ' N'}`;
+    const name = `--${f.flag}${f.type === 'boolean' ? '' : f.type === 'limit' ? ' N|unlimited' : f.type === 'string' ? ' TOKEN' : ' N'}`;
     return name.length < 23 ? `${name.padEnd(23)}${f.help}` : `${name}  ${f.help}`;
   }),
 ];
@@ -89,7 +90,7 @@ export async function serveConfig(values: Values, command: Command, read: (path:
     const raw = values[spec.flag];
     if (raw === undefined) continue;
     let value: unknown = raw;
-    if (spec.type !== 'boolean') {
+    if (spec.type === 'integer' || spec.type === 'limit') {
       const text = String(raw).trim();
       if (spec.type === 'limit' && text === 'unlimited') value = null;
       else if (/^-?\d+$/.test(text)) value = Number(text);

@@ -60,6 +60,11 @@ export interface LeaseholdClientOptions {
   readonly timeoutMs?: number;
   /** Keep-alive connections in the pool. Default 64. */
   readonly connections?: number;
+  /**
+   * Sends each exchange somewhere other than a socket (a library Queue's own
+   * coordinator, in process); no connection pool is opened then.
+   */
+  readonly dispatch?: (request: Exchange) => Promise<RawResponse>;
 }
 
 export interface CallOptions {
@@ -69,7 +74,8 @@ export interface CallOptions {
 type Method = Exchange['method'];
 
 export class LeaseholdClient {
-  private readonly pool: Pool;
+  private readonly send: (request: Exchange) => Promise<RawResponse>;
+  private readonly pool: Pool | undefined;
   private readonly prefix: string;
   private readonly origin: string;
   private readonly authorization: string;
@@ -82,18 +88,19 @@ export class LeaseholdClient {
     this.prefix = url.pathname.replace(/\/+$/, '');
     this.authorization = `Bearer ${options.apiKey}`;
     this.timeoutMs = options.timeoutMs ?? 30_000;
-    this.pool = new Pool(url.origin, {
-      connections: options.connections ?? 64,
-      keepAliveTimeout: 30_000,
-      keepAliveMaxTimeout: 120_000,
-    });
+    const pool =
+      options.dispatch === undefined
+        ? new Pool(url.origin, { connections: options.connections ?? 64, keepAliveTimeout: 30_000, keepAliveMaxTimeout: 120_000 })
+        : undefined;
+    this.pool = pool;
+    this.send = options.dispatch ?? ((request) => exchange(pool as Pool, request));
   }
 
   /** Closes the connection pool; in-flight requests finish first. */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    await this.pool.close();
+    await this.pool?.close();
   }
 
   // ---- producers ----
@@ -271,7 +278,7 @@ export class LeaseholdClient {
     }
     let response: RawResponse;
     try {
-      response = await exchange(this.pool, {
+      response = await this.send({
         method,
         path: this.prefix + path,
         headers,

@@ -15,32 +15,34 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } 
 import type { Logger } from 'pino';
 import type { Store } from '../store/store.js';
 import { installAdmission } from './admission.js';
-import { installAuth } from './auth.js';
+import { installAuth, type Principal } from './auth.js';
 import { installCheckpointLimit } from './checkpoint-limit.js';
-import { Backpressure } from './backpressure.js';
 import { resolveConfig, type CoordinatorConfig, type CoordinatorConfigInput } from './config.js';
 import { answerClientError, installErrorHandling, installHostHeaderCheck, installUnroutedAnswer, routeMethods, sendError, toHttpError } from './error-handler.js';
 import { installJsonBodyParser } from './json-body.js';
-import { FinishWaiters } from './finish-waiters.js';
-import { KindRegistry } from './kind-registry.js';
-import { LeaseWaiters } from './lease-waiters.js';
-import { startReaper } from './reaper.js';
 import type { CoordinatorApp, RouteContext } from './route-context.js';
+import { createServices, type QueueServices } from './services.js';
 import { registerBatchRoutes } from './routes/batch.js';
 import { registerCompletionRoutes } from './routes/completion.js';
 import { registerJobActionRoutes } from './routes/job-actions.js';
 import { registerJobRoutes } from './routes/jobs.js';
 import { registerKindRoutes } from './routes/kinds.js';
 import { registerLeaseRoutes } from './routes/lease.js';
+import { registerMetricsRoutes } from './routes/metrics.js';
 import { registerSystemRoutes } from './routes/system.js';
 import { validatorCompiler } from './validation.js';
 import { logRedaction } from '../core/log-redaction.js';
+import { installRequestObservation, requestIdOf } from './request-observation.js';
 
 export interface CoordinatorOptions {
   readonly store: Store;
   /** A pino logger (a redacting child is derived from it), or false for none. */
   readonly logger?: Logger | false;
   readonly config?: CoordinatorConfigInput;
+  /** Services built by the caller (a library Queue) and shared with it; the caller closes them. */
+  readonly services?: QueueServices;
+  /** Keys known only to this process (a Queue's own, for an app that never listens), checked before the store's. */
+  readonly inProcessKeys?: ReadonlyMap<string, Principal>;
 }
 
 /** Where a key or token could appear in a log object (kept in core so that the CLI's loggers share it). */
@@ -55,10 +57,68 @@ export function registerRoutes(app: CoordinatorApp, ctx: RouteContext): void {
   registerCompletionRoutes(app, ctx);
   registerKindRoutes(app, ctx);
   registerSystemRoutes(app, ctx);
+  registerMetricsRoutes(app, ctx);
 }
 
-/** Parked GET /jobs/{id}?waitMs requests per tenant before the next answers 503 overloaded (docs/DESIGN.md). */
-export const MAX_FINISH_WAITS_PER_TENANT = 1_000;
+export { MAX_FINISH_WAITS_PER_TENANT } from './services.js';
+
+export interface ApiOptions {
+  readonly store: Store;
+  readonly config: CoordinatorConfig;
+  readonly ctx: RouteContext;
+  readonly inProcessKeys?: ReadonlyMap<string, Principal>;
+  /**
+   * The app is the coordinator's own: it also answers unrouted requests and a missing Host in the error
+   * shape, and serves /openapi.json. Inside an application's Fastify instance (leaseholdRoutes) those stay
+   * the application's.
+   */
+  readonly standalone: boolean;
+}
+
+/** The whole API on `app` (or an encapsulated plugin context of an application's instance). */
+export async function installApi(app: CoordinatorApp, options: ApiOptions): Promise<void> {
+  const { config, ctx } = options;
+  app.setValidatorCompiler(validatorCompiler());
+  installJsonBodyParser(app);
+
+  const methods = routeMethods();
+  app.addHook('onRoute', (route) => {
+    for (const method of Array.isArray(route.method) ? route.method : [route.method]) methods.add(method, route.url);
+  });
+  installErrorHandling(app, methods);
+  // The order of the onRequest hooks: unrouted requests and bad keys are answered (Connection: close)
+  // before admission, so they never hold a slot; nothing reads a body before admission has decided.
+  installRequestObservation(app, ctx.metrics);
+  if (options.standalone) {
+    installHostHeaderCheck(app);
+    installUnroutedAnswer(app, methods);
+  }
+  installAuth(app, {
+    store: options.store,
+    cacheMs: config.authCacheMs,
+    scrapeToken: config.metricsToken,
+    ...(options.inProcessKeys === undefined ? {} : { inProcessKeys: options.inProcessKeys }),
+  });
+  installAdmission(app, config, () => options.store.queueWaitMs());
+
+  if (options.standalone) {
+    await app.register(swagger, {
+      openapi: {
+        openapi: '3.1.0',
+        info: {
+          title: 'leasehold coordinator',
+          version: '1',
+          description: 'A durable job queue: enqueue, lease with fencing tokens, complete or fail. Errors are {error:{code,message}} (docs/ERRORS.md).',
+        },
+        components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'An API key (leasehold keys create)' } } },
+        security: [{ bearer: [] }],
+      },
+    });
+  }
+
+  installCheckpointLimit(app, ctx);
+  registerRoutes(app, ctx);
+}
 
 export async function buildCoordinator(options: CoordinatorOptions): Promise<FastifyInstance> {
   const config: CoordinatorConfig = resolveConfig(options.config ?? {});
@@ -77,7 +137,9 @@ export async function buildCoordinator(options: CoordinatorOptions): Promise<Fas
     // Fastify's own 503-on-closing body is not our error shape; requests that still arrive on open
     // connections while closing are served normally (the store outlives the app) with Connection: close.
     return503OnClosing: false,
+    // X-Request-Id when valid, else a fresh id (request-observation.ts); every request log line carries it as reqId.
     requestIdHeader: false,
+    genReqId: requestIdOf,
     // Errors Fastify raises before routing (a malformed URL) get the same body as every other error.
     frameworkErrors: (error, _request, reply) => {
       sendError(reply, toHttpError(error));
@@ -93,62 +155,16 @@ export async function buildCoordinator(options: CoordinatorOptions): Promise<Fas
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 200 },
   }).withTypeProvider() as unknown as CoordinatorApp;
 
-  app.setValidatorCompiler(validatorCompiler());
-  installJsonBodyParser(app);
-
-  const methods = routeMethods();
-  app.addHook('onRoute', (route) => {
-    for (const method of Array.isArray(route.method) ? route.method : [route.method]) methods.add(method, route.url);
-  });
-  installErrorHandling(app, methods);
   app.server.headersTimeout = config.headersTimeoutMs;
-  // The order of the onRequest hooks: unrouted requests and bad keys are answered (Connection: close)
-  // before admission, so they never hold a slot; nothing reads a body before admission has decided.
-  installHostHeaderCheck(app);
-  installUnroutedAnswer(app, methods);
-  installAuth(app, { store: options.store, cacheMs: config.authCacheMs });
-  installAdmission(app, config, () => options.store.queueWaitMs());
-
-  await app.register(swagger, {
-    openapi: {
-      openapi: '3.1.0',
-      info: {
-        title: 'leasehold coordinator',
-        version: '1',
-        description: 'A durable job queue: enqueue, lease with fencing tokens, complete or fail. Errors are {error:{code,message}} (docs/ERRORS.md).',
-      },
-      components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'An API key (leasehold keys create)' } } },
-      security: [{ bearer: [] }],
-    },
-  });
-
-  const waiters = new LeaseWaiters();
-  const finishWaiters = new FinishWaiters(options.store, MAX_FINISH_WAITS_PER_TENANT);
-  const ctx: RouteContext = {
-    store: options.store,
-    config,
-    kinds: new KindRegistry(options.store, config.kindCacheMs, { maxSchemaBytes: config.maxSchemaBytes }),
-    waiters,
-    finishWaiters,
-    backpressure: new Backpressure(options.store, config.backpressure),
-  };
-  installCheckpointLimit(app, ctx);
-  registerRoutes(app, ctx);
-
-  // The store announces every job that becomes available (the reaper's requeues too) with its tenant and kind.
-  const unwatch = options.store.watchAvailable((available) => waiters.notify(available));
-  const reaper = startReaper({ store: options.store, intervalMs: config.reaperIntervalMs, log: app.log });
+  // A library Queue passes its own services (shared with its calls); a coordinator builds and owns them.
+  const services = options.services ?? createServices(options.store, config, app.log);
+  await installApi(app, { store: options.store, config, ctx: services.ctx, standalone: true, ...(options.inProcessKeys === undefined ? {} : { inProcessKeys: options.inProcessKeys }) });
 
   // preClose runs before the server stops accepting: parked long polls answer 204 instead of holding close() open.
-  app.addHook('preClose', async () => {
-    waiters.close();
-    finishWaiters.close();
-    await reaper.stop();
-  });
-  app.addHook('onClose', async () => {
-    unwatch();
-    await ctx.kinds.close();
-  });
+  if (options.services === undefined) {
+    app.addHook('preClose', () => services.stopWaiting());
+    app.addHook('onClose', () => services.close());
+  }
 
   return app as unknown as FastifyInstance;
 }

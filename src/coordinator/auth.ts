@@ -10,6 +10,10 @@
  * process) therefore takes effect within that time. Unknown keys are never
  * remembered. The key itself is never stored in memory beyond the request, and
  * never logged.
+ *
+ * A route marked `scrapeToken` (GET /metrics) also admits the coordinator's
+ * scrape token, when one is configured: compared by hash in constant time,
+ * and the request then has no principal (it belongs to no tenant).
  */
 
 import { performance } from 'node:perf_hooks';
@@ -35,6 +39,8 @@ declare module 'fastify' {
     roles?: readonly Role[];
     /** No key needed (health check, OpenAPI document). */
     public?: boolean;
+    /** The scrape token (metricsToken) is admitted too. */
+    scrapeToken?: boolean;
   }
 }
 
@@ -44,9 +50,14 @@ const MAX_CACHED_KEYS = 10_000;
 export interface AuthOptions {
   readonly store: Store;
   readonly cacheMs: number;
+  /** Keys that exist only in this process's memory (a library Queue's), by the key itself. */
+  readonly inProcessKeys?: ReadonlyMap<string, Principal>;
+  /** The token GET /metrics admits besides admin keys; null for none. */
+  readonly scrapeToken?: string | null;
 }
 
 export function installAuth(app: FastifyInstance, options: AuthOptions): void {
+  const scrapeTokenHash = options.scrapeToken === undefined || options.scrapeToken === null ? null : hashApiKey(options.scrapeToken);
   const cache = new Map<string, { readonly principal: Principal; readonly expiresAt: number }>();
 
   async function lookup(keyHash: string): Promise<Principal | null> {
@@ -83,7 +94,9 @@ export function installAuth(app: FastifyInstance, options: AuthOptions): void {
       reply.header('connection', 'close');
       throw new LeaseholdError('unauthorized', 'missing or malformed Authorization header (expected "Bearer <key>")');
     }
-    const principal = await lookup(hashApiKey(key));
+    const keyHash = hashApiKey(key);
+    if (config.scrapeToken === true && scrapeTokenHash !== null && constantTimeEqual(keyHash, scrapeTokenHash)) return;
+    const principal = options.inProcessKeys?.get(key) ?? (await lookup(keyHash));
     if (principal === null) {
       reply.header('connection', 'close');
       throw new LeaseholdError('unauthorized', 'invalid API key');

@@ -62,7 +62,22 @@ export class Backpressure {
   /** Throws 503 overloaded when accepting `jobs` more jobs of `bytes` payload bytes would exceed a limit. */
   async check(tenant: string, jobs: number, bytes: number): Promise<void> {
     if (!this.enabled) return;
-    const state = await this.current(tenant);
+    this.evaluate(await this.current(tenant), jobs, bytes);
+  }
+
+  /**
+   * The same check, synchronously, against the last snapshot (for an enqueue inside an application's
+   * SQLite transaction, which cannot wait): a stale snapshot is refreshed in the background, and with
+   * none yet the enqueue passes while the first is taken.
+   */
+  checkSnapshot(tenant: string, jobs: number, bytes: number): void {
+    if (!this.enabled) return;
+    const state = this.tenants.get(tenant);
+    if (state === undefined || performance.now() - state.takenAt >= this.config.statsCacheMs) void this.current(tenant).catch(() => undefined);
+    if (state !== undefined) this.evaluate(state, jobs, bytes);
+  }
+
+  private evaluate(state: TenantState, jobs: number, bytes: number): void {
     const { maxPendingJobs, maxOldestAvailableAgeMs, maxStorageBytes } = this.config;
     const pending = pendingCount(state.stats) + state.acceptedJobs;
     if (maxPendingJobs !== null && pending + jobs > maxPendingJobs) {

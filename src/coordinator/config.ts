@@ -65,6 +65,8 @@ export interface CoordinatorConfig {
   readonly defaultMaxResultBytes: number;
   /** Checkpoint state limit, in bytes of canonical JSON, for unregistered kinds and the default of registered ones. */
   readonly maxCheckpointBytes: number;
+  /** A bearer token GET /metrics admits besides admin keys (a Prometheus scraper holds no key); null for none. Never logged. */
+  readonly metricsToken: string | null;
 }
 
 /** The settings admission.ts reads. */
@@ -112,7 +114,11 @@ export const DEFAULT_CONFIG: CoordinatorConfig = deepFreeze({
   maxKindsPerTenant: 1_000,
   defaultMaxResultBytes: 16 * 1024 * 1024,
   maxCheckpointBytes: 256 * 1024,
+  metricsToken: null,
 });
+
+/** What a bearer token may hold (auth.ts), at least 32 characters so that it cannot be guessed. */
+const METRICS_TOKEN = /^[A-Za-z0-9_\-.~+/=]{32,256}$/;
 
 export class CoordinatorConfigError extends Error {
   readonly problems: readonly string[];
@@ -164,6 +170,11 @@ export function resolveConfig(input: unknown = {}): CoordinatorConfig {
   const requireIn = source['requireRegisteredKinds'];
   if (requireIn !== undefined && typeof requireIn !== 'boolean') problems.push('requireRegisteredKinds must be a boolean');
 
+  const tokenIn = source['metricsToken'];
+  if (tokenIn !== undefined && tokenIn !== null && (typeof tokenIn !== 'string' || !METRICS_TOKEN.test(tokenIn))) {
+    problems.push('metricsToken must be 32 to 256 characters of A-Z a-z 0-9 - _ . ~ + / =');
+  }
+
   const config: CoordinatorConfig = {
     defaultLeaseMs: int(source['defaultLeaseMs'], DEFAULT_CONFIG.defaultLeaseMs, 'defaultLeaseMs', LIMITS.minLeaseMs, LIMITS.maxLeaseMs),
     defaultMaxAttempts: int(source['defaultMaxAttempts'], DEFAULT_CONFIG.defaultMaxAttempts, 'defaultMaxAttempts', 1, LIMITS.maxAttempts),
@@ -193,6 +204,7 @@ export function resolveConfig(input: unknown = {}): CoordinatorConfig {
     maxKindsPerTenant: int(source['maxKindsPerTenant'], DEFAULT_CONFIG.maxKindsPerTenant, 'maxKindsPerTenant', 1, 1_000_000),
     defaultMaxResultBytes: int(source['defaultMaxResultBytes'], DEFAULT_CONFIG.defaultMaxResultBytes, 'defaultMaxResultBytes', 1, LIMITS.maxResultBytes),
     maxCheckpointBytes: int(source['maxCheckpointBytes'], DEFAULT_CONFIG.maxCheckpointBytes, 'maxCheckpointBytes', 1, LIMITS.maxCheckpointBytes),
+    metricsToken: typeof tokenIn === 'string' && METRICS_TOKEN.test(tokenIn) ? tokenIn : null,
   };
   if (config.headersTimeoutMs > config.requestTimeoutMs) problems.push('headersTimeoutMs must be <= requestTimeoutMs');
   if (problems.length > 0) throw new CoordinatorConfigError(problems);

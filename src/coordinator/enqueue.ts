@@ -13,7 +13,7 @@ import { sha256Hex } from '../core/ids.js';
 import type { EnqueueRequest } from '../protocol/schemas.js';
 import type { EnqueueParams } from '../store/store.js';
 import type { Principal } from './auth.js';
-import { describePayloadError } from './kind-registry.js';
+import { describePayloadError, type TenantKinds } from './kind-registry.js';
 import type { RouteContext } from './route-context.js';
 
 export const IDEMPOTENCY_KEY_MAX = 255;
@@ -59,7 +59,17 @@ export async function prepareEnqueue(
   request: EnqueueRequest,
   idempotencyKey: string,
 ): Promise<EnqueueParams> {
-  const tenantKinds = await ctx.kinds.forTenant(principal.tenant);
+  return prepareEnqueueWith(await ctx.kinds.forTenant(principal.tenant), ctx, principal, request, idempotencyKey);
+}
+
+/** prepareEnqueue with the tenant's kinds at hand (synchronous). */
+export function prepareEnqueueWith(
+  tenantKinds: TenantKinds,
+  ctx: Pick<RouteContext, 'config'>,
+  principal: Principal,
+  request: EnqueueRequest,
+  idempotencyKey: string,
+): EnqueueParams {
   const kind = tenantKinds.byName.get(request.kind);
   if (kind === undefined && (ctx.config.requireRegisteredKinds || tenantKinds.byName.size > 0)) {
     throw new LeaseholdError('unknown_kind', `kind "${request.kind}" is not registered for this tenant`);

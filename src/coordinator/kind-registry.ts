@@ -83,6 +83,16 @@ export class KindRegistry {
     return this.compiler.close();
   }
 
+  /**
+   * The tenant's kinds as last loaded, without waiting (an enqueue inside an application's SQLite
+   * transaction): an expired entry is still answered and reloaded in the background; undefined when never loaded.
+   */
+  loadedForTenant(tenant: string): TenantKinds | undefined {
+    const hit = this.tenants.get(tenant);
+    if (hit === undefined || hit.expiresAt <= performance.now()) void this.forTenant(tenant).catch(() => undefined);
+    return hit?.kinds;
+  }
+
   async forTenant(tenant: string): Promise<TenantKinds> {
     const hit = this.tenants.get(tenant);
     if (hit !== undefined && hit.expiresAt > performance.now()) return hit.kinds;

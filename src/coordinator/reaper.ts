@@ -8,6 +8,7 @@
 
 import type { FastifyBaseLogger } from 'fastify';
 import type { ReapOutcome, Store } from '../store/store.js';
+import type { JobEvents } from './job-events.js';
 
 export interface Reaper {
   /** Stops the timer and waits for a run in progress. */
@@ -18,6 +19,8 @@ export function startReaper(options: {
   readonly store: Store;
   readonly intervalMs: number;
   readonly log: FastifyBaseLogger;
+  /** Counts and logs what each run applied. */
+  readonly events?: JobEvents;
 }): Reaper {
   let running: Promise<void> | null = null;
   let stopped = false;
@@ -26,10 +29,7 @@ export function startReaper(options: {
     if (running !== null || stopped) return;
     running = options.store
       .jobReapExpired()
-      .then((outcome: ReapOutcome) => {
-        const changed = outcome.requeued + outcome.dead + outcome.unknown + outcome.cancelled + outcome.deadlineExpired;
-        if (changed > 0) options.log.debug({ reaped: outcome }, 'reaper applied expiries');
-      })
+      .then((outcome: ReapOutcome) => options.events?.reaped(options.log, outcome))
       .catch((error: unknown) => {
         options.log.warn({ err: error }, 'reaper run failed');
       })

@@ -15,7 +15,9 @@ import type { Backpressure } from './backpressure.js';
 import type { CoordinatorConfig } from './config.js';
 import type { KindRegistry } from './kind-registry.js';
 import type { FinishWaiters } from './finish-waiters.js';
+import type { JobEvents } from './job-events.js';
 import type { LeaseWaiters } from './lease-waiters.js';
+import type { CoordinatorMetrics } from './metrics.js';
 
 export type CoordinatorApp = FastifyInstance<Server, IncomingMessage, ServerResponse, FastifyBaseLogger, TypeBoxTypeProvider>;
 
@@ -27,6 +29,9 @@ export interface RouteContext {
   /** Parked GET /jobs/{id}?waitMs requests. */
   readonly finishWaiters: FinishWaiters;
   readonly backpressure: Backpressure;
+  readonly metrics: CoordinatorMetrics;
+  /** Counts and logs the transitions the routes apply (job-events.ts). */
+  readonly events: JobEvents;
 }
 
 /** Response schemas for the given error statuses; every authenticated route can answer 401, 403, 429 and 503. */

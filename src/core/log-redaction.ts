@@ -11,11 +11,13 @@ export const LOG_REDACT_PATHS: readonly string[] = [
   'token',
   'key',
   'apiKey',
+  'metricsToken',
   // One level down: headers.authorization, lease.token, client.apiKey, err.token …
   '*.authorization',
   '*.token',
   '*.key',
   '*.apiKey',
+  '*.metricsToken',
   // Two levels down: req.headers.authorization (pino's request serializer keeps the headers).
   '*.headers.authorization',
 ];

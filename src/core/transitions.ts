@@ -129,11 +129,51 @@ export function decideRequeue(job: Pick<JobSnapshot, 'status'>): RequeueDecision
 export type CancelDecision =
   | { readonly kind: 'cancel_now' }
   | { readonly kind: 'mark_running' }
+  /** Cancelling twice answers like the first time, and changes nothing. */
+  | { readonly kind: 'already_cancelled' }
   | { readonly kind: 'already_terminal' };
 
 export function decideCancel(job: Pick<JobSnapshot, 'status'>): CancelDecision {
   // An unknown job is resolved by an operator's reconcile, not by a cancel.
   if (job.status === 'queued') return { kind: 'cancel_now' };
   if (job.status === 'running') return { kind: 'mark_running' };
+  if (job.status === 'cancelled') return { kind: 'already_cancelled' };
   return { kind: 'already_terminal' };
+}
+
+export type ReconcileDecision =
+  | { readonly kind: 'succeeded' }
+  | { readonly kind: 'dead' }
+  /** Back to queued with a fresh attempt budget, as a requeue of a dead job. */
+  | { readonly kind: 'requeue' }
+  | { readonly kind: 'reject'; readonly code: 'not_unknown' };
+
+/** An operator's verdict on a job whose external effect may or may not have happened. */
+export function decideReconcile(job: Pick<JobSnapshot, 'status'>, outcome: 'succeeded' | 'dead' | 'requeue'): ReconcileDecision {
+  if (job.status !== 'unknown') return { kind: 'reject', code: 'not_unknown' };
+  return { kind: outcome };
+}
+
+export type LiveLeaseDecision = { readonly kind: 'apply' } | { readonly kind: 'reject'; readonly code: 'stale_lease' | 'deadline_exceeded' };
+
+/**
+ * The writes a worker makes under its lease without ending it (a checkpoint,
+ * the effect mark): a live lease before the deadline. Leases never outlive the
+ * deadline, so a live token past it is reported as the deadline.
+ */
+export function decideLiveLeaseWrite(job: JobSnapshot, token: string, now: number): LiveLeaseDecision {
+  if (!holdsLiveLease(job, token, now)) return { kind: 'reject', code: 'stale_lease' };
+  if (isPastDeadline(job, now)) return { kind: 'reject', code: 'deadline_exceeded' };
+  return { kind: 'apply' };
+}
+
+export type ResultSizeDecision =
+  | { readonly kind: 'fits' }
+  /** The job ends dead with result_too_large and no result is stored. */
+  | { readonly kind: 'too_large'; readonly bytes: number; readonly maxBytes: number };
+
+/** A completion's result against the kind's maxResultBytes; no result, or no limit, always fits. */
+export function decideResultSize(resultBytes: number | null, maxResultBytes: number | undefined): ResultSizeDecision {
+  if (resultBytes === null || maxResultBytes === undefined || resultBytes <= maxResultBytes) return { kind: 'fits' };
+  return { kind: 'too_large', bytes: resultBytes, maxBytes: maxResultBytes };
 }

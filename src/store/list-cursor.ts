@@ -13,7 +13,7 @@
 
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import { LeaseholdError } from '../core/errors.js';
-import type { JobListParams } from './store.js';
+import type { JobListItem, JobListParams, JobPage } from './store.js';
 
 export const CURSOR_SECRET_NAME = 'list_cursor';
 export const CURSOR_SECRET_BYTES = 32;
@@ -58,4 +58,19 @@ export function openCursor(secret: Buffer, params: JobListParams, cursor: string
 
 function invalidCursor(): LeaseholdError {
   return new LeaseholdError('invalid_request', 'query/cursor is not a cursor of this listing (use the nextCursor of the previous page, with the same filters and key)');
+}
+
+/** A page from rows asked for with LIMIT limit + 1: the extra row only says that a next page exists. */
+export function listPage<R extends { readonly seq: number }>(
+  secret: Buffer,
+  params: JobListParams,
+  rows: readonly R[],
+  toItem: (row: R) => JobListItem,
+): JobPage {
+  const page = rows.slice(0, params.limit);
+  const last = page[page.length - 1];
+  return {
+    jobs: page.map(toItem),
+    nextCursor: rows.length > params.limit && last !== undefined ? sealCursor(secret, params, last.seq) : null,
+  };
 }

@@ -9,10 +9,8 @@
  * write its database; every other driver error is a bug.
  *
  * Every method that changes state does so in one transaction, and resolves
- * only after that transaction is durable.
- *
- * All times are integer milliseconds since the Unix epoch, taken from the
- * store's own clock (the database server's for PostgreSQL).
+ * only after that transaction is durable. All times are integer milliseconds
+ * since the Unix epoch, by the store's own clock (the server's for PostgreSQL).
  */
 
 import type { BackoffPolicy } from '../core/backoff.js';
@@ -155,6 +153,8 @@ export interface LeasedJob {
   readonly leaseExpiresAt: number;
   readonly deadlineAt: number | null;
   readonly checkpoint: Checkpoint | null;
+  /** When the job became available for this attempt (its run-after time: acceptance, a delay or a retry's backoff). */
+  readonly availableAt: number;
 }
 
 export interface RenewParams {
@@ -369,6 +369,8 @@ export interface Store {
   /** Applies due lease expiries and deadlines across all tenants. */
   jobReapExpired(): Promise<ReapOutcome>;
   stats(params: { readonly tenant: string }): Promise<TenantStats>;
+  /** Bytes the database holds by its own bookkeeping, no scan (SQLite: its pages; PostgreSQL: pg_database_size). */
+  databaseSize(): Promise<number>;
 
   /**
    * Calls `listener` when jobs may have become available: an enqueue, retry,
@@ -394,9 +396,5 @@ export interface Store {
   watchFinished(listener: FinishedListener): () => void;
 }
 
-export interface FinishedJob {
-  readonly tenant: string;
-  readonly id: string;
-}
-
+export interface FinishedJob { readonly tenant: string; readonly id: string }
 export type FinishedListener = (job: FinishedJob | null) => void;

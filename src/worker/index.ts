@@ -6,3 +6,4 @@ export { BinaryResult } from './binary-result.js';
 export { PermanentJobError, JobAbortedError, type AbortCode } from './job-errors.js';
 export { silentLogger, type WorkerLogger } from './logger.js';
 export { DEFAULT_RETRY, type RetryPolicy } from './retry.js';
+export type { TypedHandlers, WorkerQueue, WorkerSettings } from './worker.js';

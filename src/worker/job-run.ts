@@ -70,7 +70,7 @@ export class JobRun {
     // A lease cut short at the deadline gives distance 0: the lease's own estimate applies (the coordinator refuses anything later).
     this.localDeadlineAt = this.deadlineAt === null ? null : leaseStartBound + deps.leaseMs + (this.deadlineAt - Date.parse(job.leaseExpiresAt));
     this.leaseEndsAt = this.capAtDeadline(leaseStartBound + deps.leaseMs);
-    this.fields = { jobId: job.id, kind: job.kind, attempt: job.attempt, workerId: deps.workerId };
+    this.fields = { jobId: job.id, kind: job.kind, attempt: job.attempt, epoch: job.epoch, workerId: deps.workerId };
   }
 
   get id(): string {

@@ -24,9 +24,22 @@ import { JobRun, type JobRunDeps } from './job-run.js';
 import { errorFields, silentLogger, type WorkerLogger } from './logger.js';
 import { DEFAULT_RETRY, sleep, withRetry, type RetryPolicy } from './retry.js';
 
-export interface WorkerOptions {
-  readonly client: LeaseholdClient;
-  readonly handlers: HandlerMap;
+/** A library Queue as the worker sees it: its in-process client, and (for types only) its kinds' payloads. */
+export interface WorkerQueue<Kinds> {
+  readonly workerClient: LeaseholdClient;
+  readonly kinds?: Kinds;
+}
+
+/** What the worker leases through: a client of a coordinator over HTTP, or a library Queue (in process). */
+export type WorkerSource<Kinds> = { readonly client: LeaseholdClient; readonly queue?: undefined } | { readonly queue: WorkerQueue<Kinds>; readonly client?: undefined };
+
+/** Handlers by kind; with a Queue's kind map, each handler's payload is typed by its kind. */
+export type TypedHandlers<Kinds> = { readonly [N in keyof Kinds & string]?: Handler<Kinds[N]> };
+
+export type WorkerOptions<Kinds = Record<string, unknown>> = WorkerSource<Kinds> &
+  WorkerSettings & { readonly handlers: string extends keyof Kinds ? HandlerMap : TypedHandlers<Kinds> };
+
+export interface WorkerSettings {
   /** Shown in attempt history; default `<hostname>-<pid>-<random>`. */
   readonly workerId?: string;
   /** Handlers running at once. Default 8. */
@@ -45,7 +58,7 @@ export interface WorkerOptions {
   readonly secrets?: readonly string[];
 }
 
-export class Worker {
+export class Worker<Kinds = Record<string, unknown>> {
   readonly workerId: string;
   private readonly client: LeaseholdClient;
   private readonly handlers: HandlerMap;
@@ -67,13 +80,13 @@ export class Worker {
   private running: Promise<void> | undefined;
   private stopped: Promise<void> | undefined;
 
-  constructor(options: WorkerOptions) {
+  constructor(options: WorkerOptions<Kinds>) {
     const kinds = Object.keys(options.handlers);
     if (kinds.length === 0) throw new TypeError('a worker needs at least one handler');
     // The lease request names the kinds this worker can run; the protocol caps that list.
     if (kinds.length > 100) throw new RangeError('a worker can serve at most 100 kinds; split the handlers over several workers');
-    this.client = options.client;
-    this.handlers = options.handlers;
+    this.client = options.client ?? options.queue.workerClient;
+    this.handlers = options.handlers as unknown as HandlerMap;
     this.workerId = options.workerId ?? `${hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
     this.concurrency = positiveInteger('concurrency', options.concurrency ?? 8, LIMITS.maxLeaseBatch);
     this.leaseMs = positiveInteger('leaseMs', options.leaseMs ?? 30_000, LIMITS.maxLeaseMs);

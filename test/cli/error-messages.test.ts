@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { pgTarget, translatePgConnectError } from '../../src/store/postgres/pg-errors.js';
+import { pgTarget, translatePgConnectError } from '../../src/store/postgres/errors.js';
 import { bearer, startCoordinator, type Harness } from '../support/http-fixtures.js';
 
 const BIN = resolve(import.meta.dirname, '../../bin/leasehold.js');

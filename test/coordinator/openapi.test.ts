@@ -11,7 +11,9 @@ import { Backpressure } from '../../src/coordinator/backpressure.js';
 import { resolveConfig } from '../../src/coordinator/config.js';
 import { KindRegistry } from '../../src/coordinator/kind-registry.js';
 import { FinishWaiters } from '../../src/coordinator/finish-waiters.js';
+import { JobEvents } from '../../src/coordinator/job-events.js';
 import { LeaseWaiters } from '../../src/coordinator/lease-waiters.js';
+import { CoordinatorMetrics } from '../../src/coordinator/metrics.js';
 import type { CoordinatorApp } from '../../src/coordinator/route-context.js';
 import { startCoordinator, type Harness } from '../support/http-fixtures.js';
 
@@ -27,6 +29,7 @@ beforeAll(async () => {
     for (const method of [route.method].flat()) routes.push({ method, url: route.url.replace(/:(\w+)/g, '{$1}') });
   });
   const config = resolveConfig({});
+  const metrics = new CoordinatorMetrics();
   const ctx = {
     store: h.store,
     config,
@@ -34,10 +37,13 @@ beforeAll(async () => {
     waiters: new LeaseWaiters(),
     finishWaiters: new FinishWaiters(h.store, 1),
     backpressure: new Backpressure(h.store, config.backpressure),
+    metrics,
+    events: new JobEvents(metrics),
   };
   registerRoutes(bare as unknown as CoordinatorApp, ctx);
   await bare.ready();
   await bare.close();
+  metrics.close();
   expect(routes.length).toBeGreaterThanOrEqual(EXPECTED.length);
 });
 afterAll(async () => {
@@ -72,6 +78,7 @@ const EXPECTED: [string, string][] = [
   ['post', '/jobs/{id}/checkpoint'],
   ['put', '/kinds/{kind}'],
   ['get', '/kinds'],
+  ['get', '/metrics'],
 ];
 
 describe('GET /openapi.json', () => {

@@ -24,7 +24,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildCoordinator } from '../../src/coordinator/app.js';
 import { toHttpError } from '../../src/coordinator/error-handler.js';
-import { translatePgError } from '../../src/store/postgres/pg-errors.js';
+import { translatePgError } from '../../src/store/postgres/errors.js';
 import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
 import { createKey, enqueue, get, lease, post } from '../support/http-fixtures.js';
 import { waitFor } from '../support/wait-for.js';

@@ -12,7 +12,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { StoreUnavailableError } from '../../src/core/errors.js';
 import { migrate } from '../../src/store/postgres/migrate.js';
 import { MIGRATIONS } from '../../src/store/postgres/migrations.js';
-import { translatePgError } from '../../src/store/postgres/pg-errors.js';
+import { translatePgError } from '../../src/store/postgres/errors.js';
 import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
 import type { EnqueueParams } from '../../src/store/store.js';
 import { waitFor } from '../support/wait-for.js';

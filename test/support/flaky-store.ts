@@ -97,6 +97,7 @@ export class FlakyStore implements Store {
   jobAttempts: Store['jobAttempts'] = (p) => this.guard('jobAttempts', p, () => this.inner.jobAttempts(p));
   jobReapExpired: Store['jobReapExpired'] = () => this.guard('jobReapExpired', undefined, () => this.inner.jobReapExpired());
   stats: Store['stats'] = (p) => this.guard('stats', p, () => this.inner.stats(p));
+  databaseSize: Store['databaseSize'] = () => this.guard('databaseSize', undefined, () => this.inner.databaseSize());
   // Synchronous and changes nothing: a subscription is not a store call that can fail.
   watchAvailable: Store['watchAvailable'] = (listener) => this.inner.watchAvailable(listener);
   watchFinished: Store['watchFinished'] = (listener) => this.inner.watchFinished(listener);

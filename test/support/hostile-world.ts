@@ -52,6 +52,7 @@ export const ENDPOINTS: readonly Endpoint[] = [
   { method: 'PUT', route: '/kinds/:kind', roles: ['admin'] },
   { method: 'GET', route: '/kinds', roles: ['producer', 'worker', 'admin'] },
   { method: 'GET', route: '/stats', roles: ['admin'] },
+  { method: 'GET', route: '/metrics', roles: ['admin'] },
   { method: 'GET', route: '/healthz', roles: 'public' },
   { method: 'GET', route: '/openapi.json', roles: 'public' },
 ];

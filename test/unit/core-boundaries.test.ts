@@ -16,7 +16,6 @@ import { armedCrashPoint, parseCrashSetting } from '../../src/core/fault-points.
 import { constantTimeEqual, hashApiKey, isJobId, newApiKey, newJobId, newLeaseToken, sha256Hex } from '../../src/core/ids.js';
 import { isJobStatus, isRole, JOB_STATUSES } from '../../src/core/states.js';
 import {
-  decideCancel,
   decideCompletion,
   decideFailure,
   decideLeaseExpiry,
@@ -97,12 +96,9 @@ describe('decisions at their edges', () => {
     expect(decideRenew({ ...running, deadlineAt: NOW }, 'tok', 500, NOW)).toEqual({ kind: 'reject', code: 'deadline_exceeded' });
   });
 
-  it('requeues only a dead job, and cancels by status', () => {
+  it('requeues only a dead job', () => {
     expect(decideRequeue({ status: 'dead' })).toEqual({ kind: 'requeue' });
     for (const status of JOB_STATUSES.filter((s) => s !== 'dead')) expect(decideRequeue({ status })).toEqual({ kind: 'reject', code: 'not_dead' });
-    expect(decideCancel({ status: 'queued' })).toEqual({ kind: 'cancel_now' });
-    expect(decideCancel({ status: 'running' })).toEqual({ kind: 'mark_running' });
-    for (const status of ['succeeded', 'dead', 'cancelled', 'unknown'] as const) expect(decideCancel({ status })).toEqual({ kind: 'already_terminal' });
   });
 });
 

@@ -2,8 +2,9 @@
  * The import rules of src/, as a test (also run by `npm run check`):
  * core imports nothing of ours; the store interface imports only core; a
  * backend (store/sqlite, store/postgres) imports core, the interface and its
- * own folder; only the CLI's composition root (src/cli/open-store.ts) imports
- * a backend; coordinator, worker and client never do; no module imports
+ * own folder; only the composition roots (the CLI's src/cli/open-store.ts and
+ * the library's src/queue/open-queue.ts) import a backend; coordinator,
+ * worker and client never do; no module imports
  * itself back through a cycle. Imports are read with the TypeScript scanner
  * (static, type-only, re-exports and dynamic `import()` alike).
  */
@@ -26,13 +27,15 @@ type Layer =
   | 'coordinator'
   | 'client'
   | 'worker'
+  | 'queue'
   | 'cli'
   | 'index';
 
 const BACKENDS: readonly Layer[] = ['store/sqlite', 'store/postgres'];
 
-/** The only module that may name a concrete store. */
+/** The only modules that may name a concrete store: the CLI's and the library's composition roots. */
 const COMPOSITION_ROOT = 'cli/open-store.ts';
+const COMPOSITION_ROOTS: readonly string[] = [COMPOSITION_ROOT, 'queue/open-queue.ts'];
 
 /** What each layer may import besides itself. */
 const ALLOWED: Readonly<Record<Layer, readonly Layer[]>> = {
@@ -46,8 +49,9 @@ const ALLOWED: Readonly<Record<Layer, readonly Layer[]>> = {
   // The worker takes the Checkpoint type from the store interface; it never sees a backend.
   worker: ['core', 'protocol', 'client', 'store'],
   // Backends only through COMPOSITION_ROOT (checked separately).
-  cli: ['core', 'protocol', 'store', 'coordinator', 'client', 'worker', 'store/sqlite', 'store/postgres'],
-  index: ['client', 'worker'],
+  queue: ['core', 'protocol', 'store', 'coordinator', 'client', 'store/sqlite', 'store/postgres'],
+  cli: ['core', 'protocol', 'store', 'coordinator', 'client', 'worker', 'queue', 'store/sqlite', 'store/postgres'],
+  index: ['client', 'worker', 'queue'],
 };
 
 /** A module path relative to src/, with forward slashes (`store/sqlite/queries.ts`). */
@@ -59,7 +63,7 @@ function layerOf(module: string): Layer {
     if (second === 'postgres') return 'store/postgres';
     return 'store';
   }
-  if (top === 'core' || top === 'protocol' || top === 'coordinator' || top === 'client' || top === 'worker' || top === 'cli') return top;
+  if (top === 'core' || top === 'protocol' || top === 'coordinator' || top === 'client' || top === 'worker' || top === 'queue' || top === 'cli') return top;
   throw new Error(`src/${module} is in no layer: add its folder to the import rules`);
 }
 
@@ -73,8 +77,8 @@ function violations(graph: ReadonlyMap<string, readonly string[]>): string[] {
       if (toLayer === fromLayer) continue;
       if (!ALLOWED[fromLayer].includes(toLayer)) {
         found.push(`src/${from} (${fromLayer}) imports src/${to} (${toLayer})`);
-      } else if (BACKENDS.includes(toLayer) && from !== COMPOSITION_ROOT) {
-        found.push(`src/${from} imports the backend src/${to}; only src/${COMPOSITION_ROOT} may`);
+      } else if (BACKENDS.includes(toLayer) && !COMPOSITION_ROOTS.includes(from)) {
+        found.push(`src/${from} imports the backend src/${to}; only ${COMPOSITION_ROOTS.map((root) => `src/${root}`).join(' and ')} may`);
       }
     }
   }
@@ -179,7 +183,7 @@ describe('import rules of src/', () => {
       'src/store/store.ts (store) imports src/protocol/schemas.ts (protocol)',
       'src/store/sqlite/queries.ts (store/sqlite) imports src/store/postgres/queries.ts (store/postgres)',
       'src/coordinator/app.ts (coordinator) imports src/store/sqlite/sqlite-store.ts (store/sqlite)',
-      'src/cli/main.ts imports the backend src/store/postgres/postgres-store.ts; only src/cli/open-store.ts may',
+      'src/cli/main.ts imports the backend src/store/postgres/postgres-store.ts; only src/cli/open-store.ts and src/queue/open-queue.ts may',
       'src/worker/worker.ts (worker) imports src/coordinator/app.ts (coordinator)',
       'src/client/types.ts (client) imports src/worker/worker.ts (worker)',
       'import cycle among src/protocol/schemas.ts, src/protocol/limits.ts',

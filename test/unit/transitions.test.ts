@@ -2,11 +2,16 @@ import { describe, expect, it } from 'vitest';
 import { backoffDelayMs } from '../../src/core/backoff.js';
 import { canonicalJson } from '../../src/core/canonical-json.js';
 import { parseRfc3339 } from '../../src/core/clock.js';
+import { JOB_STATUSES } from '../../src/core/states.js';
 import {
+  decideCancel,
   decideCompletion,
   decideFailure,
   decideLeaseExpiry,
+  decideLiveLeaseWrite,
+  decideReconcile,
   decideRenew,
+  decideResultSize,
 } from '../../src/core/transitions.js';
 
 import { NOW, policy, running } from '../support/job-snapshots.js';
@@ -61,6 +66,47 @@ describe('decideRenew', () => {
     expect(decideRenew(running, 'tok', 500, NOW)).toEqual({ kind: 'renew', leaseExpiresAt: NOW + 500 });
     expect(decideRenew({ ...running, deadlineAt: NOW + 50 }, 'tok', 500, NOW)).toEqual({ kind: 'renew', leaseExpiresAt: NOW + 50 });
     expect(decideRenew({ ...running, cancelRequested: true }, 'tok', 500, NOW)).toEqual({ kind: 'reject', code: 'cancelled' });
+  });
+});
+
+describe('decideCancel', () => {
+  it('cancels a queued job now, marks a running one, repeats a cancel, and refuses other ends', () => {
+    expect(decideCancel({ status: 'queued' })).toEqual({ kind: 'cancel_now' });
+    expect(decideCancel({ status: 'running' })).toEqual({ kind: 'mark_running' });
+    expect(decideCancel({ status: 'cancelled' })).toEqual({ kind: 'already_cancelled' });
+    for (const status of ['succeeded', 'dead', 'unknown'] as const) expect(decideCancel({ status })).toEqual({ kind: 'already_terminal' });
+  });
+});
+
+describe('decideReconcile', () => {
+  it('applies the verdict to an unknown job only', () => {
+    for (const outcome of ['succeeded', 'dead', 'requeue'] as const) {
+      expect(decideReconcile({ status: 'unknown' }, outcome)).toEqual({ kind: outcome });
+      for (const status of JOB_STATUSES.filter((s) => s !== 'unknown')) {
+        expect(decideReconcile({ status }, outcome)).toEqual({ kind: 'reject', code: 'not_unknown' });
+      }
+    }
+  });
+});
+
+describe('decideLiveLeaseWrite', () => {
+  it('applies under a live lease before the deadline', () => {
+    expect(decideLiveLeaseWrite(running, 'tok', NOW)).toEqual({ kind: 'apply' });
+    expect(decideLiveLeaseWrite(running, 'other', NOW)).toEqual({ kind: 'reject', code: 'stale_lease' });
+    expect(decideLiveLeaseWrite(running, 'tok', NOW + 100)).toEqual({ kind: 'reject', code: 'stale_lease' });
+    expect(decideLiveLeaseWrite({ ...running, status: 'succeeded' }, 'tok', NOW)).toEqual({ kind: 'reject', code: 'stale_lease' });
+    expect(decideLiveLeaseWrite({ ...running, deadlineAt: NOW }, 'tok', NOW)).toEqual({ kind: 'reject', code: 'deadline_exceeded' });
+    // A cancel request does not stop a checkpoint: the worker hears of it on its next renew.
+    expect(decideLiveLeaseWrite({ ...running, cancelRequested: true }, 'tok', NOW)).toEqual({ kind: 'apply' });
+  });
+});
+
+describe('decideResultSize', () => {
+  it('lets a result up to the limit through, and no result or no limit always', () => {
+    expect(decideResultSize(10, 10)).toEqual({ kind: 'fits' });
+    expect(decideResultSize(11, 10)).toEqual({ kind: 'too_large', bytes: 11, maxBytes: 10 });
+    expect(decideResultSize(null, 10)).toEqual({ kind: 'fits' });
+    expect(decideResultSize(1_000_000, undefined)).toEqual({ kind: 'fits' });
   });
 });
 

@@ -6,7 +6,7 @@
  */
 
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { Worker, type WorkerOptions } from '../../src/worker/worker.js';
+import { Worker, type WorkerSettings } from '../../src/worker/worker.js';
 import { JobAbortedError, PermanentJobError } from '../../src/worker/job-errors.js';
 import { BinaryResult } from '../../src/worker/binary-result.js';
 import type { HandlerMap, JobContext } from '../../src/worker/handler.js';
@@ -28,7 +28,7 @@ async function coordinator(): Promise<LiveCoordinator> {
   return live;
 }
 
-function startWorker(live: LiveCoordinator, handlers: HandlerMap, options: Partial<WorkerOptions> = {}): { worker: Worker; running: Promise<void> } {
+function startWorker(live: LiveCoordinator, handlers: HandlerMap, options: Partial<WorkerSettings> = {}): { worker: Worker; running: Promise<void> } {
   const worker = new Worker({ client: live.client('worker'), handlers, concurrency: 4, waitMs: 1_000, retry: FAST_RETRY, ...options });
   const running = worker.run();
   cleanups.push(async () => {

@@ -56,6 +56,7 @@ export function registerBatchRoutes(app: CoordinatorApp, ctx: RouteContext): voi
           const outcome = outcomes[position];
           const idempotencyKey = entry.params.idempotencyKey;
           if (outcome === undefined) throw new Error('the store answered fewer outcomes than jobs');
+          ctx.events.enqueued(principal.tenant, outcome, entry.params.payloadBytes);
           if (outcome.kind === 'conflict') {
             results[entry.index] = {
               idempotencyKey,

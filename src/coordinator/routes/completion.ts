@@ -118,6 +118,7 @@ export function registerCompletionRoutes(app: CoordinatorApp, ctx: RouteContext)
       if (!isJobId(id)) throw new LeaseholdError('not_found', 'job not found');
       const params = await completeParams(ctx, principal.tenant, { ...request.body, id });
       const outcome = await ctx.store.jobComplete(params);
+      ctx.events.completed(request.log, principal.tenant, id, outcome, params.result?.body.length ?? 0);
       crashPoint('complete.after-commit');
       if (outcome.kind === 'rejected') throw await rejection(ctx, principal.tenant, id, outcome.code);
       return { id, status: outcome.kind === 'completed' ? ('succeeded' as const) : ('dead' as const) };
@@ -146,6 +147,10 @@ export function registerCompletionRoutes(app: CoordinatorApp, ctx: RouteContext)
       const items = all.filter((item) => !refused.has(item));
       const params = await Promise.all(items.map((item) => completeParams(ctx, principal.tenant, item)));
       const outcomes = await ctx.store.jobCompleteMany(params);
+      params.forEach((item, index) => {
+        const outcome = outcomes[index];
+        if (outcome !== undefined) ctx.events.completed(request.log, principal.tenant, item.id, outcome, item.result?.body.length ?? 0);
+      });
       crashPoint('complete.after-commit');
       const applied = new Map(items.map((item, index) => [item, batchItemResult(item.id, outcomes[index])]));
       const results = all.map((item): CompleteManyResult => applied.get(item) ?? { id: item.id, status: 'rejected', code: 'invalid_request' });
@@ -175,14 +180,16 @@ export function registerCompletionRoutes(app: CoordinatorApp, ctx: RouteContext)
       const id = request.params.id;
       if (!isJobId(id)) throw new LeaseholdError('not_found', 'job not found');
       const body = request.body;
+      const retryable = body.retryable ?? true;
       const outcome = await ctx.store.jobFail({
         tenant: principal.tenant,
         id,
         token: body.token,
         error: { code: body.error.code, message: sanitizeMessage(body.error.message) },
-        retryable: body.retryable ?? true,
+        retryable,
         backoff: await backoffFor(ctx, principal.tenant, id),
       });
+      ctx.events.failed(request.log, principal.tenant, id, body.error.code, retryable, outcome);
       if (outcome.kind === 'rejected') throw await rejection(ctx, principal.tenant, id, outcome.code);
       return outcome.status === 'queued' && outcome.runAfter !== null
         ? { status: outcome.status, runAfter: toRfc3339(outcome.runAfter) }

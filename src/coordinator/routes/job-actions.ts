@@ -113,7 +113,9 @@ export function registerJobActionRoutes(app: CoordinatorApp, ctx: RouteContext):
     },
     async (request) => {
       if (!isJobId(request.params.id)) throw notFound();
-      const outcome = await ctx.store.jobCancel({ scope: scopeOf(principalOf(request)), id: request.params.id });
+      const principal = principalOf(request);
+      const outcome = await ctx.store.jobCancel({ scope: scopeOf(principal), id: request.params.id });
+      ctx.events.cancelled(request.log, principal.tenant, outcome);
       if (outcome.kind === 'rejected') {
         if (outcome.code === 'not_found') throw notFound();
         throw new LeaseholdError('invalid_state', 'the job already ended and cannot be cancelled');
@@ -137,7 +139,9 @@ export function registerJobActionRoutes(app: CoordinatorApp, ctx: RouteContext):
     },
     async (request) => {
       if (!isJobId(request.params.id)) throw notFound();
-      const outcome = await ctx.store.jobReconcile({ scope: scopeOf(principalOf(request)), id: request.params.id, outcome: request.body.outcome });
+      const principal = principalOf(request);
+      const outcome = await ctx.store.jobReconcile({ scope: scopeOf(principal), id: request.params.id, outcome: request.body.outcome });
+      if (outcome.kind === 'reconciled') ctx.events.reconciled(request.log, principal.tenant, outcome.job, request.body.outcome);
       if (outcome.kind === 'rejected') {
         if (outcome.code === 'not_found') throw notFound();
         throw new LeaseholdError('not_unknown', 'only a job in the unknown state can be reconciled');

@@ -53,6 +53,7 @@ export function registerJobRoutes(app: CoordinatorApp, ctx: RouteContext): void 
       await ctx.backpressure.check(principal.tenant, 1, params.payloadBytes);
       const outcome = await ctx.store.jobEnqueue(params);
       crashPoint('enqueue.after-commit');
+      ctx.events.enqueued(principal.tenant, outcome, params.payloadBytes);
       if (outcome.kind === 'conflict') {
         throw new LeaseholdError('idempotency_conflict', 'this Idempotency-Key was already used with a different request body');
       }
@@ -151,6 +152,7 @@ export function registerJobRoutes(app: CoordinatorApp, ctx: RouteContext): void 
         if (outcome.code === 'not_found') throw new LeaseholdError('not_found', 'job not found');
         throw new LeaseholdError('not_dead', 'only a dead job can be requeued');
       }
+      ctx.events.requeued(request.log, principal.tenant, outcome.job);
       return toWireJob(outcome.job);
     },
   );

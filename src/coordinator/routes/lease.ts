@@ -89,6 +89,7 @@ export function registerLeaseRoutes(app: CoordinatorApp, ctx: RouteContext): voi
           reply.raw.off('close', onClose);
         }
       }
+      ctx.events.leased(request.log, principal.tenant, params.workerId, params.leaseMs, jobs);
       if (jobs.length === 0) return reply.code(204).send(null);
       crashPoint('lease.after-commit');
       return { jobs: jobs.map(toWireLeasedJob), waitedMs };

@@ -62,26 +62,31 @@ export const ATTEMPT_LIST = namedQuery(
 );
 
 /**
- * One pass over the tenant's jobs. The means use the same millisecond values
- * the API shows; storage counts payloads, checkpoint state, progress and
- * results of jobs still stored.
+ * The counter rows the triggers of migration 5 keep (summed over their
+ * shards), the head of jobs_queued_by_run_after, and the lease-expiry
+ * counter: the same cost whatever the table holds. The means use the same
+ * millisecond values the API shows; storage counts payloads, checkpoint
+ * state, progress and results of jobs still stored.
  */
 export const STATS = namedQuery(
   'lh_stats',
-  `SELECT
-     (SELECT coalesce(json_object_agg(status, n), '{}'::json)
-        FROM (SELECT status, count(*) AS n FROM jobs WHERE tenant = $1 GROUP BY status) AS c) AS counts,
-     avg(${ms('j.started_at')} - ${ms('j.created_at')}) FILTER (WHERE j.started_at IS NOT NULL)::float8 AS mean_wait,
-     avg(${ms('j.finished_at')} - ${ms('j.started_at')})
-       FILTER (WHERE j.status = 'succeeded' AND j.started_at IS NOT NULL AND j.finished_at IS NOT NULL)::float8 AS mean_run,
-     avg(${ms('j.finished_at')} - ${ms('j.created_at')})
-       FILTER (WHERE j.status = 'succeeded' AND j.finished_at IS NOT NULL)::float8 AS mean_completion,
-     (SELECT avg(${ms('a.ended_at')} - ${ms('a.started_at')})::float8
-        FROM job_attempts a JOIN jobs aj ON aj.id = a.job_id WHERE aj.tenant = $1 AND a.ended_at IS NOT NULL) AS mean_attempt_run,
-     (${ms('now()')} - ${ms("min(j.run_after) FILTER (WHERE j.status = 'queued' AND j.run_after <= now())")}) AS oldest_age,
-     coalesce(sum(j.payload_bytes + coalesce(octet_length(j.checkpoint_state::text), 0) + coalesce(octet_length(j.progress::text), 0)), 0)::float8
-       + (SELECT coalesce(sum(r.size_bytes), 0) FROM job_results r JOIN jobs rj ON rj.id = r.job_id WHERE rj.tenant = $1)::float8
-       AS storage_bytes,
-     (SELECT coalesce(max(lease_expirations), 0) FROM tenant_counters WHERE tenant = $1)::float8 AS lease_expirations
-   FROM jobs j WHERE j.tenant = $1`,
+  `WITH c AS (
+     SELECT status, sum(jobs) AS jobs, sum(started) AS started, sum(wait_ms) AS wait_ms, sum(run_jobs) AS run_jobs,
+            sum(run_ms) AS run_ms, sum(completed) AS completed, sum(completion_ms) AS completion_ms, sum(stored_bytes) AS stored_bytes
+       FROM job_counters WHERE tenant = $1 GROUP BY status
+   ), t AS (
+     SELECT sum(ended_attempts) AS ended_attempts, sum(attempt_run_ms) AS attempt_run_ms, sum(result_bytes) AS result_bytes
+       FROM tenant_sums WHERE tenant = $1
+   )
+   SELECT
+     (SELECT coalesce(json_object_agg(status, jobs), '{}'::json) FROM c) AS counts,
+     (SELECT sum(wait_ms)::float8 / nullif(sum(started), 0) FROM c) AS mean_wait,
+     (SELECT sum(run_ms)::float8 / nullif(sum(run_jobs), 0) FROM c) AS mean_run,
+     (SELECT sum(completion_ms)::float8 / nullif(sum(completed), 0) FROM c) AS mean_completion,
+     (SELECT attempt_run_ms::float8 / nullif(ended_attempts, 0) FROM t) AS mean_attempt_run,
+     (${ms('now()')} - (SELECT ${ms('min(run_after)')} FROM jobs WHERE tenant = $1 AND status = 'queued' AND run_after <= now())) AS oldest_age,
+     (coalesce((SELECT sum(stored_bytes) FROM c), 0) + coalesce((SELECT result_bytes FROM t), 0))::float8 AS storage_bytes,
+     (SELECT coalesce(max(lease_expirations), 0) FROM tenant_counters WHERE tenant = $1)::float8 AS lease_expirations`,
 );
+
+export const DATABASE_SIZE = namedQuery('lh_database_size', `SELECT pg_database_size(current_database())::float8 AS bytes`);

@@ -12,9 +12,9 @@ import { LeaseholdError } from '../../core/errors.js';
 import { crashPoint } from '../../core/fault-points.js';
 import { newJobId } from '../../core/ids.js';
 import { distinctAvailability, type Availability, type EnqueueOutcome, type EnqueueParams } from '../store.js';
-import type { PgDatabase } from './pg-database.js';
+import type { PgDatabase } from './database.js';
 import * as Q from './queries.js';
-import { toJobRecord, type JobRow } from './row-mapping.js';
+import { toJobRecord, type JobRow } from './rows.js';
 import { bind, pgText } from './sql-fragments.js';
 
 export interface PreparedEnqueue {
@@ -54,7 +54,7 @@ export interface InsertedJobs {
   readonly available: readonly Availability[];
 }
 
-export async function insertJobs(db: PgDatabase, items: readonly PreparedEnqueue[]): Promise<InsertedJobs> {
+export async function insertJobs(db: Pick<PgDatabase, 'query'>, items: readonly PreparedEnqueue[]): Promise<InsertedJobs> {
   if (items.length === 0) return { outcomes: [], available: [] };
   crashPoint('enqueue.before-commit');
   const ids = items.map(() => newJobId());

@@ -9,12 +9,12 @@
 
 import { canonicalJson } from '../../core/canonical-json.js';
 import { isJobId, sha256Hex } from '../../core/ids.js';
-import { decideCompletion, decideRenew, holdsLiveLease, isPastDeadline } from '../../core/transitions.js';
+import { decideCompletion, decideLiveLeaseWrite, decideRenew } from '../../core/transitions.js';
 import type { CheckpointParams, CompleteOutcome, CompleteParams, RenewOutcome, RenewParams, TokenOutcome, TokenParams } from '../store.js';
 import type { LockedRow } from './locked-rows.js';
-import type { PgDatabase } from './pg-database.js';
+import type { PgDatabase } from './database.js';
 import * as Q from './queries.js';
-import { toSnapshot } from './row-mapping.js';
+import { toSnapshot } from './rows.js';
 import { bind, type NamedQuery } from './sql-fragments.js';
 
 async function first<R extends object>(db: PgDatabase, query: NamedQuery, values: readonly unknown[]): Promise<R | undefined> {
@@ -97,14 +97,12 @@ export function markEffectStarted(db: PgDatabase, params: TokenParams): Promise<
   return underLiveLease(db, params, Q.JOB_EFFECT_STARTED, []);
 }
 
-/** Needs a live lease before the deadline, like the SQLite store's withLiveLease. */
+/** Needs a live lease before the deadline (decideLiveLeaseWrite); when the statement matched nothing, the decision names why. */
 async function underLiveLease(db: PgDatabase, params: TokenParams, query: NamedQuery, extra: readonly unknown[]): Promise<TokenOutcome> {
   if ((await first(db, query, [params.id, params.tenant, params.token, ...extra])) !== undefined) return { kind: 'ok' };
   const row = await peek(db, params.tenant, params.id);
   if (row === undefined) return { kind: 'rejected', code: 'not_found' };
-  const snapshot = toSnapshot(row);
-  if (holdsLiveLease(snapshot, params.token, row.now_ms) && isPastDeadline(snapshot, row.now_ms)) {
-    return { kind: 'rejected', code: 'deadline_exceeded' };
-  }
-  return { kind: 'rejected', code: 'stale_lease' };
+  const decision = decideLiveLeaseWrite(toSnapshot(row), params.token, row.now_ms);
+  // As for renew, 'apply' after the guard refused can only be clock rounding: refuse.
+  return { kind: 'rejected', code: decision.kind === 'reject' ? decision.code : 'stale_lease' };
 }

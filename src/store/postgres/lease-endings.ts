@@ -1,51 +1,92 @@
 /**
- * Turns decisions that end a lease into rows for JOB_END_LEASES (queries.ts):
- * a batch of completions, one failure, or a batch of expired leases. Pure: it
- * reads locked snapshots and returns what to write, so the same code decides
- * for one job or a thousand. The codes and messages stored match the SQLite
- * backend, so both answer `GET /jobs/{id}` alike.
+ * Ends leases in PostgreSQL: a batch of completions decided item by item on
+ * locked rows, one failure, or a batch of expired leases, all applied by one
+ * JOB_END_LEASES statement (queries.ts) whose every code, message and class
+ * is a bound parameter. The decide* functions of core/transitions.ts decide;
+ * the table in src/store/lease-endings.ts says what each ending stores.
  */
 
-import { JOB_FAILURE_CODES } from '../../core/errors.js';
-import { expiryClassOf, failureClassOf, type FailureClass } from '../../core/failure-classes.js';
-import {
-  decideCompletion,
-  decideLeaseExpiry,
-  type AttemptOutcome,
-  type FailureDecision,
-  type JobSnapshot,
-} from '../../core/transitions.js';
-import type { CompleteOutcome, CompleteParams, FailParams, ReapOutcome } from '../store.js';
-import { toSnapshot, type JobRow } from './row-mapping.js';
+import { crashPoint } from '../../core/fault-points.js';
+import { isJobId, sha256Hex } from '../../core/ids.js';
+import type { Random } from '../../core/random.js';
+import { decideCompletion, decideFailure, decideLeaseExpiry, decideResultSize, type JobSnapshot } from '../../core/transitions.js';
+import { expiryEnding, failureEnding, lastErrorColumns, resultTooLargeEnding, SUCCEEDED, type Ending, type LeaseEnding } from '../lease-endings.js';
+import type { CompleteOutcome, CompleteParams, FailOutcome, FailParams, ReapOutcome } from '../store.js';
+import { lockJob, type LockedRow } from './locked-rows.js';
+import type { TxClient } from './database.js';
+import * as Q from './queries.js';
+import { toSnapshot } from './rows.js';
+import { bind } from './sql-fragments.js';
 
+/** One row of JOB_END_LEASES. */
 export interface EndLease {
   readonly id: string;
   readonly token: string;
-  readonly status: 'succeeded' | 'queued' | 'dead' | 'cancelled' | 'unknown';
-  readonly outcome: AttemptOutcome;
-  /** Stored as the job's last error; null clears it. */
-  readonly code: string | null;
-  readonly message: string | null;
-  /** The failure class stored with the last error; null with a null code. */
-  readonly errorClass: FailureClass | null;
+  readonly ending: LeaseEnding;
   /** For 'queued': when it may run again; null means now. */
   readonly runAfter: number | null;
-  /** Stored on the attempt row. */
-  readonly attemptCode: string | null;
   readonly result: { readonly contentType: string; readonly body: Buffer } | null;
 }
 
-type SnapshotRow = JobRow & { readonly now_ms: number };
+/** An ending's status and last error, as the single-row statements bind them (after the job's id). */
+export function endingColumns(ending: Ending): readonly unknown[] {
+  const columns = lastErrorColumns(ending);
+  return [ending.status, columns.code, columns.message, columns.errorClass];
+}
+
+/** The moved rows' tenant and status; a guarded statement that matches fewer rows than decided throws. */
+export interface MovedRow {
+  readonly id: string;
+  readonly tenant: string;
+  readonly status: string;
+}
+
+/** Applies lease endings with JOB_END_LEASES; `live` says whether the leases must be live (complete, fail) or expired (reaper). */
+export async function endLeases(tx: TxClient, endings: readonly EndLease[], live: boolean): Promise<readonly MovedRow[]> {
+  if (endings.length === 0) return [];
+  const withResult = endings.filter((e) => e.result !== null);
+  const errors = endings.map((e) => lastErrorColumns(e.ending));
+  const moved = await tx.query<{ id: string; tenant: string; status: string }>(
+    bind(Q.JOB_END_LEASES, [
+      endings.map((e) => e.id),
+      endings.map((e) => e.token),
+      endings.map((e) => e.ending.status),
+      endings.map((e) => e.ending.outcome),
+      errors.map((e) => e.code),
+      errors.map((e) => e.message),
+      endings.map((e) => e.runAfter),
+      endings.map((e) => e.ending.attemptCode),
+      live,
+      withResult.map((e) => e.id),
+      withResult.map((e) => e.result?.contentType ?? ''),
+      withResult.map((e) => e.result?.body ?? Buffer.alloc(0)),
+      withResult.map((e) => (e.result === null ? '' : sha256Hex(e.result.body))),
+      errors.map((e) => e.errorClass),
+    ]),
+  );
+  if (moved.rows.length !== endings.length) {
+    throw new Error(`guarded update matched ${moved.rows.length} of ${endings.length} rows; the snapshot and the guard disagree`);
+  }
+  return moved.rows;
+}
+
+/** Completions decided in order on locked rows (a job completed twice in one batch, or a result over its limit). */
+export async function completeLockedInTx(tx: TxClient, params: readonly CompleteParams[]): Promise<CompleteOutcome[]> {
+  const ids = [...new Set(params.map((p) => p.id).filter(isJobId))];
+  const rows = (await tx.query<LockedRow>(bind(Q.JOB_LOCK_MANY, [ids]))).rows;
+  const batch = completeBatch(params, rows);
+  await endLeases(tx, batch.endings, true);
+  crashPoint('complete.inside-transaction');
+  return batch.outcomes;
+}
 
 export function completeBatch(
   params: readonly CompleteParams[],
-  rows: readonly SnapshotRow[],
+  rows: readonly LockedRow[],
 ): { readonly outcomes: CompleteOutcome[]; readonly endings: EndLease[] } {
   // Snapshots are updated as decisions are made, so a job completed twice in
   // one batch sees its own first completion (and is answered as a replay).
-  const snapshots = new Map<string, { row: SnapshotRow; snapshot: JobSnapshot }>(
-    rows.map((row) => [row.id, { row, snapshot: toSnapshot(row) }]),
-  );
+  const snapshots = new Map<string, { row: LockedRow; snapshot: JobSnapshot }>(rows.map((row) => [row.id, { row, snapshot: toSnapshot(row) }]));
   const outcomes: CompleteOutcome[] = [];
   const endings: EndLease[] = [];
   for (const p of params) {
@@ -55,98 +96,44 @@ export function completeBatch(
       continue;
     }
     const decision = decideCompletion(entry.snapshot, p.token, entry.row.now_ms);
-    if (decision.kind === 'replay') {
-      outcomes.push({ kind: 'completed', replayed: true });
-      continue;
-    }
-    if (decision.kind === 'reject') {
-      outcomes.push({ kind: 'rejected', code: decision.code });
+    if (decision.kind !== 'commit') {
+      outcomes.push(decision.kind === 'replay' ? { kind: 'completed', replayed: true } : { kind: 'rejected', code: decision.code });
       continue;
     }
     const result = p.result ?? null;
-    if (result !== null && p.maxResultBytes !== undefined && result.body.length > p.maxResultBytes) {
-      endings.push({
-        id: p.id,
-        token: p.token,
-        status: 'dead',
-        outcome: 'failed',
-        code: 'result_too_large',
-        message: `the result is ${result.body.length} bytes; the kind allows ${p.maxResultBytes}`,
-        errorClass: 'result_too_large',
-        runAfter: null,
-        attemptCode: 'result_too_large',
-        result: null,
-      });
-      entry.snapshot = { ...entry.snapshot, status: 'dead', lastOutcome: 'failed' };
-      outcomes.push({ kind: 'result_too_large' });
-      continue;
-    }
-    endings.push({
-      id: p.id,
-      token: p.token,
-      status: 'succeeded',
-      outcome: 'succeeded',
-      code: null,
-      message: null,
-      errorClass: null,
-      runAfter: null,
-      attemptCode: null,
-      result,
-    });
-    entry.snapshot = { ...entry.snapshot, status: 'succeeded', lastOutcome: 'succeeded' };
-    outcomes.push({ kind: 'completed', replayed: false });
+    const size = decideResultSize(result?.body.length ?? null, p.maxResultBytes);
+    const ending = size.kind === 'too_large' ? resultTooLargeEnding(size) : SUCCEEDED;
+    endings.push({ id: p.id, token: p.token, ending, runAfter: null, result: size.kind === 'too_large' ? null : result });
+    entry.snapshot = { ...entry.snapshot, status: ending.status, lastOutcome: ending.outcome };
+    outcomes.push(size.kind === 'too_large' ? { kind: 'result_too_large' } : { kind: 'completed', replayed: false });
   }
   return { outcomes, endings };
 }
 
-/** The ending for a failure that decideFailure allowed (retry, dead, cancelled, or unknown after a declared effect). */
-export function failDecisionRow(
-  row: JobRow,
-  params: FailParams,
-  decision: Extract<FailureDecision, { kind: 'retry' | 'dead' | 'cancelled' | 'unknown' }>,
-): EndLease {
-  const status = decision.kind === 'retry' ? 'queued' : decision.kind;
-  return {
-    id: row.id,
-    token: params.token,
-    status,
-    outcome: 'failed',
-    code: params.error.code,
-    message: params.error.message,
-    errorClass: failureClassOf(decision),
-    runAfter: decision.kind === 'retry' ? decision.runAfter : null,
-    attemptCode: params.error.code,
-    result: null,
-  };
+/** A worker's fail on its locked row; `kind` is the job's kind, for the announcement of a retry. */
+export async function failInTx(tx: TxClient, params: FailParams, random: Random): Promise<{ readonly outcome: FailOutcome; readonly kind: string }> {
+  const row = await lockJob(tx, params.id, params.tenant, null);
+  if (row === undefined) return { outcome: { kind: 'rejected', code: 'not_found' }, kind: '' };
+  const decision = decideFailure(toSnapshot(row), params.token, { retryable: params.retryable, backoff: params.backoff, random }, row.now_ms);
+  if (decision.kind === 'reject') return { outcome: { kind: 'rejected', code: decision.code }, kind: row.kind };
+  if (decision.kind === 'replay') {
+    const status = row.status as 'queued' | 'dead' | 'cancelled' | 'unknown';
+    return { outcome: { kind: 'failed', status, runAfter: status === 'queued' ? row.run_after : null, replayed: true }, kind: row.kind };
+  }
+  const ending = failureEnding(decision, params.error);
+  const runAfter = decision.kind === 'retry' ? decision.runAfter : null;
+  await endLeases(tx, [{ id: row.id, token: params.token, ending, runAfter, result: null }], true);
+  const status = ending.status as 'queued' | 'dead' | 'cancelled' | 'unknown';
+  return { outcome: { kind: 'failed', status, runAfter, replayed: false }, kind: row.kind };
 }
 
-const EFFECT_UNKNOWN_MESSAGE = 'the lease expired after the handler started an external effect; reconcile it';
-
 /** Endings for leases that ran out, with decideLeaseExpiry deciding each. */
-export function reapBatch(rows: readonly SnapshotRow[]): {
-  readonly endings: EndLease[];
-  readonly counts: Omit<ReapOutcome, 'deadlineExpired'>;
-} {
+export function reapBatch(rows: readonly LockedRow[]): { readonly endings: EndLease[]; readonly counts: Omit<ReapOutcome, 'deadlineExpired'> } {
   const counts = { requeued: 0, dead: 0, unknown: 0, cancelled: 0 };
   const endings = rows.map((row): EndLease => {
     const decision = decideLeaseExpiry(toSnapshot(row), row.now_ms);
-    const base = { id: row.id, token: row.lease_token ?? '', runAfter: null, result: null, errorClass: expiryClassOf(decision) };
-    switch (decision.kind) {
-      case 'requeue':
-        counts.requeued++;
-        return { ...base, status: 'queued', outcome: 'expired', code: 'lease_expired', message: JOB_FAILURE_CODES.lease_expired, attemptCode: 'lease_expired' };
-      case 'unknown':
-        counts.unknown++;
-        return { ...base, status: 'unknown', outcome: 'expired', code: 'effect_unknown', message: EFFECT_UNKNOWN_MESSAGE, attemptCode: 'lease_expired' };
-      case 'cancelled':
-        counts.cancelled++;
-        return { ...base, status: 'cancelled', outcome: 'cancelled', code: 'cancelled', message: 'cancelled by request', attemptCode: 'cancelled' };
-      case 'dead':
-        counts.dead++;
-        return decision.code === 'deadline_exceeded'
-          ? { ...base, status: 'dead', outcome: 'deadline', code: 'deadline_exceeded', message: JOB_FAILURE_CODES.deadline_exceeded, attemptCode: 'deadline_exceeded' }
-          : { ...base, status: 'dead', outcome: 'expired', code: 'lease_expired', message: JOB_FAILURE_CODES.lease_expired, attemptCode: 'lease_expired' };
-    }
+    counts[decision.kind === 'requeue' ? 'requeued' : decision.kind]++;
+    return { id: row.id, token: row.lease_token ?? '', ending: expiryEnding(decision), runAfter: null, result: null };
   });
   return { endings, counts };
 }

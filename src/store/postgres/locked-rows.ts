@@ -6,22 +6,14 @@
  * decision allowed means the snapshot and the guard disagree: a bug, thrown.
  */
 
-import { sha256Hex } from '../../core/ids.js';
 import type { JobRecord } from '../store.js';
-import type { EndLease } from './lease-endings.js';
-import type { TxClient } from './pg-database.js';
+import type { TxClient } from './database.js';
 import * as Q from './queries.js';
-import { toJobRecord, type JobRow } from './row-mapping.js';
+import { toJobRecord, type JobRow } from './rows.js';
 import { bind, type NamedQuery } from './sql-fragments.js';
 
 /** A job row plus the transaction's clock in milliseconds. */
 export type LockedRow = JobRow & { readonly now_ms: number };
-
-export interface MovedRow {
-  readonly id: string;
-  readonly tenant: string;
-  readonly status: string;
-}
 
 export async function lockJob(tx: TxClient, id: string, tenant: string, owner: string | null): Promise<LockedRow | undefined> {
   return (await tx.query<LockedRow>(bind(Q.JOB_LOCK, [id, tenant, owner]))).rows[0];
@@ -36,32 +28,4 @@ export async function reloadJob(tx: TxClient, row: JobRow): Promise<JobRecord> {
 export async function expectOne(tx: TxClient, query: NamedQuery, values: readonly unknown[]): Promise<void> {
   const result = await tx.query(bind(query, values));
   if (result.rowCount !== 1) throw new Error(`guarded update matched ${result.rowCount ?? 0} rows; the snapshot and the guard disagree`);
-}
-
-/** Applies lease endings with JOB_END_LEASES; `live` says whether the leases must be live (complete, fail) or expired (reaper). */
-export async function endLeases(tx: TxClient, endings: readonly EndLease[], live: boolean): Promise<readonly MovedRow[]> {
-  if (endings.length === 0) return [];
-  const withResult = endings.filter((e) => e.result !== null);
-  const moved = await tx.query<{ id: string; tenant: string; status: string }>(
-    bind(Q.JOB_END_LEASES, [
-      endings.map((e) => e.id),
-      endings.map((e) => e.token),
-      endings.map((e) => e.status),
-      endings.map((e) => e.outcome),
-      endings.map((e) => e.code),
-      endings.map((e) => e.message),
-      endings.map((e) => e.runAfter),
-      endings.map((e) => e.attemptCode),
-      live,
-      withResult.map((e) => e.id),
-      withResult.map((e) => e.result?.contentType ?? ''),
-      withResult.map((e) => e.result?.body ?? Buffer.alloc(0)),
-      withResult.map((e) => (e.result === null ? '' : sha256Hex(e.result.body))),
-      endings.map((e) => e.errorClass),
-    ]),
-  );
-  if (moved.rows.length !== endings.length) {
-    throw new Error(`guarded update matched ${moved.rows.length} of ${endings.length} rows; the snapshot and the guard disagree`);
-  }
-  return moved.rows;
 }

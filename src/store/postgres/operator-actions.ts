@@ -6,7 +6,8 @@
  * Callers announce the jobs in `wakes` (NOTIFY) after the commit.
  */
 
-import { decideCancel, decideRequeue } from '../../core/transitions.js';
+import { decideCancel, decideReconcile, decideRequeue } from '../../core/transitions.js';
+import { CANCELLED_NOW, cancelOutcome, QUEUED_DEADLINE, reconcileEnding } from '../lease-endings.js';
 import {
   distinctAvailability,
   type Availability,
@@ -18,11 +19,11 @@ import {
   type RequeueOutcome,
   type RequeueParams,
 } from '../store.js';
-import { reapBatch } from './lease-endings.js';
-import { endLeases, expectOne, lockJob, reloadJob, type LockedRow } from './locked-rows.js';
-import type { TxClient } from './pg-database.js';
+import { endingColumns, endLeases, reapBatch } from './lease-endings.js';
+import { expectOne, lockJob, reloadJob, type LockedRow } from './locked-rows.js';
+import type { TxClient } from './database.js';
 import * as Q from './queries.js';
-import { toSnapshot } from './row-mapping.js';
+import { toSnapshot } from './rows.js';
 import { bind } from './sql-fragments.js';
 
 export interface Announced<T> {
@@ -47,38 +48,21 @@ export async function requeueInTx(tx: TxClient, params: RequeueParams): Promise<
 export async function cancelInTx(tx: TxClient, params: JobRef): Promise<CancelOutcome> {
   const row = await lockScoped(tx, params);
   if (row === undefined) return { kind: 'rejected', code: 'not_found' };
-  // Cancelling twice answers like the first time.
-  if (row.status === 'cancelled') return { kind: 'cancelled', job: await reloadJob(tx, row) };
   const decision = decideCancel(toSnapshot(row));
-  switch (decision.kind) {
-    case 'already_terminal':
-      return { kind: 'rejected', code: 'invalid_state' };
-    case 'cancel_now':
-      await expectOne(tx, Q.JOB_CANCEL_NOW, [row.id]);
-      return { kind: 'cancelled', job: await reloadJob(tx, row) };
-    case 'mark_running':
-      await expectOne(tx, Q.JOB_CANCEL_REQUEST, [row.id]);
-      return { kind: 'cancel_requested', job: await reloadJob(tx, row) };
-  }
+  if (decision.kind === 'already_terminal') return { kind: 'rejected', code: 'invalid_state' };
+  if (decision.kind === 'cancel_now') await expectOne(tx, Q.JOB_CANCEL_NOW, [row.id, ...endingColumns(CANCELLED_NOW)]);
+  else if (decision.kind === 'mark_running') await expectOne(tx, Q.JOB_CANCEL_REQUEST, [row.id]);
+  return cancelOutcome(decision, await reloadJob(tx, row));
 }
 
 export async function reconcileInTx(tx: TxClient, params: ReconcileParams): Promise<Announced<ReconcileOutcome>> {
   const row = await lockScoped(tx, params);
   if (row === undefined) return { outcome: { kind: 'rejected', code: 'not_found' }, wakes: [] };
-  if (row.status !== 'unknown') return { outcome: { kind: 'rejected', code: 'not_unknown' }, wakes: [] };
-  switch (params.outcome) {
-    case 'succeeded':
-      await expectOne(tx, Q.JOB_RECONCILE_SUCCEEDED, [row.id]);
-      break;
-    case 'dead':
-      await expectOne(tx, Q.JOB_RECONCILE_DEAD, [row.id]);
-      break;
-    case 'requeue':
-      // Back to queued with a fresh attempt budget, as a requeue of a dead job.
-      await expectOne(tx, Q.JOB_REQUEUE, [row.id, row.max_attempts, 'unknown']);
-      break;
-  }
-  return { outcome: { kind: 'reconciled', job: await reloadJob(tx, row) }, wakes: params.outcome === 'requeue' ? [{ tenant: row.tenant, kind: row.kind }] : [] };
+  const decision = decideReconcile(toSnapshot(row), params.outcome);
+  if (decision.kind === 'reject') return { outcome: { kind: 'rejected', code: decision.code }, wakes: [] };
+  if (decision.kind === 'requeue') await expectOne(tx, Q.JOB_REQUEUE, [row.id, row.max_attempts, 'unknown']);
+  else await expectOne(tx, Q.JOB_RECONCILE, [row.id, ...endingColumns(reconcileEnding(decision))]);
+  return { outcome: { kind: 'reconciled', job: await reloadJob(tx, row) }, wakes: decision.kind === 'requeue' ? [{ tenant: row.tenant, kind: row.kind }] : [] };
 }
 
 export type ReapCounts = ReapOutcome & {
@@ -86,16 +70,14 @@ export type ReapCounts = ReapOutcome & {
   readonly leases: number;
 };
 
-const DEADLINE_MESSAGE = 'the job passed its overall deadline';
-
 /** One batch of expired leases and queued jobs past their deadline, of one tenant or all. */
 export async function reapInTx(tx: TxClient, tenant: string | null, batchSize: number): Promise<Announced<ReapCounts>> {
-  const rows = (await tx.query<LockedRow>(bind(Q.EXPIRED_LEASES_LOCK, [tenant, batchSize]))).rows;
+  const rows = (await tx.query<LockedRow>(bind(Q.JOBS_EXPIRED_LEASES, [tenant, batchSize]))).rows;
   const batch = reapBatch(rows);
-  const requeued = new Set(batch.endings.filter((e) => e.status === 'queued').map((e) => e.id));
+  const requeued = new Set(batch.endings.filter((e) => e.ending.status === 'queued').map((e) => e.id));
   const moved = await endLeases(tx, batch.endings, false);
   if (moved.length > 0) await tx.query(bind(Q.COUNTER_ADD_EXPIRATIONS, [moved.map((m) => m.tenant)]));
-  const deadlines = await tx.query(bind(Q.QUEUED_PAST_DEADLINE, [tenant, DEADLINE_MESSAGE, batchSize]));
+  const deadlines = await tx.query(bind(Q.JOB_QUEUED_DEADLINE, [tenant, batchSize, ...endingColumns(QUEUED_DEADLINE)]));
   return {
     outcome: { ...batch.counts, deadlineExpired: deadlines.rowCount ?? 0, leases: rows.length },
     wakes: distinctAvailability(rows.filter((row) => requeued.has(row.id))),

@@ -10,64 +10,26 @@
  * actions) locks the rows with SELECT … FOR UPDATE first.
  *
  * Long polls across coordinators wake through LISTEN/NOTIFY
- * (availability-listener.ts).
+ * (availability.ts).
  */
 
+import type pg from 'pg';
 import { canonicalJson } from '../../core/canonical-json.js';
-import { crashPoint } from '../../core/fault-points.js';
 import { isJobId, newLeaseToken } from '../../core/ids.js';
 import { systemRandom, type Random } from '../../core/random.js';
-import { JOB_STATUSES, type JobStatus } from '../../core/states.js';
-import { decideFailure } from '../../core/transitions.js';
-import type {
-  ApiKeyInsertParams,
-  ApiKeyRecord,
-  AttemptRecord,
-  CancelOutcome,
-  CheckpointParams,
-  CompleteOutcome,
-  CompleteParams,
-  EnqueueOutcome,
-  EnqueueParams,
-  FailOutcome,
-  FailParams,
-  FinishedJob,
-  FinishedListener,
-  JobListParams,
-  JobPage,
-  JobRecord,
-  JobRef,
-  KindRecord,
-  KindUpsertParams,
-  LeasedJob,
-  LeaseParams,
-  ReapOutcome,
-  ReconcileOutcome,
-  ReconcileParams,
-  RenewOutcome,
-  RenewParams,
-  RequeueOutcome,
-  RequeueParams,
-  Store,
-  TenantStats,
-  TokenOutcome,
-  TokenParams,
-} from '../store.js';
-import type { Availability, AvailabilityListener as OnAvailable } from '../store.js';
-import { CURSOR_SECRET_NAME, newCursorSecret, openCursor, sealCursor } from '../list-cursor.js';
-import { AvailabilityListener } from './availability-listener.js';
+import { decideResultSize } from '../../core/transitions.js';
+import type * as S from '../store.js';
+import { listPage, openCursor } from '../list-cursor.js';
+import { finishedByCompletion, finishedByFailure, finishedByOperator, reapFinishedSome } from '../finished-jobs.js';
+import { Watchers } from './availability.js';
 import * as C from './catalog-queries.js';
-import { CoalescedNotifier } from './coalesced-notifier.js';
-import { FinishedListenerConnection, FinishedSender } from './finished-channel.js';
-import { FinishedListeners, finishedByCompletion, finishedByFailure, finishedByOperator, reapFinishedSome } from '../finished-jobs.js';
+import { openDatabase, type PgDatabase } from './database.js';
 import { insertJobs, prepareEnqueue, type PreparedEnqueue } from './enqueue.js';
 import { completeDistinct, completeOne, markEffectStarted, renewLease, storeCheckpoint } from './guarded-statements.js';
-import { completeBatch, failDecisionRow } from './lease-endings.js';
-import { endLeases, lockJob, type LockedRow } from './locked-rows.js';
-import { assertSchemaName, dropSchema, migrate, type MigrationReport } from './migrate.js';
+import { completeLockedInTx, failInTx } from './lease-endings.js';
+import { dropSchema } from './migrate.js';
 import { cancelInTx, reapInTx, reconcileInTx, requeueInTx, type Announced, type ReapCounts } from './operator-actions.js';
-import { clientConfig, PgDatabase, splitConnectionString } from './pg-database.js';
-import { pgTarget, translatePgConnectError, translatePgError } from './pg-errors.js';
+import { translatePgError } from './errors.js';
 import * as Q from './queries.js';
 import {
   toApiKeyRecord,
@@ -76,13 +38,14 @@ import {
   toJobRecord,
   toKindRecord,
   toLeasedJob,
-  toSnapshot,
+  toTenantStats,
   type ApiKeyRow,
   type AttemptRow,
   type JobListRow,
   type JobRow,
   type KindRow,
-} from './row-mapping.js';
+  type StatsRow,
+} from './rows.js';
 import { bind, bindUnplanned, type NamedQuery } from './sql-fragments.js';
 import { StatementBatcher } from './statement-batcher.js';
 
@@ -109,72 +72,33 @@ const ENQUEUE_BATCH = 500;
 /** How many expired leases one reaper transaction handles. */
 const REAP_BATCH = 500;
 
-export class PostgresStore implements Store {
+export class PostgresStore implements S.Store {
   readonly backend = 'postgres' as const;
-  private readonly listeners = new Set<OnAvailable>();
-  private listener: AvailabilityListener | null = null;
-  private readonly notifier: CoalescedNotifier;
-  private readonly finished = new FinishedListeners();
-  private finishedListener: FinishedListenerConnection | null = null;
-  private readonly finishedSender: FinishedSender;
+  private readonly watchers: Watchers;
   /** Concurrent single enqueues share statements (and WAL flushes). */
-  private readonly enqueuer: StatementBatcher<PreparedEnqueue, EnqueueOutcome>;
+  private readonly enqueuer: StatementBatcher<PreparedEnqueue, S.EnqueueOutcome>;
   private closed = false;
+
+  private readonly schema: string;
 
   private constructor(
     private readonly db: PgDatabase,
-    private readonly options: { readonly connectionString: string; readonly schema: string },
-    /** NOTIFY channel: one per schema, so test schemas do not wake each other. */
-    private readonly channel: string,
+    connection: { readonly connectionString: string; readonly schema: string },
     poolSize: number,
     /** Seals list cursors; one row of the schema, so every coordinator on it opens every other's cursors. */
     private readonly cursorSecret: Buffer,
     private readonly random: Random,
   ) {
-    this.notifier = new CoalescedNotifier((payloads) => this.db.query(bind(Q.NOTIFY, [this.channel, payloads])));
-    this.finishedSender = new FinishedSender((payloads) => this.db.query(bind(Q.NOTIFY_FINISHED, [this.finishedChannel, payloads])));
+    this.schema = connection.schema;
+    this.watchers = new Watchers(db, connection);
     // Half the pool, so batched enqueues leave connections for leases and completions.
     this.enqueuer = new StatementBatcher((items) => this.insert(items), Math.max(1, Math.floor(poolSize / 2)), ENQUEUE_BATCH);
   }
 
   static async connect(options: PostgresStoreOptions): Promise<PostgresStore> {
-    const fromUrl = splitConnectionString(options.connectionString);
-    const connectionString = fromUrl.connectionString;
-    const schema = options.schema ?? fromUrl.schema ?? 'public';
-    assertSchemaName(schema);
-    const poolSize = options.poolSize ?? fromUrl.poolSize ?? 10;
-    if (!Number.isInteger(poolSize) || poolSize < 1) throw new Error('poolSize must be a positive integer');
-    let db = new PgDatabase({ connectionString, schema, poolSize });
-    try {
-      const client = await db.pool.connect();
-      let report: MigrationReport;
-      try {
-        report = await migrate(client, schema);
-      } finally {
-        client.release();
-      }
-      // A success answer must mean a durable commit, whatever the server's default.
-      if (report.synchronousCommit === 'off') {
-        await db.close();
-        db = new PgDatabase({ connectionString, schema, poolSize, forceSynchronousCommit: true });
-      }
-      await db.query(bind(C.SECRET_INSERT, [CURSOR_SECRET_NAME, newCursorSecret()]));
-    } catch (error) {
-      await db.close().catch(() => undefined);
-      throw translatePgConnectError(error, pgTarget(connectionString, schema));
-    }
-    let cursorSecret: Buffer | undefined;
-    try {
-      cursorSecret = (await db.query<{ secret: Buffer }>(bind(C.SECRET_GET, [CURSOR_SECRET_NAME]))).rows[0]?.secret;
-    } catch (error) {
-      await db.close().catch(() => undefined);
-      throw translatePgError(error);
-    }
-    if (cursorSecret === undefined) {
-      await db.close();
-      throw new Error('store_secrets has no list cursor secret after inserting one');
-    }
-    return new PostgresStore(db, { connectionString, schema }, `lh_available_${schema}`.slice(0, 63), poolSize, cursorSecret, options.random ?? systemRandom);
+    const opened = await openDatabase(options);
+    const { db, connectionString, schema, poolSize, cursorSecret } = opened;
+    return new PostgresStore(db, { connectionString, schema }, poolSize, cursorSecret, options.random ?? systemRandom);
   }
 
   /** Drops a schema and everything in it (test isolation). */
@@ -202,23 +126,18 @@ export class PostgresStore implements Store {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    this.notifier.close();
-    this.finishedSender.close();
-    this.listeners.clear();
-    this.finished.clear();
-    await this.listener?.stop();
-    await this.finishedListener?.stop();
+    await this.watchers.close();
     await this.db.close();
   }
 
   // --- keys and kinds -------------------------------------------------------
 
-  async apiKeyInsert(params: ApiKeyInsertParams): Promise<ApiKeyRecord> {
+  async apiKeyInsert(params: S.ApiKeyInsertParams): Promise<S.ApiKeyRecord> {
     const values = [params.id, params.tenant, params.user, params.role, params.keyHash];
     return toApiKeyRecord(await this.one<ApiKeyRow>(C.API_KEY_INSERT, values));
   }
 
-  async apiKeyFindByHash(keyHash: string): Promise<ApiKeyRecord | null> {
+  async apiKeyFindByHash(keyHash: string): Promise<S.ApiKeyRecord | null> {
     const row = await this.first<ApiKeyRow>(C.API_KEY_BY_HASH, [keyHash]);
     return row === undefined ? null : toApiKeyRecord(row);
   }
@@ -227,7 +146,7 @@ export class PostgresStore implements Store {
     return (await this.first<{ id: string }>(C.API_KEY_REVOKE, [params.id])) !== undefined;
   }
 
-  async kindUpsert(params: KindUpsertParams): Promise<KindRecord> {
+  async kindUpsert(params: S.KindUpsertParams): Promise<S.KindRecord> {
     const schema = params.payloadSchema === undefined || params.payloadSchema === null ? null : canonicalJson(params.payloadSchema);
     const values = [
       params.tenant, params.kind, schema, params.maxPayloadBytes, params.maxAttempts, params.leaseMs,
@@ -236,51 +155,46 @@ export class PostgresStore implements Store {
     return toKindRecord(await this.one<KindRow>(C.KIND_UPSERT, values));
   }
 
-  async kindGet(params: { readonly tenant: string; readonly kind: string }): Promise<KindRecord | null> {
+  async kindGet(params: { readonly tenant: string; readonly kind: string }): Promise<S.KindRecord | null> {
     const row = await this.first<KindRow>(C.KIND_GET, [params.tenant, params.kind]);
     return row === undefined ? null : toKindRecord(row);
   }
 
-  async kindList(params: { readonly tenant: string }): Promise<readonly KindRecord[]> {
+  async kindList(params: { readonly tenant: string }): Promise<readonly S.KindRecord[]> {
     return (await this.db.query<KindRow>(bind(C.KIND_LIST, [params.tenant]))).rows.map(toKindRecord);
   }
 
   // --- enqueue and reads ----------------------------------------------------
 
-  async jobEnqueue(params: EnqueueParams): Promise<EnqueueOutcome> {
+  async jobEnqueue(params: S.EnqueueParams): Promise<S.EnqueueOutcome> {
     return this.enqueuer.submit(prepareEnqueue(params));
   }
 
-  async jobEnqueueMany(params: readonly EnqueueParams[]): Promise<readonly EnqueueOutcome[]> {
+  async jobEnqueueMany(params: readonly S.EnqueueParams[]): Promise<readonly S.EnqueueOutcome[]> {
     return this.insert(params.map(prepareEnqueue));
   }
 
-  async jobGet(params: JobRef): Promise<JobRecord | null> {
+  async jobGet(params: S.JobRef): Promise<S.JobRecord | null> {
     if (!isJobId(params.id)) return null;
     const row = await this.first<JobRow>(Q.JOB_GET, [params.id, params.scope.tenant, params.scope.owner ?? null]);
     return row === undefined ? null : toJobRecord(row);
   }
 
-  async jobList(params: JobListParams): Promise<JobPage> {
+  async jobList(params: S.JobListParams): Promise<S.JobPage> {
     const cursor = params.cursor === undefined ? null : openCursor(this.cursorSecret, params, params.cursor);
     const values = [params.scope.tenant, params.scope.owner ?? null, params.status ?? null, params.kind ?? null, cursor, params.limit + 1];
     const rows = (await this.db.query<JobListRow>(bindUnplanned(C.JOB_LIST, values))).rows;
-    const page = rows.slice(0, params.limit);
-    const last = page[page.length - 1];
-    return {
-      jobs: page.map(toJobListItem),
-      nextCursor: rows.length > params.limit && last !== undefined ? sealCursor(this.cursorSecret, params, last.seq) : null,
-    };
+    return listPage(this.cursorSecret, params, rows, toJobListItem);
   }
 
-  async jobAttempts(params: JobRef): Promise<readonly AttemptRecord[] | null> {
+  async jobAttempts(params: S.JobRef): Promise<readonly S.AttemptRecord[] | null> {
     if ((await this.jobGet(params)) === null) return null;
     return (await this.db.query<AttemptRow>(bind(C.ATTEMPT_LIST, [params.id]))).rows.map(toAttemptRecord);
   }
 
   // --- the lease protocol ---------------------------------------------------
 
-  async jobLease(params: LeaseParams): Promise<readonly LeasedJob[]> {
+  async jobLease(params: S.LeaseParams): Promise<readonly S.LeasedJob[]> {
     const due = await this.first<{ due: boolean }>(Q.DUE_PROBE, []);
     if (due?.due === true) await this.reap();
     const tokens = Array.from({ length: params.max }, () => newLeaseToken());
@@ -290,12 +204,12 @@ export class PostgresStore implements Store {
     return (await this.db.query<JobRow>(query)).rows.map(toLeasedJob);
   }
 
-  async jobRenew(params: RenewParams): Promise<RenewOutcome> {
+  async jobRenew(params: S.RenewParams): Promise<S.RenewOutcome> {
     if (!isJobId(params.id)) return { kind: 'rejected', code: 'not_found' };
     return renewLease(this.db, params);
   }
 
-  async jobComplete(params: CompleteParams): Promise<CompleteOutcome> {
+  async jobComplete(params: S.CompleteParams): Promise<S.CompleteOutcome> {
     if (!isJobId(params.id)) return { kind: 'rejected', code: 'not_found' };
     if (resultTooLarge(params)) {
       // Rare: the locked path decides first, then ends the job dead.
@@ -306,79 +220,55 @@ export class PostgresStore implements Store {
     return this.finishing([params], await completeOne(this.db, params));
   }
 
-  async jobCompleteMany(params: readonly CompleteParams[]): Promise<readonly CompleteOutcome[]> {
+  async jobCompleteMany(params: readonly S.CompleteParams[]): Promise<readonly S.CompleteOutcome[]> {
     if (params.length === 0) return [];
     // The common batch (each job once, every result within its limit) is one statement.
     const distinct = new Set(params.map((p) => p.id)).size === params.length;
     if (distinct && !params.some(resultTooLarge)) return this.finishing(params, await completeDistinct(this.db, params));
     // Otherwise decide item by item, in order, on locked rows.
-    const outcomes = await this.db.transaction(async (tx) => {
-      const ids = [...new Set(params.map((p) => p.id).filter(isJobId))];
-      const rows = (await tx.query<LockedRow>(bind(Q.JOB_LOCK_MANY, [ids]))).rows;
-      const batch = completeBatch(params, rows);
-      await endLeases(tx, batch.endings, true);
-      crashPoint('complete.inside-transaction');
-      return batch.outcomes;
-    });
-    return this.finishing(params, outcomes);
+    return this.finishing(params, await this.db.transaction((tx) => completeLockedInTx(tx, params)));
   }
 
-  async jobFail(params: FailParams): Promise<FailOutcome> {
+  async jobFail(params: S.FailParams): Promise<S.FailOutcome> {
     if (!isJobId(params.id)) return { kind: 'rejected', code: 'not_found' };
-    let kind = '';
-    const outcome = await this.db.transaction(async (tx): Promise<FailOutcome> => {
-      const row = await lockJob(tx, params.id, params.tenant, null);
-      if (row === undefined) return { kind: 'rejected', code: 'not_found' };
-      const input = { retryable: params.retryable, backoff: params.backoff, random: this.random };
-      const decision = decideFailure(toSnapshot(row), params.token, input, row.now_ms);
-      if (decision.kind === 'reject') return { kind: 'rejected', code: decision.code };
-      if (decision.kind === 'replay') {
-        const status = row.status as 'queued' | 'dead' | 'cancelled' | 'unknown';
-        return { kind: 'failed', status, runAfter: status === 'queued' ? row.run_after : null, replayed: true };
-      }
-      const ending = failDecisionRow(row, params, decision);
-      await endLeases(tx, [ending], true);
-      const status = ending.status as 'queued' | 'dead' | 'cancelled' | 'unknown';
-      kind = row.kind;
-      return { kind: 'failed', status, runAfter: ending.runAfter, replayed: false };
-    });
+    const { outcome, kind } = await this.db.transaction((tx) => failInTx(tx, params, this.random));
     if (outcome.kind === 'failed' && outcome.status === 'queued' && !outcome.replayed) this.announce([{ tenant: params.tenant, kind }]);
     this.announceFinished(finishedByFailure(params, outcome));
     return outcome;
   }
 
-  async jobCheckpoint(params: CheckpointParams): Promise<TokenOutcome> {
+  async jobCheckpoint(params: S.CheckpointParams): Promise<S.TokenOutcome> {
     if (!isJobId(params.id)) return { kind: 'rejected', code: 'not_found' };
     return storeCheckpoint(this.db, params);
   }
 
-  async jobMarkEffectStarted(params: TokenParams): Promise<TokenOutcome> {
+  async jobMarkEffectStarted(params: S.TokenParams): Promise<S.TokenOutcome> {
     if (!isJobId(params.id)) return { kind: 'rejected', code: 'not_found' };
     return markEffectStarted(this.db, params);
   }
 
   // --- operator actions -----------------------------------------------------
 
-  async jobRequeue(params: RequeueParams): Promise<RequeueOutcome> {
+  async jobRequeue(params: S.RequeueParams): Promise<S.RequeueOutcome> {
     if (!isJobId(params.id)) return { kind: 'rejected', code: 'not_found' };
     return this.announced(await this.db.transaction((tx) => requeueInTx(tx, params)));
   }
 
-  async jobCancel(params: JobRef): Promise<CancelOutcome> {
+  async jobCancel(params: S.JobRef): Promise<S.CancelOutcome> {
     if (!isJobId(params.id)) return { kind: 'rejected', code: 'not_found' };
     const outcome = await this.db.transaction((tx) => cancelInTx(tx, params));
     this.announceFinished(finishedByOperator(params, outcome));
     return outcome;
   }
 
-  async jobReconcile(params: ReconcileParams): Promise<ReconcileOutcome> {
+  async jobReconcile(params: S.ReconcileParams): Promise<S.ReconcileOutcome> {
     if (!isJobId(params.id)) return { kind: 'rejected', code: 'not_found' };
     const outcome = this.announced(await this.db.transaction((tx) => reconcileInTx(tx, params)));
     this.announceFinished(finishedByOperator(params, outcome));
     return outcome;
   }
 
-  async jobReapExpired(): Promise<ReapOutcome> {
+  async jobReapExpired(): Promise<S.ReapOutcome> {
     const total = { requeued: 0, dead: 0, unknown: 0, cancelled: 0, deadlineExpired: 0 };
     // Bounded, so one call cannot run forever while leases keep expiring.
     for (let round = 0; round < 20; round++) {
@@ -393,61 +283,25 @@ export class PostgresStore implements Store {
     return total;
   }
 
-  async stats(params: { readonly tenant: string }): Promise<TenantStats> {
-    const row = await this.one<{
-      counts: Record<string, number>;
-      mean_wait: number | null;
-      mean_run: number | null;
-      mean_completion: number | null;
-      mean_attempt_run: number | null;
-      oldest_age: number | null;
-      storage_bytes: number;
-      lease_expirations: number;
-    }>(C.STATS, [params.tenant]);
-    const counts = Object.fromEntries(JOB_STATUSES.map((s) => [s, Number(row.counts[s] ?? 0)])) as Record<JobStatus, number>;
-    return {
-      counts,
-      meanWaitMs: row.mean_wait,
-      meanRunMs: row.mean_run,
-      meanAttemptRunMs: row.mean_attempt_run,
-      meanTimeToCompletionMs: row.mean_completion,
-      leaseExpirations: row.lease_expirations,
-      oldestAvailableAgeMs: row.oldest_age === null ? null : Math.max(0, row.oldest_age),
-      storageBytes: row.storage_bytes,
-    };
+  async databaseSize(): Promise<number> {
+    return (await this.one<{ bytes: number }>(C.DATABASE_SIZE, [])).bytes;
   }
 
-  watchAvailable(listener: OnAvailable): () => void {
-    this.listeners.add(listener);
-    if (this.listener === null && !this.closed) {
-      this.listener = new AvailabilityListener({
-        clientConfig: clientConfig(this.options),
-        channel: this.channel,
-        onAvailable: (available) => this.wake(available),
-      });
-      void this.listener.start();
-    }
-    return () => {
-      this.listeners.delete(listener);
-    };
+  async stats(params: { readonly tenant: string }): Promise<S.TenantStats> {
+    return toTenantStats(await this.one<StatsRow>(C.STATS, [params.tenant]));
   }
 
-  watchFinished(listener: FinishedListener): () => void {
-    const remove = this.finished.add(listener);
-    if (this.finishedListener === null && !this.closed) {
-      this.finishedListener = new FinishedListenerConnection({
-        clientConfig: clientConfig(this.options),
-        channel: this.finishedChannel,
-        onFinished: (job) => this.finished.emit(job === null ? null : [job]),
-      });
-      void this.finishedListener.start();
-    }
-    return remove;
+  watchAvailable(listener: S.AvailabilityListener): () => void {
+    return this.watchers.watchAvailable(listener);
+  }
+
+  watchFinished(listener: S.FinishedListener): () => void {
+    return this.watchers.watchFinished(listener);
   }
 
   /** Resolves once the LISTEN that watchAvailable started is in effect (at once if nothing watches). */
   listening(): Promise<void> {
-    return this.listener?.ready ?? Promise.resolve();
+    return this.watchers.listening();
   }
 
   // --- helpers --------------------------------------------------------------
@@ -459,26 +313,39 @@ export class PostgresStore implements Store {
     return counts;
   }
 
-  /** NOTIFY channel of finished jobs (finished-channel.ts), one per schema like the availability channel. */
-  private get finishedChannel(): string {
-    return `lh_finished_${this.options.schema}`.slice(0, 63);
-  }
-
-  private finishing<T extends readonly CompleteOutcome[]>(params: readonly CompleteParams[], outcomes: T): T;
-  private finishing(params: readonly CompleteParams[], outcome: CompleteOutcome): CompleteOutcome;
-  private finishing(params: readonly CompleteParams[], outcome: CompleteOutcome | readonly CompleteOutcome[]): CompleteOutcome | readonly CompleteOutcome[] {
-    this.announceFinished(finishedByCompletion(params, Array.isArray(outcome) ? outcome : [outcome as CompleteOutcome]));
+  private finishing<T extends readonly S.CompleteOutcome[]>(params: readonly S.CompleteParams[], outcomes: T): T;
+  private finishing(params: readonly S.CompleteParams[], outcome: S.CompleteOutcome): S.CompleteOutcome;
+  private finishing(params: readonly S.CompleteParams[], outcome: S.CompleteOutcome | readonly S.CompleteOutcome[]): S.CompleteOutcome | readonly S.CompleteOutcome[] {
+    this.announceFinished(finishedByCompletion(params, Array.isArray(outcome) ? outcome : [outcome as S.CompleteOutcome]));
     return outcome;
   }
 
-  /** Jobs ended here (after the commit): this process's watchers now, other coordinators' through NOTIFY. */
-  private announceFinished(jobs: readonly FinishedJob[] | null): void {
-    if (jobs !== null && jobs.length === 0) return;
-    this.finished.emit(jobs);
-    this.finishedSender.add(jobs);
+  private announceFinished(jobs: readonly S.FinishedJob[] | null): void {
+    this.watchers.announceFinished(jobs);
   }
 
-  private async insert(items: readonly PreparedEnqueue[]): Promise<readonly EnqueueOutcome[]> {
+  /**
+   * Enqueue inside the application's own transaction on its own connection (a library Queue's
+   * enqueueInTransaction): the job, its reserved key and its NOTIFY exist only if that transaction commits.
+   * The statements run with this store's schema as the transaction's search_path, set back afterwards.
+   */
+  async enqueueOnClient(client: pg.ClientBase, params: S.EnqueueParams): Promise<S.EnqueueOutcome> {
+    const previous = (await client.query<{ search_path: string }>('SHOW search_path')).rows[0]?.search_path ?? 'public';
+    await client.query(`SELECT set_config('search_path', $1, true)`, [this.schema]);
+    try {
+      // Unnamed statements: a statement prepared on the application's connection must not outlive this search_path.
+      const onClient = { query: <R extends pg.QueryResultRow>(config: pg.QueryConfig) => client.query<R>({ text: config.text, ...(config.values === undefined ? {} : { values: config.values }) }) };
+      const inserted = await insertJobs(onClient, [prepareEnqueue(params)]);
+      if (inserted.available.length > 0) await client.query(this.watchers.availableNotification(inserted.available));
+      const [outcome] = inserted.outcomes;
+      if (outcome === undefined) throw new Error('an enqueue returned no outcome');
+      return outcome;
+    } finally {
+      await client.query(`SELECT set_config('search_path', $1, true)`, [previous]);
+    }
+  }
+
+  private async insert(items: readonly PreparedEnqueue[]): Promise<readonly S.EnqueueOutcome[]> {
     const inserted = await insertJobs(this.db, items);
     this.announce(inserted.available);
     return inserted.outcomes;
@@ -494,30 +361,16 @@ export class PostgresStore implements Store {
     return row;
   }
 
-  /** New work committed here: wake this process's waiters now, other coordinators' through NOTIFY. */
-  private announce(jobs: readonly Availability[]): void {
-    for (const available of jobs) {
-      this.wake(available);
-      this.notifier.poke(available);
-    }
+  private announce(jobs: readonly S.Availability[]): void {
+    this.watchers.announceAvailable(jobs);
   }
 
   private announced<T>(result: Announced<T>): T {
     this.announce(result.wakes);
     return result.outcome;
   }
-
-  private wake(available: Availability | null): void {
-    for (const listener of [...this.listeners]) {
-      try {
-        listener(available);
-      } catch {
-        // A listener's failure is its own; the others still need waking.
-      }
-    }
-  }
 }
 
-function resultTooLarge(params: CompleteParams): boolean {
-  return params.result !== undefined && params.maxResultBytes !== undefined && params.result.body.length > params.maxResultBytes;
+function resultTooLarge(params: S.CompleteParams): boolean {
+  return decideResultSize(params.result?.body.length ?? null, params.maxResultBytes).kind === 'too_large';
 }

@@ -132,7 +132,7 @@ function leaseStatement(name: string, pick: string): ReturnType<typeof namedQuer
   );
 }
 
-export const JOB_LEASE_ANY_KIND = leaseStatement('lh_job_lease_any', PICK_ANY_KIND);
+export const JOB_LEASE_ANY_KIND = leaseStatement('lh_job_lease_any_kind', PICK_ANY_KIND);
 export const JOB_LEASE_KINDS = leaseStatement('lh_job_lease_kinds', PICK_KINDS);
 
 /**
@@ -232,7 +232,7 @@ export const JOB_END_LEASES = namedQuery(
    SELECT id::text AS id, tenant, status FROM moved`,
 );
 
-/** Checkpoint and effect marks need a live lease before the deadline (the store's withLiveLease rule). */
+/** Checkpoint and effect marks need a live lease before the deadline (decideLiveLeaseWrite's 'apply'). */
 const LIVE_LEASE_GUARD = `j.id = $1 AND j.tenant = $2 AND j.status = 'running' AND j.lease_token = $3
       AND j.lease_expires_at > now() AND (j.deadline_at IS NULL OR j.deadline_at > now())`;
 
@@ -247,8 +247,8 @@ export const JOB_EFFECT_STARTED = namedQuery(
 );
 
 /** Leases that ran out, oldest first; SKIP LOCKED so concurrent reapers split the work. */
-export const EXPIRED_LEASES_LOCK = namedQuery(
-  'lh_expired_leases_lock',
+export const JOBS_EXPIRED_LEASES = namedQuery(
+  'lh_jobs_expired_leases',
   `SELECT ${JOB_COLUMNS}, ${NOW_MS} FROM jobs j
     WHERE j.status = 'running' AND j.lease_expires_at <= now() AND ($1::text IS NULL OR j.tenant = $1)
     ORDER BY j.lease_expires_at LIMIT $2
@@ -263,13 +263,12 @@ export const COUNTER_ADD_EXPIRATIONS = namedQuery(
    ON CONFLICT (tenant) DO UPDATE SET lease_expirations = c.lease_expirations + EXCLUDED.lease_expirations`,
 );
 
-/** Queued jobs past their deadline are never leased (the lease WHERE); this ends them. */
-export const QUEUED_PAST_DEADLINE = namedQuery(
-  'lh_queued_past_deadline',
-  `UPDATE jobs j SET status = 'dead', finished_at = now(), last_error_code = 'deadline_exceeded', last_error_message = $2,
-          last_error_class = 'deadline_exceeded'
+/** Queued jobs past their deadline are never leased (the lease WHERE); this ends them with QUEUED_DEADLINE (lease-endings.ts). */
+export const JOB_QUEUED_DEADLINE = namedQuery(
+  'lh_job_queued_deadline',
+  `UPDATE jobs j SET status = $3, finished_at = now(), last_error_code = $4, last_error_message = $5, last_error_class = $6
     WHERE j.id IN (SELECT id FROM jobs WHERE status = 'queued' AND deadline_at <= now() AND ($1::text IS NULL OR tenant = $1)
-                   LIMIT $3 FOR UPDATE SKIP LOCKED)
+                   LIMIT $2 FOR UPDATE SKIP LOCKED)
       AND j.status = 'queued' AND j.deadline_at <= now()
    RETURNING j.id`,
 );
@@ -284,10 +283,11 @@ export const JOB_REQUEUE = namedQuery(
    RETURNING j.id`,
 );
 
+/** A queued job cancelled at once; $2… are CANCELLED_NOW's status and last error (lease-endings.ts). */
 export const JOB_CANCEL_NOW = namedQuery(
   'lh_job_cancel_now',
-  `UPDATE jobs j SET status = 'cancelled', finished_at = now(), lease_expires_at = NULL,
-          last_error_code = 'cancelled', last_error_message = 'cancelled by request', last_error_class = 'cancelled'
+  `UPDATE jobs j SET status = $2, finished_at = now(), lease_expires_at = NULL,
+          last_error_code = $3, last_error_message = $4, last_error_class = $5
     WHERE j.id = $1 AND j.status = 'queued'
    RETURNING j.id`,
 );
@@ -297,17 +297,10 @@ export const JOB_CANCEL_REQUEST = namedQuery(
   `UPDATE jobs j SET cancel_requested = true WHERE j.id = $1 AND j.status = 'running' RETURNING j.id`,
 );
 
-export const JOB_RECONCILE_SUCCEEDED = namedQuery(
-  'lh_job_reconcile_succeeded',
-  `UPDATE jobs j SET status = 'succeeded', finished_at = now(), last_error_code = NULL, last_error_message = NULL, last_error_class = NULL
-    WHERE j.id = $1 AND j.status = 'unknown'
-   RETURNING j.id`,
-);
-
-export const JOB_RECONCILE_DEAD = namedQuery(
-  'lh_job_reconcile_dead',
-  `UPDATE jobs j SET status = 'dead', finished_at = now(), last_error_code = 'reconciled_dead',
-          last_error_message = 'marked dead by an operator after reconciliation', last_error_class = 'reconciled_dead'
+/** An unknown job reconciled as succeeded or dead (reconcileEnding); a requeue uses JOB_REQUEUE. */
+export const JOB_RECONCILE = namedQuery(
+  'lh_job_reconcile',
+  `UPDATE jobs j SET status = $2, finished_at = now(), last_error_code = $3, last_error_message = $4, last_error_class = $5
     WHERE j.id = $1 AND j.status = 'unknown'
    RETURNING j.id`,
 );

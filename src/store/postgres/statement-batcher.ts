@@ -9,6 +9,8 @@
  * unavailable) fails every call in it, and none of them changed anything.
  */
 
+import { commitsObserved, reportCommit } from '../../core/commit-report.js';
+
 interface Waiting<I, O> {
   readonly item: I;
   readonly resolve: (value: O) => void;
@@ -45,9 +47,11 @@ export class StatementBatcher<I, O> {
     while (this.inFlight < this.maxInFlight && this.queue.length > 0) {
       const batch = this.queue.splice(0, this.maxBatch);
       this.inFlight++;
+      const startedAt = commitsObserved() ? performance.now() : 0;
       this.run(batch.map((w) => w.item))
         .then(
           (outcomes) => {
+            if (startedAt > 0) reportCommit({ backend: 'postgres', operations: batch.length, durationMs: performance.now() - startedAt });
             batch.forEach((waiting, i) => {
               const outcome = outcomes[i];
               if (outcome === undefined) waiting.reject(new Error('a batched statement returned too few outcomes'));

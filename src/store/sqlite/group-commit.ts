@@ -19,6 +19,7 @@
  */
 
 import type { Database } from 'better-sqlite3';
+import { commitsObserved, reportCommit } from '../../core/commit-report.js';
 
 export type WriteOperation<T> = (now: number) => T;
 
@@ -108,9 +109,12 @@ export class GroupCommit {
     const batch = this.queue.length <= this.maxBatch ? this.queue : this.queue.slice(0, this.maxBatch);
     this.queue = this.queue.length <= this.maxBatch ? [] : this.queue.slice(this.maxBatch);
     if (batch.length === 0) return;
+    const startedAt = commitsObserved() ? performance.now() : 0;
     // Operations throw only on a bug or a store failure, so the common case runs without savepoints;
     // a batch in which one operation throws is rolled back and run again with each operation isolated.
-    if (this.runBatch(batch, false, mayBlock) === 'isolate') this.runBatch(batch, true, mayBlock);
+    let ran = this.runBatch(batch, false, mayBlock);
+    if (ran === 'isolate') ran = this.runBatch(batch, true, mayBlock);
+    if (startedAt > 0 && ran === 'done') reportCommit({ backend: 'sqlite', operations: batch.length, durationMs: performance.now() - startedAt });
   }
 
   private begin(mayBlock: boolean): void {

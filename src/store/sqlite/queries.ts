@@ -5,6 +5,8 @@
  * the decision would not have allowed, even if the snapshot were stale.
  */
 
+import type { Statement } from 'better-sqlite3';
+
 const JOB_COLUMNS = `j.seq, j.id, j.tenant, j.owner, j.kind, j.payload, j.status, j.attempts, j.max_attempts, j.priority,
   j.run_after, j.deadline_at, j.deadline_ms, j.lease_owner, j.lease_expires_at, j.epoch, j.lease_token, j.last_outcome,
   j.created_at, j.started_at, j.finished_at, j.last_error_code, j.last_error_message, j.last_error_class, j.progress, j.cancel_requested,
@@ -42,6 +44,7 @@ export const SQL = {
       max_checkpoint_bytes = excluded.max_checkpoint_bytes, updated_at = excluded.updated_at`,
   /** The first store to open a database creates its secret; every later one reads the same row. */
   secretInsert: `INSERT INTO store_secrets (name, secret) VALUES (?, ?) ON CONFLICT (name) DO NOTHING`,
+  databaseSize: `SELECT p.page_count * s.page_size AS bytes FROM pragma_page_count() p, pragma_page_size() s`,
   secretGet: `SELECT secret FROM store_secrets WHERE name = ?`,
   kindGet: `SELECT * FROM kinds WHERE tenant = ? AND kind = ?`,
   kindList: `SELECT * FROM kinds WHERE tenant = ? ORDER BY kind`,
@@ -53,14 +56,15 @@ export const SQL = {
       @maxAttempts, @priority, @runAfter, @deadlineMs, @deadlineAt, @now)`,
   counterAddStorage: `INSERT INTO tenant_counters (tenant, storage_bytes) VALUES (?, ?)
     ON CONFLICT (tenant) DO UPDATE SET storage_bytes = storage_bytes + excluded.storage_bytes`,
-  counterAddExpiration: `INSERT INTO tenant_counters (tenant, lease_expirations) VALUES (?, 1)
+  counterAddExpirations: `INSERT INTO tenant_counters (tenant, lease_expirations) VALUES (?, 1)
     ON CONFLICT (tenant) DO UPDATE SET lease_expirations = lease_expirations + 1`,
 
-  jobGetById: `SELECT ${JOB_COLUMNS}, ${RESULT_COLUMNS} FROM jobs j LEFT JOIN job_results r ON r.job_seq = j.seq
+  jobGet: `SELECT ${JOB_COLUMNS}, ${RESULT_COLUMNS} FROM jobs j LEFT JOIN job_results r ON r.job_seq = j.seq
     WHERE j.id = @id AND j.tenant = @tenant AND (@owner IS NULL OR j.owner = @owner)`,
   jobGetBySeq: `SELECT ${JOB_COLUMNS}, ${RESULT_COLUMNS} FROM jobs j LEFT JOIN job_results r ON r.job_seq = j.seq WHERE j.seq = ?`,
   jobGetByIdUnscoped: `SELECT ${JOB_COLUMNS}, ${RESULT_COLUMNS} FROM jobs j LEFT JOIN job_results r ON r.job_seq = j.seq WHERE j.id = ?`,
-  jobSnapshot: `SELECT ${SNAPSHOT_COLUMNS} FROM jobs j WHERE j.id = ? AND j.tenant = ?`,
+  /** The snapshot a decide* function reads; inside the write transaction, which holds the database's write lock. */
+  jobLock: `SELECT ${SNAPSHOT_COLUMNS} FROM jobs j WHERE j.id = ? AND j.tenant = ?`,
   // One statement per filter, planned once each, so every page walks an index in seq order from the
   // cursor instead of sorting the tenant's jobs (@cursor is never NULL: the first page starts above every seq).
   jobListByStatus: `SELECT ${LIST_COLUMNS} FROM jobs j LEFT JOIN job_results r ON r.job_seq = j.seq
@@ -74,12 +78,15 @@ export const SQL = {
     WHERE j.tenant = @tenant AND j.seq < @cursor AND (@kind IS NULL OR j.kind = @kind)
     ORDER BY j.seq DESC LIMIT @limit`,
 
-  /** One statement picks and claims; lh_token() draws a fresh random token per row. */
+  /**
+   * One statement picks and claims; lh_token() draws a fresh random token per row. INDEXED BY: without
+   * ANALYZE statistics the planner may prefer jobs_queued_by_run_after, which reads every due job of the tenant.
+   */
   jobLeaseAnyKind: `UPDATE jobs SET status = 'running', attempts = attempts + 1, epoch = epoch + 1, lease_token = lh_token(),
       lease_owner = @workerId, lease_expires_at = CASE WHEN deadline_at IS NOT NULL AND deadline_at < @now + @leaseMs
         THEN deadline_at ELSE @now + @leaseMs END,
       started_at = COALESCE(started_at, @now), last_outcome = NULL, effect_started_at = NULL
-    WHERE seq IN (SELECT seq FROM jobs WHERE tenant = @tenant AND status = 'queued' AND run_after <= @now
+    WHERE seq IN (SELECT seq FROM jobs INDEXED BY jobs_available WHERE tenant = @tenant AND status = 'queued' AND run_after <= @now
         AND (deadline_at IS NULL OR deadline_at > @now)
       ORDER BY priority DESC, run_after, seq LIMIT @max)
     RETURNING seq, id, kind, payload, attempts, max_attempts, epoch, lease_token, lease_expires_at, deadline_at,
@@ -90,27 +97,23 @@ export const SQL = {
     FROM job_attempts a WHERE a.job_seq = ? ORDER BY a.epoch`,
 
   jobsExpiredLeases: `SELECT ${SNAPSHOT_COLUMNS} FROM jobs j WHERE j.status = 'running' AND j.lease_expires_at <= ?`,
-  jobsQueuedPastDeadline: `SELECT j.seq FROM jobs j WHERE j.status = 'queued' AND j.deadline_at IS NOT NULL AND j.deadline_at <= ?`,
 
-  jobExpireToQueued: `UPDATE jobs SET status = 'queued', run_after = @now, lease_expires_at = NULL, last_outcome = 'expired',
-      last_error_code = 'lease_expired', last_error_message = @message, last_error_class = 'lease_expired'
-    WHERE seq = @seq AND status = 'running' AND lease_token = @token AND lease_expires_at <= @now`,
-  jobExpireToEnd: `UPDATE jobs SET status = @status, lease_expires_at = NULL, last_outcome = @outcome, finished_at = @now,
+  /**
+   * Applies an ending of src/store/lease-endings.ts to a running job: success, retry, dead, cancelled,
+   * unknown. @live says whether the lease must still be live (complete, fail) or already expired (the
+   * reaper); with the token that is the fence. PostgreSQL's jobEndLeases takes many rows at once.
+   */
+  jobEndLease: `UPDATE jobs SET status = @status, last_outcome = @outcome, lease_expires_at = NULL,
+      run_after = CASE WHEN @status = 'queued' THEN coalesce(@runAfter, @now) ELSE run_after END,
+      finished_at = CASE WHEN @status = 'queued' THEN finished_at ELSE @now END,
       last_error_code = @code, last_error_message = @message, last_error_class = @errorClass
-    WHERE seq = @seq AND status = 'running' AND lease_token = @token AND lease_expires_at <= @now`,
-  jobQueuedDeadline: `UPDATE jobs SET status = 'dead', finished_at = @now, last_error_code = 'deadline_exceeded',
-      last_error_message = @message, last_error_class = 'deadline_exceeded' WHERE seq = @seq AND status = 'queued'`,
+    WHERE seq = @seq AND status = 'running' AND lease_token = @token AND (lease_expires_at > @now) = @live`,
+  /** Queued jobs past their deadline are never leased (the lease WHERE); this ends them with QUEUED_DEADLINE. */
+  jobQueuedDeadline: `UPDATE jobs SET status = @status, finished_at = @now,
+      last_error_code = @code, last_error_message = @message, last_error_class = @errorClass
+    WHERE status = 'queued' AND deadline_at IS NOT NULL AND deadline_at <= @now`,
 
   jobRenew: `UPDATE jobs SET lease_expires_at = @leaseExpiresAt, progress = COALESCE(@progress, progress)
-    WHERE seq = @seq AND status = 'running' AND lease_token = @token AND lease_expires_at > @now`,
-  jobSucceed: `UPDATE jobs SET status = 'succeeded', finished_at = @now, lease_expires_at = NULL, last_outcome = 'succeeded',
-      last_error_code = NULL, last_error_message = NULL, last_error_class = NULL
-    WHERE seq = @seq AND status = 'running' AND lease_token = @token AND lease_expires_at > @now`,
-  jobDeadFromRunning: `UPDATE jobs SET status = @status, finished_at = @now, lease_expires_at = NULL, last_outcome = @outcome,
-      last_error_code = @code, last_error_message = @message, last_error_class = @errorClass
-    WHERE seq = @seq AND status = 'running' AND lease_token = @token AND lease_expires_at > @now`,
-  jobRetry: `UPDATE jobs SET status = 'queued', run_after = @runAfter, lease_expires_at = NULL, last_outcome = 'failed',
-      last_error_code = @code, last_error_message = @message, last_error_class = 'transient'
     WHERE seq = @seq AND status = 'running' AND lease_token = @token AND lease_expires_at > @now`,
   resultInsert: `INSERT INTO job_results (job_seq, content_type, body, checksum, size_bytes) VALUES (?, ?, ?, ?, ?)`,
   /** Bytes of a job's checkpoint state and progress, to move the tenant's storage counter by the change. */
@@ -124,29 +127,35 @@ export const SQL = {
       deadline_at = CASE WHEN deadline_ms IS NULL THEN NULL ELSE @now + deadline_ms END,
       finished_at = NULL, lease_expires_at = NULL, cancel_requested = 0, effect_started_at = NULL
     WHERE seq = @seq AND status = @fromStatus`,
-  jobCancelNow: `UPDATE jobs SET status = 'cancelled', finished_at = @now, lease_expires_at = NULL,
-      last_error_code = 'cancelled', last_error_message = 'cancelled by request', last_error_class = 'cancelled'
+  jobCancelNow: `UPDATE jobs SET status = @status, finished_at = @now, lease_expires_at = NULL,
+      last_error_code = @code, last_error_message = @message, last_error_class = @errorClass
     WHERE seq = @seq AND status = 'queued'`,
   jobCancelRequest: `UPDATE jobs SET cancel_requested = 1 WHERE seq = @seq AND status = 'running'`,
-  jobReconcileSucceeded: `UPDATE jobs SET status = 'succeeded', finished_at = @now, last_error_code = NULL, last_error_message = NULL,
-      last_error_class = NULL WHERE seq = @seq AND status = 'unknown'`,
-  jobReconcileDead: `UPDATE jobs SET status = 'dead', finished_at = @now, last_error_code = 'reconciled_dead',
-      last_error_message = 'marked dead by an operator after reconciliation', last_error_class = 'reconciled_dead'
+  /** An unknown job reconciled as succeeded or dead (reconcileEnding); a requeue uses jobRequeue. */
+  jobReconcile: `UPDATE jobs SET status = @status, finished_at = @now,
+      last_error_code = @code, last_error_message = @message, last_error_class = @errorClass
     WHERE seq = @seq AND status = 'unknown'`,
 } as const;
 
 export type QueryName = keyof typeof SQL;
 
-/** The statistics, run only on the stats reader's own connection (stats-reader.ts), so not prepared with SQL above. */
+/** Every statement of SQL, prepared once on the store's connection; the write transaction's functions take it. */
+export type Statements = { readonly [K in QueryName]: Statement };
+
+/**
+ * The statistics, run only on the stats reader's own connection (stats-reader.ts), so not prepared with SQL
+ * above. They read the counter rows the triggers of migration 5 keep, and the head of jobs_queued_by_run_after,
+ * so they cost the same whatever the table holds.
+ */
 export const STATS_SQL = {
-  statsCounts: `SELECT status, COUNT(*) AS n FROM jobs WHERE tenant = ? GROUP BY status`,
-  statsTimes: `SELECT AVG(started_at - created_at) AS mean_wait, AVG(CASE WHEN status = 'succeeded' THEN finished_at - started_at END) AS mean_run,
-      AVG(CASE WHEN status = 'succeeded' THEN finished_at - created_at END) AS mean_completion
-    FROM jobs WHERE tenant = ? AND started_at IS NOT NULL`,
-  statsAttemptTimes: `SELECT AVG(a.ended_at - a.started_at) AS mean_attempt_run
-    FROM job_attempts a JOIN jobs j ON j.seq = a.job_seq WHERE j.tenant = ? AND a.ended_at IS NOT NULL`,
+  statsCounts: `SELECT status, SUM(jobs) AS n FROM job_counters WHERE tenant = ? GROUP BY status`,
+  statsTimes: `SELECT SUM(wait_ms) * 1.0 / NULLIF(SUM(started), 0) AS mean_wait, SUM(run_ms) * 1.0 / NULLIF(SUM(run_jobs), 0) AS mean_run,
+      SUM(completion_ms) * 1.0 / NULLIF(SUM(completed), 0) AS mean_completion
+    FROM job_counters WHERE tenant = ?`,
+  statsAttemptTimes: `SELECT attempt_run_ms * 1.0 / NULLIF(ended_attempts, 0) AS mean_attempt_run FROM tenant_counters WHERE tenant = ?`,
   counterGet: `SELECT lease_expirations, storage_bytes FROM tenant_counters WHERE tenant = ?`,
-  statsOldestAvailable: `SELECT MIN(run_after) AS oldest FROM jobs WHERE tenant = ? AND status = 'queued' AND run_after <= ?`,
+  statsOldestAvailable: `SELECT MIN(run_after) AS oldest FROM jobs INDEXED BY jobs_queued_by_run_after
+    WHERE tenant = ? AND status = 'queued' AND run_after <= ?`,
 } as const;
 
 /**
@@ -157,7 +166,7 @@ export const STATS_SQL = {
 export function jobLeaseKindsSql(kindCount: number): string {
   const walks = Array.from(
     { length: kindCount },
-    (_, i) => `SELECT * FROM (SELECT seq, priority, run_after FROM jobs WHERE tenant = @tenant AND kind = @k${i} AND status = 'queued'
+    (_, i) => `SELECT * FROM (SELECT seq, priority, run_after FROM jobs INDEXED BY jobs_available_by_kind WHERE tenant = @tenant AND kind = @k${i} AND status = 'queued'
         AND run_after <= @now AND (deadline_at IS NULL OR deadline_at > @now) ORDER BY priority DESC, run_after, seq LIMIT @max)`,
   );
   return `UPDATE jobs SET status = 'running', attempts = attempts + 1, epoch = epoch + 1, lease_token = lh_token(),

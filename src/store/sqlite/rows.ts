@@ -3,10 +3,12 @@
  * SQLite keeps times as integer milliseconds and JSON as canonical text.
  */
 
-import { storedJobError } from '../stored-job-error.js';
-import type { JobStatus, Role } from '../../core/states.js';
+import { apiKeyRecord, attemptRecord, jobListItem, jobSnapshot, kindRecord, leasedJob } from '../row-records.js';
+import type { ApiKeyColumns, AttemptColumns, KindColumns } from '../row-records.js';
+import { JOB_STATUSES, type JobStatus, type Role } from '../../core/states.js';
 import type { AttemptOutcome, JobSnapshot } from '../../core/transitions.js';
-import type { ApiKeyRecord, AttemptRecord, JobListItem, JobRecord, KindRecord } from '../store.js';
+import type { ApiKeyRecord, AttemptRecord, JobListItem, JobRecord, KindRecord, LeasedJob, TenantStats } from '../store.js';
+import type { StatsRows } from './stats-reader.js';
 
 export interface JobRow {
   seq: number;
@@ -41,7 +43,7 @@ export interface JobRow {
   request_hash: string;
 }
 
-/** The columns of SQL.jobSnapshot and SQL.jobsExpiredLeases. */
+/** The columns of SQL.jobLock and SQL.jobsExpiredLeases. */
 export type SnapshotRow = Pick<
   JobRow,
   | 'seq'
@@ -86,39 +88,16 @@ export interface LeasedRow {
   run_after: number;
 }
 
-export interface ApiKeyRow {
-  id: string;
-  tenant: string;
-  user_name: string;
-  role: Role;
-  key_hash: string;
-  created_at: number;
-  revoked_at: number | null;
+export interface ApiKeyRow extends ApiKeyColumns {
+  readonly role: Role;
 }
 
-export interface KindRow {
-  tenant: string;
-  kind: string;
-  payload_schema: string | null;
-  max_payload_bytes: number;
-  max_attempts: number;
-  lease_ms: number;
-  backoff_base_ms: number;
-  backoff_max_ms: number;
-  deadline_ms: number | null;
-  max_result_bytes: number;
-  max_checkpoint_bytes: number;
-  updated_at: number;
+export interface KindRow extends KindColumns {
+  readonly payload_schema: string | null;
 }
 
-export interface AttemptRow {
-  attempt: number;
-  epoch: number;
-  worker_id: string;
-  started_at: number;
-  ended_at: number | null;
-  outcome: AttemptOutcome | null;
-  error_code: string | null;
+export interface AttemptRow extends AttemptColumns {
+  readonly outcome: AttemptOutcome | null;
 }
 
 function parseJsonOrNull(text: string | null): unknown {
@@ -126,17 +105,7 @@ function parseJsonOrNull(text: string | null): unknown {
 }
 
 export function toSnapshot(row: SnapshotRow): JobSnapshot {
-  return {
-    status: row.status,
-    attempts: row.attempts,
-    maxAttempts: row.max_attempts,
-    leaseToken: row.lease_token,
-    leaseExpiresAt: row.lease_expires_at,
-    deadlineAt: row.deadline_at,
-    effectStartedAt: row.effect_started_at,
-    cancelRequested: row.cancel_requested === 1,
-    lastOutcome: row.last_outcome,
-  };
+  return jobSnapshot(row, { status: row.status, cancelRequested: row.cancel_requested === 1, lastOutcome: row.last_outcome });
 }
 
 export function toJobRecord(row: JobWithResultRow): JobRecord {
@@ -152,74 +121,39 @@ export function toJobRecord(row: JobWithResultRow): JobRecord {
 }
 
 export function toJobListItem(row: JobListRow): JobListItem {
-  return {
-    id: row.id,
-    tenant: row.tenant,
-    owner: row.owner,
-    kind: row.kind,
-    status: row.status,
-    attempts: row.attempts,
-    maxAttempts: row.max_attempts,
-    priority: row.priority,
-    runAfter: row.run_after,
-    deadlineAt: row.deadline_at,
-    leaseOwner: row.lease_owner,
-    leaseExpiresAt: row.lease_expires_at,
-    epoch: row.epoch,
-    createdAt: row.created_at,
-    startedAt: row.started_at,
-    finishedAt: row.finished_at,
-    lastError: storedJobError({
-      code: row.last_error_code,
-      message: row.last_error_message,
-      storedClass: row.last_error_class,
-      status: row.status,
-      attempts: row.attempts,
-      maxAttempts: row.max_attempts,
-    }),
-    progress: parseJsonOrNull(row.progress),
-    cancelRequested: row.cancel_requested === 1,
-    effectStartedAt: row.effect_started_at,
-    result: row.result_content_type === null || row.result_bytes === null ? null : { contentType: row.result_content_type, bytes: row.result_bytes },
-  };
+  const result = row.result_content_type === null || row.result_bytes === null ? null : { contentType: row.result_content_type, bytes: row.result_bytes };
+  return jobListItem(row, { status: row.status, progress: parseJsonOrNull(row.progress), cancelRequested: row.cancel_requested === 1, result });
 }
 
 export function toApiKeyRecord(row: ApiKeyRow): ApiKeyRecord {
-  return {
-    id: row.id,
-    tenant: row.tenant,
-    user: row.user_name,
-    role: row.role,
-    keyHash: row.key_hash,
-    createdAt: row.created_at,
-    revokedAt: row.revoked_at,
-  };
+  return apiKeyRecord(row, row.role);
 }
 
 export function toKindRecord(row: KindRow): KindRecord {
-  return {
-    tenant: row.tenant,
-    kind: row.kind,
-    payloadSchema: parseJsonOrNull(row.payload_schema),
-    maxPayloadBytes: row.max_payload_bytes,
-    maxAttempts: row.max_attempts,
-    leaseMs: row.lease_ms,
-    backoff: { baseMs: row.backoff_base_ms, maxMs: row.backoff_max_ms },
-    deadlineMs: row.deadline_ms,
-    maxResultBytes: row.max_result_bytes,
-    maxCheckpointBytes: row.max_checkpoint_bytes,
-    updatedAt: row.updated_at,
-  };
+  return kindRecord(row, parseJsonOrNull(row.payload_schema));
 }
 
 export function toAttemptRecord(row: AttemptRow): AttemptRecord {
+  return attemptRecord(row, row.outcome);
+}
+
+export function toLeasedJob(row: LeasedRow): LeasedJob {
+  const checkpoint = row.checkpoint_step === null ? null : { step: row.checkpoint_step, state: parseJsonOrNull(row.checkpoint_state) };
+  return leasedJob(row, { payload: JSON.parse(row.payload) as unknown, token: row.lease_token, leaseExpiresAt: row.lease_expires_at, checkpoint });
+}
+
+export function toTenantStats(rows: StatsRows, now: number): TenantStats {
+  const counts = Object.fromEntries(JOB_STATUSES.map((s) => [s, 0])) as Record<JobStatus, number>;
+  for (const row of rows.counts) counts[row.status as JobStatus] = row.n;
+  const oldest = rows.oldest?.oldest ?? null;
   return {
-    attempt: row.attempt,
-    epoch: row.epoch,
-    workerId: row.worker_id,
-    startedAt: row.started_at,
-    endedAt: row.ended_at,
-    outcome: row.outcome,
-    errorCode: row.error_code,
+    counts,
+    meanWaitMs: rows.times?.mean_wait ?? null,
+    meanRunMs: rows.times?.mean_run ?? null,
+    meanAttemptRunMs: rows.attemptTimes?.mean_attempt_run ?? null,
+    meanTimeToCompletionMs: rows.times?.mean_completion ?? null,
+    leaseExpirations: rows.counters?.lease_expirations ?? 0,
+    oldestAvailableAgeMs: oldest === null ? null : Math.max(0, now - oldest),
+    storageBytes: rows.counters?.storage_bytes ?? 0,
   };
 }

@@ -1,12 +1,10 @@
 /**
  * Runs the statistics queries on a read-only connection of their own, in a
- * worker thread. They count and average over every job of a tenant, so they
- * take time in proportion to the table (about 185 ms for a million jobs on a
- * 2-core VM). On the coordinator's connection that time was spent on the
- * event loop, and every request waited: once a second with backpressure
- * enabled, and at every GET /stats. WAL lets a second connection read the
- * last commit while the first one writes, so the thread answers from a
- * consistent snapshot without holding anything up.
+ * worker thread, in one read transaction, so that every figure comes from the
+ * same commit. They read counter rows (migration 5) and one index head, so
+ * they are cheap; the thread keeps them off the connection the group commit
+ * writes on. WAL lets the second connection read the last commit while the
+ * first one writes.
  *
  * The thread's code is a short script evaluated in the worker, which runs
  * STATS_SQL of queries.ts (passed in) and sends back raw rows; turning rows

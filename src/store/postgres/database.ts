@@ -2,7 +2,7 @@
  * The connection pool of the PostgreSQL store and the two ways to use it: one
  * statement (its own transaction), or a function run between BEGIN and COMMIT
  * on one pooled connection. Both translate driver errors at this boundary
- * (pg-errors.ts) and retry a deadlock or serialization failure a few times,
+ * (errors.ts) and retry a deadlock or serialization failure a few times,
  * which is safe because the failed attempt was rolled back entirely.
  *
  * Every pooled connection starts with the store's schema as its search_path
@@ -12,7 +12,11 @@
 
 import pg from 'pg';
 import { StoreUnavailableError } from '../../core/errors.js';
-import { isRetryableConflict, translatePgError } from './pg-errors.js';
+import { CURSOR_SECRET_NAME, newCursorSecret } from '../list-cursor.js';
+import * as C from './catalog-queries.js';
+import { isRetryableConflict, pgTarget, translatePgConnectError, translatePgError } from './errors.js';
+import { assertSchemaName, migrate, type MigrationReport } from './migrate.js';
+import { bind } from './sql-fragments.js';
 
 const CONFLICT_RETRIES = 3;
 
@@ -149,4 +153,61 @@ export function splitConnectionString(value: string): { connectionString: string
     ...(schema === null ? {} : { schema }),
     ...(pool === null ? {} : { poolSize: Number(pool) }),
   };
+}
+
+export interface OpenDatabaseOptions {
+  readonly connectionString: string;
+  readonly poolSize?: number;
+  readonly schema?: string;
+}
+
+export interface OpenedDatabase {
+  readonly db: PgDatabase;
+  /** Without our own query parameters (splitConnectionString). */
+  readonly connectionString: string;
+  readonly schema: string;
+  readonly poolSize: number;
+  /** Seals list cursors; one row of the schema, so every coordinator on it opens every other's cursors. */
+  readonly cursorSecret: Buffer;
+}
+
+/** The pool on a migrated schema, with synchronous commits, and the schema's list cursor secret. */
+export async function openDatabase(options: OpenDatabaseOptions): Promise<OpenedDatabase> {
+  const fromUrl = splitConnectionString(options.connectionString);
+  const connectionString = fromUrl.connectionString;
+  const schema = options.schema ?? fromUrl.schema ?? 'public';
+  assertSchemaName(schema);
+  const poolSize = options.poolSize ?? fromUrl.poolSize ?? 10;
+  if (!Number.isInteger(poolSize) || poolSize < 1) throw new Error('poolSize must be a positive integer');
+  let db = new PgDatabase({ connectionString, schema, poolSize });
+  try {
+    const client = await db.pool.connect();
+    let report: MigrationReport;
+    try {
+      report = await migrate(client, schema);
+    } finally {
+      client.release();
+    }
+    // A success answer must mean a durable commit, whatever the server's default.
+    if (report.synchronousCommit === 'off') {
+      await db.close();
+      db = new PgDatabase({ connectionString, schema, poolSize, forceSynchronousCommit: true });
+    }
+    await db.query(bind(C.SECRET_INSERT, [CURSOR_SECRET_NAME, newCursorSecret()]));
+  } catch (error) {
+    await db.close().catch(() => undefined);
+    throw translatePgConnectError(error, pgTarget(connectionString, schema));
+  }
+  let cursorSecret: Buffer | undefined;
+  try {
+    cursorSecret = (await db.query<{ secret: Buffer }>(bind(C.SECRET_GET, [CURSOR_SECRET_NAME]))).rows[0]?.secret;
+  } catch (error) {
+    await db.close().catch(() => undefined);
+    throw translatePgError(error);
+  }
+  if (cursorSecret === undefined) {
+    await db.close();
+    throw new Error('store_secrets has no list cursor secret after inserting one');
+  }
+  return { db, connectionString, schema, poolSize, cursorSecret };
 }

@@ -1,0 +1,71 @@
+/**
+ * What every front of the queue shares over one store: the kind registry,
+ * the long-poll and finish waiters, backpressure, and the reaper, wired to
+ * the store's wake-ups. A coordinator builds them for itself; a library
+ * Queue (src/queue/) builds them once and serves its calls and any HTTP
+ * front registered on it from the same instance.
+ */
+
+import type { FastifyBaseLogger } from 'fastify';
+import type { Store } from '../store/store.js';
+import { Backpressure } from './backpressure.js';
+import type { CoordinatorConfig } from './config.js';
+import { FinishWaiters } from './finish-waiters.js';
+import { KindRegistry } from './kind-registry.js';
+import { LeaseWaiters } from './lease-waiters.js';
+import { JobEvents } from './job-events.js';
+import { CoordinatorMetrics } from './metrics.js';
+import { startReaper } from './reaper.js';
+import type { RouteContext } from './route-context.js';
+
+/** Parked GET /jobs/{id}?waitMs requests per tenant before the next answers 503 overloaded (docs/DESIGN.md). */
+export const MAX_FINISH_WAITS_PER_TENANT = 1_000;
+
+export interface QueueServices {
+  readonly ctx: RouteContext;
+  /** Parked long polls answer at once; the reaper stops. Safe to call twice. */
+  stopWaiting(): Promise<void>;
+  /** Releases what the services hold (after stopWaiting). The store stays open. */
+  close(): Promise<void>;
+}
+
+export function createServices(store: Store, config: CoordinatorConfig, log: FastifyBaseLogger): QueueServices {
+  const waiters = new LeaseWaiters();
+  const metrics = new CoordinatorMetrics();
+  const ctx: RouteContext = {
+    store,
+    config,
+    kinds: new KindRegistry(store, config.kindCacheMs, { maxSchemaBytes: config.maxSchemaBytes }),
+    waiters,
+    finishWaiters: new FinishWaiters(store, MAX_FINISH_WAITS_PER_TENANT),
+    backpressure: new Backpressure(store, config.backpressure),
+    metrics,
+    events: new JobEvents(metrics),
+  };
+  // The store announces every job that becomes available (the reaper's requeues too) with its tenant and kind.
+  const unwatch = store.watchAvailable((available) => waiters.notify(available));
+  const reaper = startReaper({ store, intervalMs: config.reaperIntervalMs, log, events: ctx.events });
+  let stopped: Promise<void> | undefined;
+  let closed: Promise<void> | undefined;
+  const stopWaiting = (): Promise<void> => {
+    stopped ??= (async () => {
+      waiters.close();
+      ctx.finishWaiters.close();
+      await reaper.stop();
+    })();
+    return stopped;
+  };
+  return {
+    ctx,
+    stopWaiting,
+    close() {
+      closed ??= (async () => {
+        await stopWaiting();
+        unwatch();
+        metrics.close();
+        await ctx.kinds.close();
+      })();
+      return closed;
+    },
+  };
+}

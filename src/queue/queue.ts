@@ -1,0 +1,292 @@
+/**
+ * leasehold as a library: a Queue is the application's handle on the job
+ * store, for one tenant (and, with `owner`, one producer's own jobs). It
+ * serves every call through the coordinator's own routes, run in process
+ * (Fastify's inject, no socket): the same validation, kind rules,
+ * idempotency, size limits, backpressure, scoping and error codes as over
+ * HTTP, from the same code. The Queue's keys exist only in this process's
+ * memory, and its coordinator never listens.
+ *
+ * Workers in the same process lease through `queue.workerClient` (the
+ * `Worker` class takes `{ queue }`); an application that also serves the
+ * HTTP API registers `leaseholdRoutes` (http-front.ts) over the same Queue.
+ */
+
+import { randomBytes } from 'node:crypto';
+import type { FastifyInstance } from 'fastify';
+import { pino } from 'pino';
+import { LeaseholdApiError } from '../client/errors.js';
+import { LeaseholdClient } from '../client/leasehold-client.js';
+import type { Exchange, RawResponse } from '../client/transport.js';
+import type { JobResultBody } from '../client/types.js';
+import { ERROR_CODES, LeaseholdError, type ErrorCode } from '../core/errors.js';
+import { buildCoordinator } from '../coordinator/app.js';
+import type { Principal } from '../coordinator/auth.js';
+import { resolveConfig, type CoordinatorConfig, type CoordinatorConfigInput } from '../coordinator/config.js';
+import { createApiKey } from '../coordinator/api-keys.js';
+import type { Role } from '../core/states.js';
+import { createServices, type QueueServices } from '../coordinator/services.js';
+import type { Attempt, EnqueueBatchResult, Job, JobList, JobListQuery, Kind, KindDefinition, ReconcileOutcomeName, Stats } from '../protocol/schemas.js';
+import type { EnqueueOutcome, EnqueueParams, Store } from '../store/store.js';
+import type { Database as SqliteHandle } from 'better-sqlite3';
+import type pg from 'pg';
+import { EnqueueRequest } from '../protocol/schemas.js';
+import { prepareEnqueueWith, requireIdempotencyKey } from '../coordinator/enqueue.js';
+import { describeValidationError } from '../coordinator/error-handler.js';
+import { validatorCompiler } from '../coordinator/validation.js';
+import { toWireJob } from '../coordinator/wire.js';
+
+/** Payload types by kind name; `Record<string, unknown>` accepts any kind and payload. */
+export type KindPayloads = Record<string, unknown>;
+
+/** One job to enqueue: the fields of POST /jobs, with the idempotency key beside them. */
+export type QueueJob<Kinds extends KindPayloads, Name extends keyof Kinds & string = keyof Kinds & string> = {
+  [N in Name]: {
+    readonly kind: N;
+    readonly payload: Kinds[N];
+    /** Required: the same key with the same job returns the existing job; with another job, idempotency_conflict. */
+    readonly idempotencyKey: string;
+    readonly maxAttempts?: number;
+    /** Not before this time (RFC 3339 text or a Date). */
+    readonly runAfter?: string | Date;
+    readonly priority?: number;
+    readonly deadlineMs?: number;
+  };
+}[Name];
+
+/** How the opened backend enqueues inside an application's own transaction (open-queue.ts builds it). */
+export interface TransactionalEnqueue {
+  readonly sqlite?: (db: SqliteHandle, params: EnqueueParams) => EnqueueOutcome;
+  readonly pg?: (client: pg.ClientBase, params: EnqueueParams) => Promise<EnqueueOutcome>;
+}
+
+function isSqliteHandle(tx: SqliteHandle | pg.ClientBase): tx is SqliteHandle {
+  return typeof (tx as SqliteHandle).prepare === 'function' && typeof (tx as SqliteHandle).inTransaction === 'boolean';
+}
+
+/** The enqueue body's schema, compiled as the coordinator compiles it for POST /jobs. */
+const validateEnqueueRequest = validatorCompiler()({ schema: EnqueueRequest, method: 'POST', url: '/jobs', httpPart: 'body' }) as ((value: unknown) => boolean) & {
+  errors?: Parameters<typeof describeValidationError>[0][] | null;
+};
+
+export interface QueueSettings {
+  /** The tenant whose jobs this Queue enqueues and sees. Default 'default'. */
+  readonly tenant?: string;
+  /** When set, jobs are enqueued as this user's and only its own jobs are visible, as for a producer key. */
+  readonly owner?: string;
+  /** The same settings as `leasehold serve`'s config file (kinds rules, backpressure, limits). */
+  readonly config?: CoordinatorConfigInput;
+}
+
+/** A failed call: the code and status of the HTTP API's error with the same cause. */
+function toLeaseholdError(error: unknown): unknown {
+  if (!(error instanceof LeaseholdApiError)) return error;
+  const code: ErrorCode = Object.hasOwn(ERROR_CODES, error.code) ? (error.code as ErrorCode) : 'internal_error';
+  return new LeaseholdError(code, error.message, {
+    ...(error.retryAfterSeconds === undefined ? {} : { retryAfterSeconds: error.retryAfterSeconds }),
+    cause: error,
+  });
+}
+
+async function rethrowing<T>(call: Promise<T>): Promise<T> {
+  try {
+    return await call;
+  } catch (error) {
+    throw toLeaseholdError(error);
+  }
+}
+
+/** One exchange through the app's router, in process; an abort answers at once (the call's answer is dropped). */
+function injector(app: FastifyInstance): (request: Exchange) => Promise<RawResponse> {
+  return async (request) => {
+    const { signal } = request;
+    if (signal?.aborted === true) throw signal.reason;
+    const answer = app
+      .inject({ method: request.method, url: request.path, headers: request.headers, ...(request.body === undefined ? {} : { payload: request.body }) })
+      .then((response): RawResponse => {
+        const headers: Record<string, string> = {};
+        for (const [name, value] of Object.entries(response.headers)) {
+          if (value !== undefined) headers[name.toLowerCase()] = Array.isArray(value) ? String(value[0]) : String(value);
+        }
+        return { status: response.statusCode, headers, body: response.rawPayload };
+      });
+    if (signal === undefined) return answer;
+    return new Promise<RawResponse>((resolve, reject) => {
+      const onAbort = (): void => reject(signal.reason);
+      signal.addEventListener('abort', onAbort, { once: true });
+      answer.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+    });
+  };
+}
+
+export class Queue<Kinds extends KindPayloads = KindPayloads> {
+  /** Types only (never set): the payload type of each kind, for `new Worker({ queue, handlers })`. */
+  declare readonly kinds?: Kinds;
+  /** Leases, renews and completes in process, as the tenant's admin; `new Worker({ queue })` uses it. */
+  readonly workerClient: LeaseholdClient;
+  private closing: Promise<void> | undefined;
+
+  private constructor(
+    readonly store: Store,
+    readonly tenant: string,
+    readonly owner: string | undefined,
+    /** The coordinator every call goes through; never listening. */
+    private readonly app: FastifyInstance,
+    /** Shared with every HTTP front registered over this Queue (http-front.ts). */
+    readonly services: QueueServices,
+    readonly config: CoordinatorConfig,
+    private readonly producer: LeaseholdClient,
+    private readonly admin: LeaseholdClient,
+    private readonly closeStore: (() => Promise<void>) | undefined,
+    private readonly transactional: TransactionalEnqueue,
+    /** Who this Queue enqueues as, for the enqueues that do not go through its coordinator. */
+    private readonly principal: Principal,
+  ) {
+    this.workerClient = admin;
+  }
+
+  /** A Queue over an open store; `closeStore` runs at close() when the Queue owns the store. */
+  static async over<Kinds extends KindPayloads>(
+    store: Store,
+    settings: QueueSettings = {},
+    closeStore?: () => Promise<void>,
+    transactional: TransactionalEnqueue = {},
+  ): Promise<Queue<Kinds>> {
+    const tenant = settings.tenant ?? 'default';
+    const input = settings.config ?? {};
+    const config = resolveConfig(input);
+    const key = (): string => `lhq_${randomBytes(24).toString('base64url')}`;
+    const adminKey = key();
+    const producerKey = key();
+    const user = settings.owner ?? 'library';
+    const keys = new Map<string, Principal>([
+      [adminKey, Object.freeze({ keyId: 'in-process-admin', tenant, user, role: 'admin' })],
+      [producerKey, Object.freeze({ keyId: 'in-process-producer', tenant, user, role: 'producer' })],
+    ]);
+    // A library has no logger of its own yet: the reaper's is silent.
+    const services = createServices(store, config, pino({ level: 'silent' }));
+    const app = await buildCoordinator({ store, logger: false, config: input, services, inProcessKeys: keys });
+    await app.ready();
+    const client = (apiKey: string): LeaseholdClient => new LeaseholdClient({ baseUrl: 'http://in-process', apiKey, dispatch: injector(app) });
+    // An enqueue inside the application's transaction cannot wait: it uses the kinds as last loaded.
+    await services.ctx.kinds.forTenant(tenant);
+    const enqueuer = keys.get(settings.owner === undefined ? adminKey : producerKey) as Principal;
+    return new Queue<Kinds>(store, tenant, settings.owner, app, services, config, client(settings.owner === undefined ? adminKey : producerKey), client(adminKey), closeStore, transactional, enqueuer);
+  }
+
+  /** POST /jobs: the job as stored (the existing one for a replayed key). */
+  async enqueue(job: QueueJob<Kinds>): Promise<Job> {
+    const { idempotencyKey, runAfter, ...request } = job;
+    const body = { ...request, ...(runAfter === undefined ? {} : { runAfter: runAfter instanceof Date ? runAfter.toISOString() : runAfter }) };
+    return (await rethrowing(this.producer.enqueue(body as Parameters<LeaseholdClient['enqueue']>[0], { idempotencyKey }))).job;
+  }
+
+  /**
+   * Enqueues inside the application's own transaction, so the job exists if and only if that transaction
+   * commits (a rollback leaves no job and no reserved idempotency key). With better-sqlite3, `tx` is the
+   * application's Database on the same file, called inside its `db.transaction(() => …)`, and the call is
+   * synchronous. With pg, `tx` is the client of the application's `BEGIN … COMMIT` on the same database,
+   * and the call returns a promise. The same rules as enqueue(); the kind rules and the backpressure
+   * snapshot are those last loaded (at most `kindCacheMs` and `statsCacheMs` old), since it cannot wait.
+   */
+  enqueueInTransaction(tx: SqliteHandle, job: QueueJob<Kinds>): Job;
+  enqueueInTransaction(tx: pg.ClientBase, job: QueueJob<Kinds>): Promise<Job>;
+  enqueueInTransaction(tx: SqliteHandle | pg.ClientBase, job: QueueJob<Kinds>): Job | Promise<Job> {
+    const params = this.prepareHere(job);
+    if (isSqliteHandle(tx)) {
+      if (this.transactional.sqlite === undefined) throw new TypeError('this Queue is not on SQLite: pass the pg client of your transaction');
+      return this.answer(this.transactional.sqlite(tx, params));
+    }
+    if (this.transactional.pg === undefined) throw new TypeError('this Queue is not on PostgreSQL: pass the better-sqlite3 Database of your transaction');
+    return this.transactional.pg(tx, params).then((outcome) => this.answer(outcome));
+  }
+
+  /** What POST /jobs checks before the store, here and synchronously. */
+  private prepareHere(job: QueueJob<Kinds>): EnqueueParams {
+    const { idempotencyKey, runAfter, ...fields } = job;
+    const request = { ...fields, ...(runAfter === undefined ? {} : { runAfter: runAfter instanceof Date ? runAfter.toISOString() : runAfter }) };
+    if (!validateEnqueueRequest(request)) throw new LeaseholdError('invalid_request', describeValidationError(validateEnqueueRequest.errors?.[0] ?? undefined, 'job'));
+    const key = requireIdempotencyKey(idempotencyKey);
+    const kinds = this.services.ctx.kinds.loadedForTenant(this.tenant);
+    if (kinds === undefined) throw new LeaseholdError('store_unavailable', 'the kinds of this tenant are not loaded yet; retry');
+    const params = prepareEnqueueWith(kinds, this.services.ctx, this.principal, request as EnqueueRequest, key);
+    this.services.ctx.backpressure.checkSnapshot(this.tenant, 1, params.payloadBytes);
+    return params;
+  }
+
+  private answer(outcome: EnqueueOutcome): Job {
+    if (outcome.kind === 'conflict') throw new LeaseholdError('idempotency_conflict', 'this Idempotency-Key was already used with a different request body');
+    return toWireJob(outcome.job);
+  }
+
+  /** POST /jobs/batch: up to 1,000 jobs in one transaction; one result per job, in order. */
+  async enqueueMany(jobs: readonly QueueJob<Kinds>[]): Promise<readonly EnqueueBatchResult[]> {
+    const items = jobs.map(({ runAfter, ...item }) => ({ ...item, ...(runAfter === undefined ? {} : { runAfter: runAfter instanceof Date ? runAfter.toISOString() : runAfter }) }));
+    return (await rethrowing(this.producer.enqueueBatch(items as Parameters<LeaseholdClient['enqueueBatch']>[0]))).results;
+  }
+
+  get(id: string): Promise<Job> {
+    return rethrowing(this.producer.getJob(id));
+  }
+
+  list(filter: JobListQuery = {}): Promise<JobList> {
+    return rethrowing(this.producer.listJobs(filter));
+  }
+
+  /** The result's bytes and content type, after checking its SHA-256 checksum. */
+  result(id: string): Promise<JobResultBody> {
+    return rethrowing(this.producer.getResult(id));
+  }
+
+  attempts(id: string): Promise<Attempt[]> {
+    return rethrowing(this.producer.attempts(id));
+  }
+
+  cancel(id: string): Promise<Job> {
+    return rethrowing(this.producer.cancel(id));
+  }
+
+  requeue(id: string, options: { readonly maxAttempts?: number } = {}): Promise<Job> {
+    return rethrowing(this.admin.requeue(id, options));
+  }
+
+  reconcile(id: string, outcome: ReconcileOutcomeName): Promise<Job> {
+    return rethrowing(this.admin.reconcile(id, outcome));
+  }
+
+  stats(): Promise<Stats> {
+    return rethrowing(this.admin.stats());
+  }
+
+  putKind(name: keyof Kinds & string, spec: KindDefinition): Promise<Kind> {
+    return rethrowing(this.admin.putKind(name, spec));
+  }
+
+  /**
+   * A key of this Queue's tenant for the HTTP API (leaseholdRoutes, or `leasehold serve` on the same
+   * database), e.g. for workers in another language; returned in clear once, stored hashed.
+   */
+  createApiKey(role: Role, user: string = this.owner ?? 'library'): Promise<{ id: string; key: string }> {
+    return createApiKey(this.store, { tenant: this.tenant, user, role });
+  }
+
+  /**
+   * Resolves when the job is succeeded, dead, cancelled or unknown, woken by
+   * the store's own signal (never a timer on the jobs table), or when
+   * `timeoutMs` passes (default 60 s) with the job as it is then: check `status`.
+   */
+  waitFor(id: string, options: { readonly timeoutMs?: number } = {}): Promise<Job> {
+    return rethrowing(this.producer.waitForJob(id, options));
+  }
+
+  /** Parked waits and long polls answer; then the store closes if this Queue opened it. */
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      await this.services.stopWaiting();
+      await this.app.close();
+      await this.services.close();
+      await this.closeStore?.();
+    })();
+    return this.closing;
+  }
+}

@@ -1,0 +1,114 @@
+/**
+ * Who hears that jobs became available or finished (Store.watchAvailable,
+ * Store.watchFinished), in this process and in every other coordinator on the
+ * schema. A write announces after its commit: this process's listeners at
+ * once, other coordinators through NOTIFY (coalesced-notifier.ts,
+ * finished-channel.ts). Each kind of news has one LISTEN connection, opened
+ * when the first listener arrives (availability-listener.ts, finished-channel.ts).
+ */
+
+import type { Availability, AvailabilityListener as OnAvailable, FinishedJob, FinishedListener } from '../store.js';
+import { FinishedListeners } from '../finished-jobs.js';
+import { AvailabilityListener } from './availability-listener.js';
+import { CoalescedNotifier } from './coalesced-notifier.js';
+import { clientConfig, type PgDatabase } from './database.js';
+import { FinishedListenerConnection, FinishedSender } from './finished-channel.js';
+import { availabilityPayload } from './coalesced-notifier.js';
+import * as Q from './queries.js';
+import { bind } from './sql-fragments.js';
+
+export class Watchers {
+  private readonly available = new Set<OnAvailable>();
+  private listener: AvailabilityListener | null = null;
+  private readonly notifier: CoalescedNotifier;
+  private readonly finished = new FinishedListeners();
+  private finishedListener: FinishedListenerConnection | null = null;
+  private readonly finishedSender: FinishedSender;
+  /** NOTIFY channels: one pair per schema, so test schemas do not wake each other. */
+  private readonly availableChannel: string;
+  private readonly finishedChannel: string;
+  private closed = false;
+
+  constructor(
+    db: PgDatabase,
+    private readonly connection: { readonly connectionString: string; readonly schema: string },
+  ) {
+    this.availableChannel = `lh_available_${connection.schema}`.slice(0, 63);
+    this.finishedChannel = `lh_finished_${connection.schema}`.slice(0, 63);
+    this.notifier = new CoalescedNotifier((payloads) => db.query(bind(Q.NOTIFY, [this.availableChannel, payloads])));
+    this.finishedSender = new FinishedSender((payloads) => db.query(bind(Q.NOTIFY_FINISHED, [this.finishedChannel, payloads])));
+  }
+
+  /** The NOTIFY of these jobs as a statement for someone else's transaction, delivered only if it commits. */
+  availableNotification(jobs: readonly Availability[]): { readonly text: string; readonly values: unknown[] } {
+    return { text: Q.NOTIFY.text, values: [this.availableChannel, jobs.map((job) => availabilityPayload(job))] };
+  }
+
+  watchAvailable(listener: OnAvailable): () => void {
+    this.available.add(listener);
+    if (this.listener === null && !this.closed) {
+      this.listener = new AvailabilityListener({
+        clientConfig: clientConfig(this.connection),
+        channel: this.availableChannel,
+        onAvailable: (available) => this.wake(available),
+      });
+      void this.listener.start();
+    }
+    return () => {
+      this.available.delete(listener);
+    };
+  }
+
+  watchFinished(listener: FinishedListener): () => void {
+    const remove = this.finished.add(listener);
+    if (this.finishedListener === null && !this.closed) {
+      this.finishedListener = new FinishedListenerConnection({
+        clientConfig: clientConfig(this.connection),
+        channel: this.finishedChannel,
+        onFinished: (job) => this.finished.emit(job === null ? null : [job]),
+      });
+      void this.finishedListener.start();
+    }
+    return remove;
+  }
+
+  /** Resolves once the LISTEN that watchAvailable started is in effect (at once if nothing watches). */
+  listening(): Promise<void> {
+    return this.listener?.ready ?? Promise.resolve();
+  }
+
+  /** New work committed here: wake this process's waiters now, other coordinators' through NOTIFY. */
+  announceAvailable(jobs: readonly Availability[]): void {
+    for (const available of jobs) {
+      this.wake(available);
+      this.notifier.poke(available);
+    }
+  }
+
+  /** Jobs ended here (after the commit): this process's watchers now, other coordinators' through NOTIFY. */
+  announceFinished(jobs: readonly FinishedJob[] | null): void {
+    if (jobs !== null && jobs.length === 0) return;
+    this.finished.emit(jobs);
+    this.finishedSender.add(jobs);
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    this.notifier.close();
+    this.finishedSender.close();
+    this.available.clear();
+    this.finished.clear();
+    await this.listener?.stop();
+    await this.finishedListener?.stop();
+  }
+
+  private wake(available: Availability | null): void {
+    for (const listener of [...this.available]) {
+      try {
+        listener(available);
+      } catch {
+        // A listener's failure is its own; the others still need waking.
+      }
+    }
+  }
+}

@@ -1,0 +1,29 @@
+/**
+ * Applies MIGRATIONS at open, in one IMMEDIATE transaction, so two processes
+ * opening a new file at once cannot both apply a version: the second waits
+ * for the write lock, then finds everything applied. A failed migration rolls
+ * back entirely. Applied versions are recorded by number and name only, so a
+ * migration's text may be rewritten as long as what it creates stays the same.
+ */
+
+import type { Database } from 'better-sqlite3';
+import type { Clock } from '../../core/clock.js';
+import { MIGRATIONS, type Migration } from './migrations.js';
+import { SQL } from './queries.js';
+
+export function migrate(db: Database, clock: Clock, migrations: readonly Migration[] = MIGRATIONS): void {
+  db.exec('BEGIN IMMEDIATE');
+  try {
+    db.exec(SQL.migrationsTable);
+    const applied = new Set((db.prepare(SQL.migrationsApplied).all() as { version: number }[]).map((r) => r.version));
+    for (const migration of [...migrations].sort((a, b) => a.version - b.version)) {
+      if (applied.has(migration.version)) continue;
+      db.exec(migration.sql);
+      db.prepare(SQL.migrationRecord).run(migration.version, migration.name, clock.now());
+    }
+    db.exec('COMMIT');
+  } catch (error) {
+    if (db.inTransaction) db.exec('ROLLBACK');
+    throw error;
+  }
+}

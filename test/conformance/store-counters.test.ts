@@ -1,0 +1,172 @@
+/**
+ * Conformance: the counters behind GET /stats equal a recount of the stored
+ * jobs and attempts after random histories (fast-check): enqueues of several
+ * kinds, leases with and without a kinds filter, completions with results,
+ * retried and dead failures, progress, checkpoints, cancels, requeues,
+ * reconciles of unknown jobs and lease expiries. Counts per status, the wait,
+ * run, completion and attempt-run means, and lease expirations.
+ */
+
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import type { JobStatus } from '../../src/core/states.js';
+import { JOB_STATUSES } from '../../src/core/states.js';
+import type { JobListItem, LeasedJob, Store, TenantStats } from '../../src/store/store.js';
+import { backends, enqueueParams, ERROR, IMMEDIATE_BACKOFF, TENANT, useBackend, waitUntilStoreTimePasses } from './harness.js';
+
+const KINDS = ['a', 'b', 'c'] as const;
+
+type Step =
+  | { readonly op: 'enqueue'; readonly kind: (typeof KINDS)[number]; readonly count: number }
+  | { readonly op: 'lease'; readonly kinds: readonly string[]; readonly max: number; readonly shortLease: boolean }
+  | { readonly op: 'complete'; readonly pick: number; readonly resultBytes: number }
+  | { readonly op: 'fail'; readonly pick: number; readonly retryable: boolean }
+  | { readonly op: 'progress'; readonly pick: number }
+  | { readonly op: 'checkpoint'; readonly pick: number }
+  | { readonly op: 'effect'; readonly pick: number }
+  | { readonly op: 'cancel'; readonly pick: number }
+  | { readonly op: 'requeue'; readonly pick: number }
+  | { readonly op: 'reconcile'; readonly pick: number; readonly outcome: 'succeeded' | 'dead' | 'requeue' }
+  | { readonly op: 'expire' };
+
+const step: fc.Arbitrary<Step> = fc.oneof(
+  fc.record({ op: fc.constant('enqueue' as const), kind: fc.constantFrom(...KINDS), count: fc.integer({ min: 1, max: 4 }) }),
+  fc.record({ op: fc.constant('lease' as const), kinds: fc.subarray([...KINDS]), max: fc.integer({ min: 1, max: 3 }), shortLease: fc.boolean() }),
+  fc.record({ op: fc.constant('complete' as const), pick: fc.nat(), resultBytes: fc.integer({ min: 0, max: 64 }) }),
+  fc.record({ op: fc.constant('fail' as const), pick: fc.nat(), retryable: fc.boolean() }),
+  fc.record({ op: fc.constant('progress' as const), pick: fc.nat() }),
+  fc.record({ op: fc.constant('checkpoint' as const), pick: fc.nat() }),
+  fc.record({ op: fc.constant('effect' as const), pick: fc.nat() }),
+  fc.record({ op: fc.constant('cancel' as const), pick: fc.nat() }),
+  fc.record({ op: fc.constant('requeue' as const), pick: fc.nat() }),
+  fc.record({ op: fc.constant('reconcile' as const), pick: fc.nat(), outcome: fc.constantFrom('succeeded' as const, 'dead' as const, 'requeue' as const) }),
+  fc.constant({ op: 'expire' as const }),
+);
+
+async function allJobs(store: Store): Promise<JobListItem[]> {
+  const jobs: JobListItem[] = [];
+  let cursor: string | undefined;
+  do {
+    const page = await store.jobList({ scope: { tenant: TENANT }, limit: 100, ...(cursor === undefined ? {} : { cursor }) });
+    jobs.push(...page.jobs);
+    cursor = page.nextCursor ?? undefined;
+  } while (cursor !== undefined);
+  return jobs;
+}
+
+const mean = (values: readonly number[]): number | null => (values.length === 0 ? null : values.reduce((a, b) => a + b, 0) / values.length);
+
+/** The figures of TenantStats that a recount of the stored rows gives. */
+async function recount(store: Store): Promise<Pick<TenantStats, 'counts' | 'meanWaitMs' | 'meanRunMs' | 'meanTimeToCompletionMs' | 'meanAttemptRunMs' | 'leaseExpirations'>> {
+  const jobs = await allJobs(store);
+  const counts = Object.fromEntries(JOB_STATUSES.map((status) => [status, 0])) as Record<JobStatus, number>;
+  const waits: number[] = [];
+  const runs: number[] = [];
+  const completions: number[] = [];
+  const attemptRuns: number[] = [];
+  let expirations = 0;
+  for (const job of jobs) {
+    counts[job.status]++;
+    if (job.startedAt !== null) waits.push(job.startedAt - job.createdAt);
+    if (job.status === 'succeeded' && job.startedAt !== null && job.finishedAt !== null) {
+      runs.push(job.finishedAt - job.startedAt);
+      completions.push(job.finishedAt - job.createdAt);
+    }
+    for (const attempt of (await store.jobAttempts({ scope: { tenant: TENANT }, id: job.id })) ?? []) {
+      if (attempt.endedAt !== null) attemptRuns.push(attempt.endedAt - attempt.startedAt);
+      if (attempt.outcome === 'expired') expirations++;
+    }
+  }
+  return { counts, meanWaitMs: mean(waits), meanRunMs: mean(runs), meanTimeToCompletionMs: mean(completions), meanAttemptRunMs: mean(attemptRuns), leaseExpirations: expirations };
+}
+
+function expectClose(actual: number | null, expected: number | null, label: string): void {
+  if (expected === null) expect(actual, label).toBeNull();
+  else expect(actual, label).toBeCloseTo(expected, 6);
+}
+
+describe.each(backends)('store conformance ($label): counters', (factory) => {
+  const backend = useBackend(factory);
+
+  it('keeps counts and sums equal to a recount of the stored jobs after random histories', async () => {
+    let history = 0;
+    await fc.assert(
+      fc.asyncProperty(fc.array(step, { minLength: 5, maxLength: 30 }), async (steps) => {
+        const store = backend.store;
+        const run = history++;
+        const leases: LeasedJob[] = [];
+        const ids: string[] = [];
+        const pickLease = (pick: number): LeasedJob | undefined => (leases.length === 0 ? undefined : leases.splice(pick % leases.length, 1)[0]);
+        const peekLease = (pick: number): LeasedJob | undefined => leases[pick % Math.max(1, leases.length)];
+        const pickId = (pick: number): string | undefined => ids[pick % Math.max(1, ids.length)];
+        let enqueued = 0;
+        for (const s of steps) {
+          switch (s.op) {
+            case 'enqueue': {
+              const batch = Array.from({ length: s.count }, () => enqueueParams(`h${run}-${enqueued++}`, { kind: s.kind, maxAttempts: 2 }));
+              for (const outcome of await store.jobEnqueueMany(batch)) if (outcome.kind === 'created') ids.push(outcome.job.id);
+              break;
+            }
+            case 'lease':
+              leases.push(...(await store.jobLease({ tenant: TENANT, workerId: 'w', leaseMs: s.shortLease ? 1 : 60_000, max: s.max, ...(s.kinds.length > 0 ? { kinds: s.kinds } : {}) })));
+              break;
+            case 'complete': {
+              const lease = pickLease(s.pick);
+              if (lease !== undefined) await store.jobComplete({ tenant: TENANT, id: lease.id, token: lease.token, result: { contentType: 'text/plain', body: Buffer.alloc(s.resultBytes, 120) } });
+              break;
+            }
+            case 'fail': {
+              const lease = pickLease(s.pick);
+              if (lease !== undefined) await store.jobFail({ tenant: TENANT, id: lease.id, token: lease.token, error: ERROR, retryable: s.retryable, backoff: IMMEDIATE_BACKOFF });
+              break;
+            }
+            case 'progress': {
+              const lease = peekLease(s.pick);
+              if (lease !== undefined) await store.jobRenew({ tenant: TENANT, id: lease.id, token: lease.token, leaseMs: 60_000, progress: { done: s.pick % 100 } });
+              break;
+            }
+            case 'checkpoint': {
+              const lease = peekLease(s.pick);
+              if (lease !== undefined) await store.jobCheckpoint({ tenant: TENANT, id: lease.id, token: lease.token, checkpoint: { step: 1, state: { at: s.pick % 10 } } });
+              break;
+            }
+            case 'effect': {
+              const lease = peekLease(s.pick);
+              if (lease !== undefined) await store.jobMarkEffectStarted({ tenant: TENANT, id: lease.id, token: lease.token });
+              break;
+            }
+            case 'cancel': {
+              const id = pickId(s.pick);
+              if (id !== undefined) await store.jobCancel({ scope: { tenant: TENANT }, id });
+              break;
+            }
+            case 'requeue': {
+              const id = pickId(s.pick);
+              if (id !== undefined) await store.jobRequeue({ scope: { tenant: TENANT }, id });
+              break;
+            }
+            case 'reconcile': {
+              const id = pickId(s.pick);
+              if (id !== undefined) await store.jobReconcile({ scope: { tenant: TENANT }, id, outcome: s.outcome });
+              break;
+            }
+            case 'expire': {
+              // Short leases (1 ms) run out; the reaper ends them (queued, dead, or unknown after an effect).
+              await waitUntilStoreTimePasses(store, (await store.now()) + 2);
+              await store.jobReapExpired();
+              break;
+            }
+          }
+        }
+        const [stats, expected] = [await store.stats({ tenant: TENANT }), await recount(store)];
+        expect(stats.counts).toEqual(expected.counts);
+        expectClose(stats.meanWaitMs, expected.meanWaitMs, 'meanWaitMs');
+        expectClose(stats.meanRunMs, expected.meanRunMs, 'meanRunMs');
+        expectClose(stats.meanTimeToCompletionMs, expected.meanTimeToCompletionMs, 'meanTimeToCompletionMs');
+        expectClose(stats.meanAttemptRunMs, expected.meanAttemptRunMs, 'meanAttemptRunMs');
+        expect(stats.leaseExpirations).toBe(expected.leaseExpirations);
+      }),
+      { numRuns: factory.name === 'postgres' ? 12 : 25 },
+    );
+  }, 120_000);
+});
