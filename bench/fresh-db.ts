@@ -14,6 +14,8 @@ export interface FreshDatabase {
   readonly db: string;
   cleanup(): Promise<void>;
   sizeBytes(): Promise<number>;
+  /** PostgreSQL without autovacuum: space of deleted rows is never reused (always false for SQLite). */
+  autovacuumOff(): Promise<boolean>;
 }
 
 export async function freshDatabase(spec: string, name: string): Promise<FreshDatabase> {
@@ -21,8 +23,8 @@ export async function freshDatabase(spec: string, name: string): Promise<FreshDa
     const dir = mkdtempSync(join(tmpdir(), `leasehold-${name}-`));
     const db = join(dir, `${name}.db`);
     const size = (path: string): number => statSync(path, { throwIfNoEntry: false })?.size ?? 0;
-    return { db, cleanup: async () => rmSync(dir, { recursive: true, force: true }), sizeBytes: async () => size(db) + size(`${db}-wal`) };
+    return { db, cleanup: async () => rmSync(dir, { recursive: true, force: true }), sizeBytes: async () => size(db) + size(`${db}-wal`), autovacuumOff: async () => false };
   }
   const fresh = await freshPostgresDb(spec);
-  return { db: fresh.url, cleanup: fresh.drop, sizeBytes: fresh.sizeBytes };
+  return { db: fresh.url, cleanup: fresh.drop, sizeBytes: fresh.sizeBytes, autovacuumOff: fresh.autovacuumOff };
 }

@@ -2,13 +2,14 @@
  * A fresh PostgreSQL schema for one benchmark run, named in the connection
  * string's `schema` parameter (which `leasehold serve --db` understands), and
  * dropped afterwards. `sizeBytes` is what its tables take on disk, indexes and
- * TOAST included (pg_total_relation_size).
+ * TOAST included (pg_total_relation_size); `autovacuumOff` says whether the
+ * server runs without autovacuum, so that deleted rows are never reclaimed.
  */
 
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 
-export async function freshPostgresDb(url: string): Promise<{ url: string; drop: () => Promise<void>; sizeBytes: () => Promise<number> }> {
+export async function freshPostgresDb(url: string): Promise<{ url: string; drop: () => Promise<void>; sizeBytes: () => Promise<number>; autovacuumOff: () => Promise<boolean> }> {
   const schema = `bench_${randomBytes(6).toString('hex')}`;
   const client = new pg.Client({ connectionString: url });
   await client.connect();
@@ -18,6 +19,16 @@ export async function freshPostgresDb(url: string): Promise<{ url: string; drop:
   withSchema.searchParams.set('schema', schema);
   return {
     url: withSchema.toString(),
+    async autovacuumOff() {
+      const admin = new pg.Client({ connectionString: url });
+      await admin.connect();
+      try {
+        const { rows } = await admin.query<{ autovacuum: string }>('SHOW autovacuum');
+        return rows[0]?.autovacuum === 'off';
+      } finally {
+        await admin.end();
+      }
+    },
     async sizeBytes() {
       const admin = new pg.Client({ connectionString: url });
       await admin.connect();

@@ -163,6 +163,9 @@ export async function runSustained(options: SustainedOptions): Promise<void> {
   const stamps = new StampReader(stampsDir);
   try {
     process.stdout.write(`${await registerKindA(client, options.retentionMs)}\n`);
+    if (await fresh.autovacuumOff()) {
+      process.stdout.write('WARNING: autovacuum is off on this PostgreSQL server: deleted rows are never reclaimed, so the size keeps growing\n');
+    }
     await Promise.all(workers.map((w) => w.ready));
     const rate = options.rate ?? (await measureCapacity(generator, stamps, options.capacitySeconds)) * options.share;
     process.stdout.write(`offering ${rate.toFixed(0)} jobs/s, open loop\n`);
