@@ -27,8 +27,15 @@ import { enqueueBatches, enqueueSingle, enqueueToStart, succeededRate, WARM_UP_R
 import { createKey, median, ROOT, startCoordinator, startWorker, type RunningProcess } from './processes.js';
 import { freshDatabase } from './fresh-db.js';
 
+// The library mode has a bench of its own, with the same scenarios and options.
+if (process.argv.includes('--mode') && process.argv[process.argv.indexOf('--mode') + 1] === 'embedded') {
+  await import('./embedded.js');
+  process.exit(0);
+}
+
 const { values: args } = parseArgs({
   options: {
+    mode: { type: 'string' },
     db: { type: 'string', default: 'sqlite' },
     runs: { type: 'string', default: '3' },
     jobs: { type: 'string', default: '20000' },

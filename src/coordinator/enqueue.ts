@@ -11,7 +11,8 @@ import { parseRfc3339 } from '../core/clock.js';
 import { LeaseholdError } from '../core/errors.js';
 import { sha256Hex } from '../core/ids.js';
 import type { EnqueueRequest } from '../protocol/schemas.js';
-import type { EnqueueParams } from '../store/store.js';
+import type { EnqueueOutcome, EnqueueParams } from '../store/store.js';
+import { crashPoint } from '../core/fault-points.js';
 import type { Principal } from './auth.js';
 import { describePayloadError, type TenantKinds } from './kind-registry.js';
 import type { RouteContext } from './route-context.js';
@@ -103,4 +104,27 @@ export function prepareEnqueueWith(
     payloadBytes,
     payloadJson: payloadText,
   };
+}
+
+/**
+ * POST /jobs, after the body is parsed and the caller known: the kind rules, backpressure, the store, and
+ * the counting of what was accepted. The route and a library Queue's enqueue() both call this.
+ */
+export async function enqueueOne(
+  ctx: RouteContext,
+  principal: Principal,
+  request: EnqueueRequest,
+  idempotencyKeyHeader: string | string[] | undefined,
+): Promise<Exclude<EnqueueOutcome, { kind: 'conflict' }>> {
+  const key = requireIdempotencyKey(idempotencyKeyHeader);
+  const params = await prepareEnqueue(ctx, principal, request, key);
+  await ctx.backpressure.check(principal.tenant, 1, params.payloadBytes);
+  const outcome = await ctx.store.jobEnqueue(params);
+  crashPoint('enqueue.after-commit');
+  ctx.events.enqueued(principal.tenant, outcome, params.payloadBytes);
+  if (outcome.kind === 'conflict') {
+    throw new LeaseholdError('idempotency_conflict', 'this Idempotency-Key was already used with a different request body');
+  }
+  if (outcome.kind === 'created') ctx.backpressure.recordAccepted(principal.tenant, 1, params.payloadBytes);
+  return outcome;
 }

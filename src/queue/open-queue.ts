@@ -56,9 +56,16 @@ async function openPostgres(connectionString: string, schema: string | undefined
   return { store, transactional: { pg: (client, params) => store.enqueueOnClient(client, params) } };
 }
 
+/**
+ * How often a waiting library process reads SQLite's data_version (a counter in shared memory, not the jobs
+ * table) to see another process's commit: the wake-up latency across processes on one file, for a few
+ * microseconds a read while anything waits.
+ */
+const CROSS_PROCESS_POLL_MS = 2;
+
 async function openSqlite(path: string): Promise<Opened> {
   const { SqliteStore } = await import('../store/sqlite/sqlite-store.js');
-  const store = SqliteStore.open({ path });
+  const store = SqliteStore.open({ path, crossProcessPollMs: CROSS_PROCESS_POLL_MS });
   return { store, transactional: { sqlite: (db, params) => store.enqueueOnConnection(db, params) } };
 }
 

@@ -31,7 +31,7 @@ import type { EnqueueOutcome, EnqueueParams, Store } from '../store/store.js';
 import type { Database as SqliteHandle } from 'better-sqlite3';
 import type pg from 'pg';
 import { EnqueueRequest } from '../protocol/schemas.js';
-import { prepareEnqueueWith, requireIdempotencyKey } from '../coordinator/enqueue.js';
+import { enqueueOne, prepareEnqueueWith, requireIdempotencyKey } from '../coordinator/enqueue.js';
 import { describeValidationError } from '../coordinator/error-handler.js';
 import { validatorCompiler } from '../coordinator/validation.js';
 import { toWireJob } from '../coordinator/wire.js';
@@ -174,11 +174,19 @@ export class Queue<Kinds extends KindPayloads = KindPayloads> {
     return new Queue<Kinds>(store, tenant, settings.owner, app, services, config, client(settings.owner === undefined ? adminKey : producerKey), client(adminKey), closeStore, transactional, enqueuer);
   }
 
-  /** POST /jobs: the job as stored (the existing one for a replayed key). */
+  /** POST /jobs, without the route: the job as stored (the existing one for a replayed key). */
   async enqueue(job: QueueJob<Kinds>): Promise<Job> {
-    const { idempotencyKey, runAfter, ...request } = job;
-    const body = { ...request, ...(runAfter === undefined ? {} : { runAfter: runAfter instanceof Date ? runAfter.toISOString() : runAfter }) };
-    return (await rethrowing(this.producer.enqueue(body as Parameters<LeaseholdClient['enqueue']>[0], { idempotencyKey }))).job;
+    const { idempotencyKey, request } = this.requestOf(job);
+    const outcome = await enqueueOne(this.services.ctx, this.principal, request, idempotencyKey);
+    return toWireJob(outcome.job);
+  }
+
+  /** The body of POST /jobs for `job`, checked against its schema as the route checks it. */
+  private requestOf(job: QueueJob<Kinds>): { readonly idempotencyKey: string; readonly request: EnqueueRequest } {
+    const { idempotencyKey, runAfter, ...fields } = job;
+    const request = { ...fields, ...(runAfter === undefined ? {} : { runAfter: runAfter instanceof Date ? runAfter.toISOString() : runAfter }) };
+    if (!validateEnqueueRequest(request)) throw new LeaseholdError('invalid_request', describeValidationError(validateEnqueueRequest.errors?.[0] ?? undefined, 'job'));
+    return { idempotencyKey, request: request as EnqueueRequest };
   }
 
   /**
@@ -203,13 +211,11 @@ export class Queue<Kinds extends KindPayloads = KindPayloads> {
 
   /** What POST /jobs checks before the store, here and synchronously. */
   private prepareHere(job: QueueJob<Kinds>): EnqueueParams {
-    const { idempotencyKey, runAfter, ...fields } = job;
-    const request = { ...fields, ...(runAfter === undefined ? {} : { runAfter: runAfter instanceof Date ? runAfter.toISOString() : runAfter }) };
-    if (!validateEnqueueRequest(request)) throw new LeaseholdError('invalid_request', describeValidationError(validateEnqueueRequest.errors?.[0] ?? undefined, 'job'));
+    const { idempotencyKey, request } = this.requestOf(job);
     const key = requireIdempotencyKey(idempotencyKey);
     const kinds = this.services.ctx.kinds.loadedForTenant(this.tenant);
     if (kinds === undefined) throw new LeaseholdError('store_unavailable', 'the kinds of this tenant are not loaded yet; retry');
-    const params = prepareEnqueueWith(kinds, this.services.ctx, this.principal, request as EnqueueRequest, key);
+    const params = prepareEnqueueWith(kinds, this.services.ctx, this.principal, request, key);
     this.services.ctx.backpressure.checkSnapshot(this.tenant, 1, params.payloadBytes);
     return params;
   }

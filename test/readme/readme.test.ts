@@ -45,11 +45,13 @@ async function freePort(): Promise<number> {
 it('runs the README examples against a fresh coordinator', async () => {
   const examples = readmeExamples();
   expect(examples.shell.length).toBeGreaterThanOrEqual(4);
-  expect(Object.keys(examples.files).sort()).toEqual(['app.mjs', 'handlers.mjs']);
+  expect(Object.keys(examples.files).sort()).toEqual(['app.mjs', 'handlers.mjs', 'library.mjs']);
   const port = String(await freePort());
   const work = join(dir, 'project');
   mkdirSync(join(work, 'node_modules'), { recursive: true });
   symlinkSync(ROOT, join(work, 'node_modules', 'leasehold'), 'dir');
+  // The library example opens its own better-sqlite3 handle, as an application that installed leasehold can.
+  symlinkSync(join(ROOT, 'node_modules', 'better-sqlite3'), join(work, 'node_modules', 'better-sqlite3'), 'dir');
   for (const [name, body] of Object.entries(examples.files)) writeFileSync(join(work, name), body);
   const bin = join(dir, 'bin');
   mkdirSync(bin);

@@ -13,7 +13,7 @@ import { EnqueueRequest, IdParams, Job, JobGetQuery, JobList, JobListQuery, Requ
 import type { JobStatus } from '../../core/states.js';
 import type { JobRecord, JobScope } from '../../store/store.js';
 import { principalOf, scopeOf } from '../auth.js';
-import { prepareEnqueue, requireIdempotencyKey } from '../enqueue.js';
+import { enqueueOne } from '../enqueue.js';
 import { errorResponses, type CoordinatorApp, type RouteContext } from '../route-context.js';
 import { toWireJob, toWireJobListItem } from '../wire.js';
 
@@ -47,17 +47,7 @@ export function registerJobRoutes(app: CoordinatorApp, ctx: RouteContext): void 
       },
     },
     async (request, reply) => {
-      const principal = principalOf(request);
-      const key = requireIdempotencyKey(request.headers['idempotency-key']);
-      const params = await prepareEnqueue(ctx, principal, request.body, key);
-      await ctx.backpressure.check(principal.tenant, 1, params.payloadBytes);
-      const outcome = await ctx.store.jobEnqueue(params);
-      crashPoint('enqueue.after-commit');
-      ctx.events.enqueued(principal.tenant, outcome, params.payloadBytes);
-      if (outcome.kind === 'conflict') {
-        throw new LeaseholdError('idempotency_conflict', 'this Idempotency-Key was already used with a different request body');
-      }
-      if (outcome.kind === 'created') ctx.backpressure.recordAccepted(principal.tenant, 1, params.payloadBytes);
+      const outcome = await enqueueOne(ctx, principalOf(request), request.body, request.headers['idempotency-key']);
       reply.code(202).header('location', `/jobs/${outcome.job.id}`).header('retry-after', retryAfter);
       if (outcome.kind === 'replayed') reply.header('idempotent-replayed', 'true');
       return toWireJob(outcome.job);
