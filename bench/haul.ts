@@ -1,7 +1,8 @@
 /**
- * `npm run haul`: does kind A cost the same when the database holds a long
- * history and another kind's backlog? Real `leasehold serve` and `leasehold
- * worker` processes, driven over HTTP (undici pools).
+ * `npm run haul` (or `npm run bench -- --scenario haul|sustained`): does
+ * kind A cost the same when the database holds a long history and another
+ * kind's backlog? Real `leasehold serve` and `leasehold worker` processes,
+ * driven over HTTP (undici pools).
  *
  * --scenario haul (default) measures, side by side in one run, for kind A:
  *   single-enqueue rate  --jobs single POST /jobs, 64 in flight (after 2,000 untimed ones)
@@ -225,7 +226,8 @@ async function main(): Promise<void> {
   usageError(`--scenario must be haul or sustained, not ${args.scenario}`);
 }
 
-main().catch((error: unknown) => {
+// Awaited at the top level, so that bench/run.ts, which imports this module for --scenario, waits for the run.
+await main().catch((error: unknown) => {
   process.stderr.write(`haul failed: ${error instanceof Error ? error.stack ?? error.message : String(error)}\n`);
   process.exit(1);
 });

@@ -17,6 +17,7 @@
  *
  * Options: --db sqlite|postgres://… (default: a fresh SQLite file per run),
  * --runs 3, --jobs 20000, --coordinators 1, --workers 2, --only a,b.
+ * --scenario haul|sustained runs bench/haul.ts with the rest of the options.
  */
 
 import { cpus, loadavg } from 'node:os';
@@ -30,6 +31,11 @@ import { freshDatabase } from './fresh-db.js';
 // The library mode has a bench of its own, with the same scenarios and options.
 if (process.argv.includes('--mode') && process.argv[process.argv.indexOf('--mode') + 1] === 'embedded') {
   await import('./embedded.js');
+  process.exit(0);
+}
+// So do the long-haul scenarios (bench/haul.ts): `npm run bench -- --scenario haul|sustained` is `npm run haul -- …`.
+if (process.argv.includes('--scenario')) {
+  await import('./haul.js');
   process.exit(0);
 }
 
