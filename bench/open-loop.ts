@@ -26,6 +26,10 @@ export interface EnqueueTarget {
   readonly connections: number;
   /** Bytes of padding in each job's payload (a realistic payload costs the coordinator more than `{"i":1}`). */
   readonly payloadBytes?: number;
+  /** The kind enqueued; default `noop`. */
+  readonly kind?: string;
+  /** Puts the scheduled send time (epoch ms) in each payload as `at`, for handlers that measure enqueue-to-start. */
+  readonly stampPayload?: boolean;
 }
 
 /** One answer to POST /jobs as the generator saw it. */
@@ -77,6 +81,8 @@ export class EnqueueGenerator {
   private readonly pool: Pool;
   private readonly headers: Record<string, string>;
   private readonly padding: string;
+  private readonly kind: string;
+  private readonly stampPayload: boolean;
   private next = 0;
 
   constructor(
@@ -89,6 +95,8 @@ export class EnqueueGenerator {
     this.pool = new Pool(target.url, { connections: target.connections, pipelining: 1, keepAliveTimeout: 60_000 });
     this.headers = { authorization: `Bearer ${target.key}`, 'content-type': 'application/json' };
     this.padding = 'x'.repeat(target.payloadBytes ?? 0);
+    this.kind = JSON.stringify(target.kind ?? 'noop');
+    this.stampPayload = target.stampPayload ?? false;
   }
 
   async close(): Promise<void> {
@@ -150,7 +158,7 @@ export class EnqueueGenerator {
         method: 'POST',
         path: '/jobs',
         headers: { ...this.headers, 'idempotency-key': `${this.keyPrefix}-${n}` },
-        body: `{"kind":"noop","payload":{"i":${n},"pad":"${this.padding}"}}`,
+        body: `{"kind":${this.kind},"payload":{"i":${n},"pad":"${this.padding}"${this.stampPayload ? `,"at":${performance.timeOrigin + dueAt}` : ''}}}`,
       });
       const text = await body.text();
       const answeredAt = performance.now();

@@ -17,18 +17,25 @@
  *
  * Options: --db sqlite|postgres://… (default: a fresh SQLite file per run),
  * --runs 3, --jobs 20000, --coordinators 1, --workers 2, --only a,b.
+ * --scenario haul|sustained runs bench/haul.ts with the rest of the options.
  */
 
 import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { LeaseholdClient } from '../src/client/index.js';
-import { createKey, median, percentile, ROOT, startCoordinator, startWorker, type RunningProcess } from './processes.js';
+import { enqueueBatches, enqueueSingle, enqueueToStart, succeededRate, WARM_UP_REQUESTS } from './figures.js';
+import { createKey, median, ROOT, startCoordinator, startWorker, type RunningProcess } from './processes.js';
 import { freshDatabase } from './fresh-db.js';
 
 // The library mode has a bench of its own, with the same scenarios and options.
 if (process.argv.includes('--mode') && process.argv[process.argv.indexOf('--mode') + 1] === 'embedded') {
   await import('./embedded.js');
+  process.exit(0);
+}
+// So do the long-haul scenarios (bench/haul.ts): `npm run bench -- --scenario haul|sustained` is `npm run haul -- …`.
+if (process.argv.includes('--scenario')) {
+  await import('./haul.js');
   process.exit(0);
 }
 
@@ -87,58 +94,11 @@ async function deploy(): Promise<Deployment> {
   };
 }
 
-/** Untimed requests first, so the figure is the steady state and not the JIT compiling the coordinator. */
-const WARM_UP_REQUESTS = 2_000;
-
-async function enqueueSingle(d: Deployment): Promise<number> {
-  const clients = d.urls.map((url) => new LeaseholdClient({ baseUrl: url, apiKey: d.adminKey, connections: 64 }));
-  const run = async (count: number, prefix: string): Promise<number> => {
-    let next = 0;
-    const started = performance.now();
-    await Promise.all(
-      Array.from({ length: 64 }, async (_, lane) => {
-        const client = clients[lane % clients.length] as LeaseholdClient;
-        while (next < count) {
-          const i = next++;
-          await client.enqueue({ kind: 'noop', payload: { i } }, { idempotencyKey: `${prefix}-${i}` });
-        }
-      }),
-    );
-    return count / ((performance.now() - started) / 1000);
-  };
-  await run(WARM_UP_REQUESTS, 'warm-up');
-  const rate = await run(JOBS, 'single');
-  await Promise.all(clients.map((c) => c.close()));
-  return rate;
-}
-
-async function enqueueBatches(d: Deployment, kind: string, count: number, prefix: string, priority = 0): Promise<number> {
-  const clients = d.urls.map((url) => new LeaseholdClient({ baseUrl: url, apiKey: d.adminKey, connections: 8 }));
-  const batchSize = 500;
-  let next = 0;
-  const started = performance.now();
-  await Promise.all(
-    Array.from({ length: 4 }, async (_, lane) => {
-      const client = clients[lane % clients.length] as LeaseholdClient;
-      while (next < count) {
-        const from = next;
-        next = Math.min(count, next + batchSize);
-        const jobs = Array.from({ length: next - from }, (_, k) => ({ idempotencyKey: `${prefix}-${from + k}`, kind, payload: { i: from + k }, priority }));
-        const answer = await client.enqueueBatch(jobs);
-        if (answer.results.some((r) => r.status !== 202)) throw new Error('a batch item was refused');
-      }
-    }),
-  );
-  const rate = count / ((performance.now() - started) / 1000);
-  await Promise.all(clients.map((c) => c.close()));
-  return rate;
-}
-
 async function endToEnd(d: Deployment): Promise<number> {
   // The warm-up jobs go first (higher priority) and are not timed: the figure is the steady state of
   // the 20,000, not the JIT compiling the coordinator and the freshly started workers.
-  await enqueueBatches(d, 'warm', WARM_UP_REQUESTS, 'warm-up', 1);
-  await enqueueBatches(d, 'noop', JOBS, 'e2e');
+  await enqueueBatches(d.urls, d.adminKey, 'warm', WARM_UP_REQUESTS, 'warm-up', 1);
+  const { ids } = await enqueueBatches(d.urls, d.adminKey, 'noop', JOBS, 'e2e');
   const perWorker = Math.ceil(32 / WORKER_PROCESSES);
   const workers = Array.from({ length: WORKER_PROCESSES }, (_, i) =>
     startWorker({ url: d.urls[i % d.urls.length] as string, key: d.workerKey, handlers: HANDLERS, concurrency: perWorker, workerId: `bench-${i}` }),
@@ -151,57 +111,9 @@ async function endToEnd(d: Deployment): Promise<number> {
   while (await unfinished()) await new Promise((resolve) => setTimeout(resolve, 100));
   if (((await client.stats()).counts['succeeded'] ?? 0) !== JOBS + WARM_UP_REQUESTS) throw new Error('not every job succeeded');
   await Promise.all(workers.map((w) => w.stop()));
-  let firstStart = Infinity;
-  let lastFinish = -Infinity;
-  let cursor: string | null = null;
-  do {
-    const page = await client.listJobs({ limit: 1000, status: 'succeeded', kind: 'noop', ...(cursor === null ? {} : { cursor }) });
-    for (const job of page.jobs) {
-      firstStart = Math.min(firstStart, Date.parse(job.startedAt ?? job.createdAt));
-      lastFinish = Math.max(lastFinish, Date.parse(job.finishedAt ?? job.createdAt));
-    }
-    cursor = page.nextCursor;
-  } while (cursor !== null);
+  const rate = await succeededRate(client, 'noop', ids);
   await client.close();
-  // Millisecond timestamps: the span is rounded, so count it from the start of the first ms to the end of the last.
-  const elapsed = (lastFinish - firstStart + 1) / 1000;
-  return JOBS / elapsed;
-}
-
-async function latency(d: Deployment): Promise<{ p50: number; p99: number }> {
-  const worker = startWorker({ url: d.urls[0] as string, key: d.workerKey, handlers: HANDLERS, concurrency: 8, workerId: 'latency' });
-  // Enough connections that no enqueue waits for a free one: with 4, an enqueue slower than 20 ms
-  // (a loaded host, a remote database) queued the next ones in the bench's own client, and the figure
-  // measured that queue instead of the job queue.
-  const client = new LeaseholdClient({ baseUrl: d.urls[d.urls.length - 1] as string, apiKey: d.adminKey, connections: 64 });
-  // The worker is ready when it has run one job.
-  const warm = await client.enqueue({ kind: 'stamp', payload: {} }, { idempotencyKey: 'warm-up' });
-  while ((await client.getJob(warm.job.id)).status !== 'succeeded') await new Promise((resolve) => setTimeout(resolve, 20));
-  const sent = new Map<string, number>();
-  const pending: Promise<void>[] = [];
-  for (let i = 0; i < 500; i++) {
-    const at = performance.timeOrigin + performance.now();
-    pending.push(
-      client.enqueue({ kind: 'stamp', payload: { i } }, { idempotencyKey: `lat-${i}` }).then((r) => {
-        sent.set(r.job.id, at);
-      }),
-    );
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
-  await Promise.all(pending);
-  const latencies: number[] = [];
-  for (const [id, at] of sent) {
-    let job = await client.getJob(id);
-    while (job.status !== 'succeeded') {
-      await new Promise((resolve) => setTimeout(resolve, 20));
-      job = await client.getJob(id);
-    }
-    const stamp = (job.result as { handlerStartedAt: number }).handlerStartedAt;
-    latencies.push(stamp - at);
-  }
-  await worker.stop();
-  await client.close();
-  return { p50: percentile(latencies, 50), p99: percentile(latencies, 99) };
+  return rate;
 }
 
 async function main(): Promise<void> {
@@ -220,11 +132,20 @@ async function main(): Promise<void> {
       if (!selected.has(scenario)) continue;
       const d = await deploy();
       try {
-        if (scenario === 'enqueue-single') record('enqueue single jobs/s', await enqueueSingle(d));
-        if (scenario === 'enqueue-batch') record('enqueue batch jobs/s', await enqueueBatches(d, 'noop', JOBS, 'batch'));
+        if (scenario === 'enqueue-single') record('enqueue single jobs/s', await enqueueSingle(d.urls, d.adminKey, 'noop', JOBS, 'bench'));
+        if (scenario === 'enqueue-batch') record('enqueue batch jobs/s', (await enqueueBatches(d.urls, d.adminKey, 'noop', JOBS, 'batch')).perSecond);
         if (scenario === 'end-to-end') record('end-to-end jobs/s', await endToEnd(d));
         if (scenario === 'latency') {
-          const l = await latency(d);
+          const l = await enqueueToStart({
+            // With several coordinators the jobs go to the last one and the worker polls the first.
+            enqueueUrl: d.urls[d.urls.length - 1] as string,
+            workerUrl: d.urls[0] as string,
+            adminKey: d.adminKey,
+            workerKey: d.workerKey,
+            handlers: HANDLERS,
+            kind: 'stamp',
+            prefix: 'bench',
+          });
           record('latency p50 ms', l.p50);
           record('latency p99 ms', l.p99);
         }
