@@ -10,7 +10,7 @@ import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { DeterministicPlanner, HttpPlanner, type PlannerView } from '../../../apps/documents/planner.js';
-import { INVOICE, KEYS, ScriptedPlanner, startHarness, type Harness } from './harness.js';
+import { INVOICE, KEYS, ScriptedPlanner, startHarness, type DocumentView, type Harness } from './harness.js';
 
 let harness: Harness | undefined;
 afterEach(async () => {
@@ -24,6 +24,16 @@ async function finished(h: Harness, jobId: string): Promise<{ status: string; co
   const job = await h.service.queue.waitFor(jobId, { timeoutMs: 20_000 });
   return { status: job.status, code: job.lastError?.code ?? null };
 }
+
+/** Submits acme's invoice, waits for its job to end, and reads it back over HTTP. */
+async function reviewed(h: Harness): Promise<{ outcome: { status: string; code: string | null }; body: DocumentView; documentId: string; jobId: string }> {
+  const { documentId, jobId } = await h.submit('acme');
+  const outcome = await finished(h, jobId);
+  const { body } = await h.read('acme', documentId);
+  return { outcome, body, documentId, jobId };
+}
+
+const refusals = (body: DocumentView): (string | null)[][] => body.rejections.map((r) => [r.tool, r.reason]);
 
 describe('document review', () => {
   it('runs extract, validate and draft, checkpointing each, and shows the note behind 202 + Location', async () => {
@@ -46,10 +56,9 @@ describe('document review', () => {
   it('refuses send_email and an unknown tool with tool_not_allowed, and still drafts the note', async () => {
     const planner = new ScriptedPlanner([send, (view: PlannerView) => ({ action: 'tool', tool: 'delete_supplier', params: { documentId: view.documentId } })]);
     harness = await startHarness({ planner });
-    const { documentId, jobId } = await harness.submit('acme');
-    expect(await finished(harness, jobId)).toEqual({ status: 'succeeded', code: null });
-    const { body } = await harness.read('acme', documentId);
-    expect(body.rejections.map((r) => [r.tool, r.reason])).toEqual([
+    const { outcome, body } = await reviewed(harness);
+    expect(outcome).toEqual({ status: 'succeeded', code: null });
+    expect(refusals(body)).toEqual([
       ['send_email', 'tool_not_allowed'],
       ['delete_supplier', 'tool_not_allowed'],
     ]);
@@ -58,21 +67,24 @@ describe('document review', () => {
     expect(planner.views[1]?.lastRejection).toEqual({ tool: 'send_email', reason: 'tool_not_allowed' });
   });
 
-  it('refuses parameters outside the tool schema: an unknown field, a field not in the enum, a number out of range', async () => {
+  it('refuses parameters outside the tool schema (an unknown field, a value not in the enum, a number out of range); the third refusal ends the job', async () => {
     const planner = new ScriptedPlanner([
       (view: PlannerView) => ({ action: 'tool', tool: 'extract', params: { documentId: view.documentId, url: 'http://elsewhere' } }),
       (view: PlannerView) => ({ action: 'tool', tool: 'extract', params: { documentId: view.documentId } }),
       (view: PlannerView) => ({ action: 'tool', tool: 'validate', params: { documentId: view.documentId, requiredFields: ['password'] } }),
+      (view: PlannerView) => ({ action: 'tool', tool: 'validate', params: { documentId: view.documentId, requiredFields: ['iban'] } }),
+      (view: PlannerView) => ({ action: 'tool', tool: 'draft', params: { documentId: view.documentId, maxWords: 5_000 } }),
     ]);
     harness = await startHarness({ planner });
-    const { documentId, jobId } = await harness.submit('acme');
-    expect(await finished(harness, jobId)).toEqual({ status: 'succeeded', code: null });
-    const { body } = await harness.read('acme', documentId);
-    expect(body.rejections.map((r) => [r.tool, r.reason])).toEqual([
+    const { outcome, body } = await reviewed(harness);
+    expect(outcome).toEqual({ status: 'dead', code: 'rejection_budget_exhausted' });
+    expect(refusals(body)).toEqual([
       ['extract', 'invalid_parameters'],
       ['validate', 'invalid_parameters'],
+      ['draft', 'invalid_parameters'],
     ]);
-    expect(body.steps).toHaveLength(3);
+    expect(body.rejections[2]?.detail).toMatch(/maxWords/);
+    expect(body.steps.map((step) => step.tool)).toEqual(['extract', 'validate']);
   });
 
   it("refuses another tenant's document and a document that does not exist alike; the other tenant cannot read this one", async () => {
@@ -83,10 +95,9 @@ describe('document review', () => {
     const globex = await harness.submit('globex', INVOICE.replace('ACME', 'Globex'));
     theirs = globex.documentId;
     expect(await finished(harness, globex.jobId)).toMatchObject({ status: 'succeeded' });
-    const { documentId, jobId } = await harness.submit('acme');
-    expect(await finished(harness, jobId)).toEqual({ status: 'succeeded', code: null });
-    const { body } = await harness.read('acme', documentId);
-    expect(body.rejections.map((r) => [r.tool, r.reason])).toEqual([
+    const { outcome, body, documentId } = await reviewed(harness);
+    expect(outcome).toEqual({ status: 'succeeded', code: null });
+    expect(refusals(body)).toEqual([
       ['extract', 'outside_tenant_scope'],
       ['extract', 'outside_tenant_scope'],
     ]);
@@ -103,11 +114,10 @@ describe('document review', () => {
       (view: PlannerView) => ({ action: 'tool', tool: 'validate', params: { documentId: view.documentId, requiredFields: ['iban'] } }),
     ]);
     harness = await startHarness({ planner });
-    const { documentId, jobId } = await harness.submit('acme');
-    expect(await finished(harness, jobId)).toEqual({ status: 'dead', code: 'step_budget_exhausted' });
-    const { body } = await harness.read('acme', documentId);
+    const { outcome, body } = await reviewed(harness);
+    expect(outcome).toEqual({ status: 'dead', code: 'step_budget_exhausted' });
     expect(body.steps.map((step) => step.tool)).toEqual(['extract', 'extract', 'validate']);
-    expect(body.rejections.map((r) => [r.tool, r.reason])).toEqual([['draft', 'step_budget_exhausted']]);
+    expect(refusals(body)).toEqual([['draft', 'step_budget_exhausted']]);
     expect(body.reviewNote).toBeNull();
     expect(body.job.errorCode).toBe('step_budget_exhausted');
   });
@@ -117,27 +127,24 @@ describe('document review', () => {
     const timeBudgetMs = 60_000;
     // After the first checkpoint the clock jumps to 50 ms before the deadline (less, by the time taken so far): validate needs 100.
     harness = await startHarness({ timeBudgetMs, now: () => Date.now() + skew, afterCheckpoint: (step) => void (step === 0 ? (skew = timeBudgetMs - 50) : undefined) });
-    const { documentId, jobId } = await harness.submit('acme');
-    expect(await finished(harness, jobId)).toEqual({ status: 'dead', code: 'time_budget_exhausted' });
-    const { body } = await harness.read('acme', documentId);
+    const { outcome, body } = await reviewed(harness);
+    expect(outcome).toEqual({ status: 'dead', code: 'time_budget_exhausted' });
     expect(body.steps.map((step) => step.tool)).toEqual(['extract']);
-    expect(body.rejections.map((r) => [r.tool, r.reason])).toEqual([['validate', 'time_budget_exhausted']]);
+    expect(refusals(body)).toEqual([['validate', 'time_budget_exhausted']]);
   });
 
   it('ends dead with rejection_budget_exhausted after three refused proposals', async () => {
     harness = await startHarness({ planner: new ScriptedPlanner([send, send, send]) });
-    const { documentId, jobId } = await harness.submit('acme');
-    expect(await finished(harness, jobId)).toEqual({ status: 'dead', code: 'rejection_budget_exhausted' });
-    const { body } = await harness.read('acme', documentId);
+    const { outcome, body } = await reviewed(harness);
+    expect(outcome).toEqual({ status: 'dead', code: 'rejection_budget_exhausted' });
     expect(body.rejections).toHaveLength(3);
     expect(body.steps).toEqual([]);
   });
 
   it('refuses a finish before the draft and a proposal that is not an object', async () => {
     harness = await startHarness({ planner: new ScriptedPlanner([{ action: 'finish' }, 'send it now']) });
-    const { documentId, jobId } = await harness.submit('acme');
-    expect(await finished(harness, jobId)).toEqual({ status: 'succeeded', code: null });
-    const { body } = await harness.read('acme', documentId);
+    const { outcome, body } = await reviewed(harness);
+    expect(outcome).toEqual({ status: 'succeeded', code: null });
     expect(body.rejections.map((r) => r.reason)).toEqual(['finish_before_draft', 'malformed_proposal']);
   });
 });
@@ -174,10 +181,9 @@ describe('document review over an HTTP planner', () => {
       return { status: 200, body: await deterministic.propose(view) };
     });
     harness = await startHarness({ planner: new HttpPlanner({ url, token: 'planner-token' }) });
-    const { documentId, jobId } = await harness.submit('acme');
-    expect(await finished(harness, jobId)).toEqual({ status: 'succeeded', code: null });
-    const { body } = await harness.read('acme', documentId);
-    expect(body.rejections.map((r) => [r.tool, r.reason])).toEqual([['send_email', 'tool_not_allowed']]);
+    const { outcome, body } = await reviewed(harness);
+    expect(outcome).toEqual({ status: 'succeeded', code: null });
+    expect(refusals(body)).toEqual([['send_email', 'tool_not_allowed']]);
     expect(body.reviewNote).toContain('ACME Components Ltd');
     expect(seen).toHaveLength(5);
     expect(new Set(seen)).toEqual(new Set(['Bearer planner-token']));
