@@ -202,6 +202,14 @@ describe('document review over an HTTP planner', () => {
     expect(attempts.map((a) => a.errorCode)).toEqual(['planner_unavailable', 'attempt_budget_exhausted']);
     expect(calls).toBe(2);
   });
+
+  it('refuses an answer over the size limit unread as a planner failure', async () => {
+    const url = await plannerStub(async () => ({ status: 200, body: { action: 'finish', padding: 'x'.repeat(100_000) } }));
+    harness = await startHarness({ planner: new HttpPlanner({ url }), maxAttempts: 1 });
+    const { outcome, body } = await reviewed(harness);
+    expect(outcome).toEqual({ status: 'dead', code: 'attempt_budget_exhausted' });
+    expect(body.rejections).toEqual([]);
+  });
 });
 
 describe('document submission', () => {
