@@ -203,7 +203,7 @@ describe('document review over an HTTP planner', () => {
     expect(calls).toBe(2);
   });
 
-  it('refuses an answer over the size limit unread as a planner failure', async () => {
+  it('refuses an answer past the size limit as a planner failure', async () => {
     const url = await plannerStub(async () => ({ status: 200, body: { action: 'finish', padding: 'x'.repeat(100_000) } }));
     harness = await startHarness({ planner: new HttpPlanner({ url }), maxAttempts: 1 });
     const { outcome, body } = await reviewed(harness);
