@@ -264,8 +264,11 @@ export class Queue<Kinds extends KindPayloads = KindPayloads> {
     return rethrowing(this.admin.stats());
   }
 
-  putKind(name: keyof Kinds & string, spec: KindDefinition): Promise<Kind> {
-    return rethrowing(this.admin.putKind(name, spec));
+  /** PUT /kinds/{kind}; the kinds are loaded again before it answers, so enqueueInTransaction sees the new rules. */
+  async putKind(name: keyof Kinds & string, spec: KindDefinition): Promise<Kind> {
+    const kind = await rethrowing(this.admin.putKind(name, spec));
+    await this.services.ctx.kinds.forTenant(this.tenant);
+    return kind;
   }
 
   /**

@@ -64,6 +64,14 @@ describe('enqueueInTransaction on SQLite (the application’s better-sqlite3 han
     );
   });
 
+  it('applies a kind registered through the Queue at once, without waiting for the kinds to load again', async () => {
+    const { db, queue, place } = await setup();
+    await queue.putKind('ship', { payloadSchema: { type: 'object', properties: { order: { type: 'string', pattern: '^o' } }, required: ['order'] } });
+    expect(place('o5', false).kind).toBe('ship');
+    expect(() => place('x5', false)).toThrow(expect.objectContaining({ code: 'invalid_payload' }));
+    expect(db.prepare('SELECT count(*) AS n FROM orders').get()).toEqual({ n: 1 });
+  });
+
   it('wakes a worker that is waiting in the same process', async () => {
     const { queue, place } = await setup();
     const started: string[] = [];
