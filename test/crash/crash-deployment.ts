@@ -33,7 +33,7 @@ export const CRASH_BACKENDS: readonly StoreBackend[] = DATABASE_URL === '' ? ['s
 export const HANDLERS = join(ROOT, 'dist', 'test', 'fixtures', 'crash-handlers.js');
 
 /** The reaper settles expired leases every 100 ms, so lease-expiry recovery takes a lease length, not a second more. */
-const SERVE_ARGS = ['--reaper-interval-ms', '100', '--lease-recheck-ms', '100'];
+const SERVE_ARGS = ['--reaper-interval-ms', '100'];
 
 export interface CrashDeployment {
   readonly backend: StoreBackend;

@@ -40,11 +40,13 @@ export async function startPgDeployment(): Promise<PgDeployment> {
   const processes: RunningProcess[] = [];
   const clients: LeaseholdClient[] = [];
 
+  const LEASE_ATTEMPT = ['%FOR UPDATE SKIP LOCKED%', '%unnest($2::text[]) AS kind%', 'WITH RECURSIVE k(kind)%'];
+
   /** Connections of this schema's stores, whose last statement matches `pattern`, now idle. */
-  const idleWith = async (pattern: string): Promise<number> => {
+  const idleWith = async (...patterns: string[]): Promise<number> => {
     const { rows } = await admin.query<{ n: number }>(
-      `SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1 AND state = 'idle' AND query LIKE $2`,
-      [`leasehold:${schema}`.slice(0, 63), pattern],
+      `SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1 AND state = 'idle' AND query LIKE ANY ($2::text[])`,
+      [`leasehold:${schema}`.slice(0, 63), patterns],
     );
     return rows[0]?.n ?? 0;
   };
@@ -68,11 +70,13 @@ export async function startPgDeployment(): Promise<PgDeployment> {
     async listenersUp(count) {
       await waitFor(`${count} LISTEN connections on ${schema}`, async () => (await idleWith('LISTEN %')) >= count, { timeoutMs: 15_000 });
     },
+    // An empty lease is followed on its connection by the read of the next due job (jobNextDue), so a
+    // connection whose last statement is either has run a lease attempt.
     async leaseConnections() {
-      return idleWith('%FOR UPDATE SKIP LOCKED%');
+      return idleWith(...LEASE_ATTEMPT);
     },
     async leaseStatementRan(before) {
-      await waitFor('a lease statement to run', async () => (await idleWith('%FOR UPDATE SKIP LOCKED%')) > before, { timeoutMs: 15_000 });
+      await waitFor('a lease statement to run', async () => (await idleWith(...LEASE_ATTEMPT)) > before, { timeoutMs: 15_000 });
     },
     async stop() {
       await Promise.all(clients.map((c) => c.close()));
