@@ -82,6 +82,7 @@ async function api(): Promise<void> {
     path,
     queue,
     exportSettings: settings,
+    onSyncExportEnd: (end) => say({ event: 'sync_export_end', ...end }),
     onServerError: (error, route) => process.stderr.write(`${JSON.stringify({ level: 'error', route, errorName: error.name, errorMessage: error.message })}\n`),
   });
   const url = await app.listen({ port: intOption('port', 3000), host: values.host });
