@@ -105,10 +105,12 @@ async function worker(): Promise<void> {
   const queue = await openQueue<ExportKinds>({ sqlite: db, config: queueConfig });
   await registerExportKind(queue, settings);
   const pauseAfter = values['pause-after-rows'] === undefined ? undefined : intOption('pause-after-rows', 0);
+  const paused = new Set<string>();
   const handler = exportHandler(path, settings, {
     onRows: async (jobId, attempt, rows) => {
       say({ event: 'export_rows', jobId, attempt, rows });
-      if (pauseAfter !== undefined && rows >= pauseAfter) {
+      if (pauseAfter !== undefined && rows >= pauseAfter && !paused.has(`${jobId}/${attempt}`)) {
+        paused.add(`${jobId}/${attempt}`);
         say({ event: 'export_paused', jobId, attempt, rows });
         await once(process, 'SIGUSR2');
       }
