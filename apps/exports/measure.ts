@@ -19,7 +19,7 @@ import { parseArgs } from 'node:util';
 import { Pool } from 'undici';
 import { EXPORT_SQL, openAppDb } from './db.js';
 import { DEFAULT_DATASET, generateDataset, type SeededUser } from './dataset.js';
-import { freePort, processUsage, startApp, type AppProcess } from './processes.js';
+import { processUsage, startApp, type AppProcess } from './processes.js';
 import { streamExport } from './sync-export.js';
 
 const { values } = parseArgs({
@@ -135,10 +135,10 @@ const firstTaskOf = (user: SeededUser): number => firstTask.get(user.id) ?? 1;
 const loadSummary = (load: LoadResult): Record<string, unknown> => ({ reads: summary(load.reads), writes: summary(load.writes), errors: load.errors, perSecond: Math.round((load.reads.length + load.writes.length) / SECONDS) });
 
 async function startApi(extra: readonly string[] = []): Promise<{ api: AppProcess; url: string }> {
-  const port = await freePort();
-  const api = startApp(['api', '--db', path, '--port', String(port), ...extra]);
-  await api.next((line) => line['event'] === 'api_listening');
-  return { api, url: `http://127.0.0.1:${port}` };
+  // Port 0: the system picks a free one, and the ready line says which.
+  const api = startApp(['api', '--db', path, '--port', '0', ...extra]);
+  const ready = await api.next((line) => line['event'] === 'api_listening');
+  return { api, url: String(ready['url']) };
 }
 
 const usageDelta = (proc: AppProcess, before: ReturnType<typeof processUsage>): Record<string, number> => {
