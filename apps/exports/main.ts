@@ -6,6 +6,8 @@
  *   node dist/apps/exports/main.js seed   --db tasks.db [--users 1000 --heavy-users 3 --heavy-tasks 50000]
  *   node dist/apps/exports/main.js api    --db tasks.db [--port 3000 --max-pending 100]
  *   node dist/apps/exports/main.js worker --db tasks.db [--lease-ms 30000 --max-result-bytes N]
+ *   node dist/apps/exports/main.js failed --db tasks.db          (operator: the failed exports, newest first)
+ *   node dist/apps/exports/main.js requeue --db tasks.db <id>    (operator: a fresh attempt budget for one)
  *
  * Each process prints one JSON line when it is ready.
  */
@@ -127,10 +129,36 @@ async function worker(): Promise<void> {
   say({ event: 'worker_stopped' });
 }
 
-const commands: Record<string, () => Promise<void>> = { seed, api, worker };
+/** The failed exports: the terminal rows are this system's dead-letter record, so no other queue holds them. */
+async function failed(): Promise<void> {
+  const db = openAppDb(path);
+  const queue = await openQueue<ExportKinds>({ sqlite: db });
+  const owners = db.prepare<[string], { owner_user_id: number }>('SELECT owner_user_id FROM export_requests WHERE job_id = ?');
+  for (const status of ['dead', 'unknown', 'cancelled'] as const) {
+    for (const job of (await queue.list({ status, kind: EXPORT_KIND, limit: 100 })).jobs) {
+      say({ id: job.id, status: job.status, owner: owners.get(job.id)?.owner_user_id ?? null, attempts: job.attempts, errorCode: job.lastError?.code ?? null, detail: job.lastError?.message ?? null, finishedAt: job.finishedAt });
+    }
+  }
+  await queue.close();
+  db.close();
+}
+
+/** Deliberately retries one failed export (after its cause is fixed) with a new attempt budget. */
+async function requeue(): Promise<void> {
+  const id = positionals[1];
+  if (id === undefined) throw new Error('usage: main.js requeue --db FILE <export id>');
+  const db = openAppDb(path);
+  const queue = await openQueue<ExportKinds>({ sqlite: db });
+  const job = await queue.requeue(id, { maxAttempts: settings.maxAttempts });
+  say({ event: 'requeued', id: job.id, status: job.status });
+  await queue.close();
+  db.close();
+}
+
+const commands: Record<string, () => Promise<void>> = { seed, api, worker, failed, requeue };
 const command = commands[positionals[0] ?? ''];
 if (command === undefined) {
-  process.stderr.write('usage: main.js seed|api|worker --db FILE [options]\n');
+  process.stderr.write('usage: main.js seed|api|worker|failed|requeue --db FILE [options]\n');
   process.exit(2);
 }
 await command();
