@@ -61,6 +61,21 @@ describe('POST /exports', () => {
     expect((await d.queue.list({})).jobs).toHaveLength(1);
   });
 
+  it('writes the request row and the job in one transaction: a failed insert leaves no job, and the key works afterwards', async () => {
+    const d = (deployment = await deploy());
+    const owner = d.users[1]!;
+    // The application's own insert fails after the job was written in the same transaction.
+    d.db.exec("CREATE TRIGGER refuse BEFORE INSERT ON export_requests BEGIN SELECT RAISE(ABORT, 'planted'); END");
+    const failed = await post(d, owner, 'k-tx');
+    expect(failed.status).toBe(500);
+    expect(failed.json()).toMatchObject({ code: 'internal_error' });
+    expect((await d.queue.list({})).jobs).toHaveLength(0);
+    d.db.exec('DROP TRIGGER refuse');
+    const retried = await post(d, owner, 'k-tx');
+    expect(retried.status).toBe(202);
+    expect((await d.queue.list({})).jobs).toHaveLength(1);
+  });
+
   it('scopes keys by owner: another user with the same key gets a job of its own', async () => {
     const d = (deployment = await deploy());
     const a = (await post(d, d.users[1]!, 'shared')).json() as { id: string };
