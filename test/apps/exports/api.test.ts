@@ -140,6 +140,32 @@ describe('GET /exports/{id} and its result', () => {
   });
 });
 
+describe('a stale attempt', () => {
+  it('cannot commit its CSV after its lease expired and another attempt succeeded: the late completion is refused 409', async () => {
+    const d = (deployment = await deploy());
+    const owner = d.users[0]!;
+    const id = ((await post(d, owner, 'k')).json() as { id: string }).id;
+    // The stale attempt: leased through leasehold's public client with a short lease, and never renewed.
+    const [lease] = await d.queue.workerClient.lease({ workerId: 'stale', kinds: [EXPORT_KIND], leaseMs: 300, max: 1, waitMs: 0 });
+    expect(lease?.id).toBe(id);
+    const staleBytes = (await d.call(owner, 'GET', '/tasks/export.csv')).body;
+    const firstTask = (d.db.prepare('SELECT MIN(id) AS id FROM tasks WHERE user_id = ?').get(owner.id) as { id: number }).id;
+    expect((await d.call(owner, 'PATCH', `/tasks/${firstTask}`, { body: { title: 'renamed before the second attempt' } })).status).toBe(200);
+
+    // The reaper requeues the expired lease; a worker takes the job and commits its own CSV.
+    worker = startWorker(d);
+    expect((await d.queue.waitFor(id, { timeoutMs: 30_000 })).status).toBe('succeeded');
+
+    const late = d.queue.workerClient.complete(id, { token: lease!.token, resultBytes: { contentType: 'text/csv; charset=utf-8', base64: staleBytes.toString('base64') } });
+    await expect(late).rejects.toMatchObject({ status: 409 });
+    expect(resultRows(d.db, id)).toBe(1);
+    const result = await d.call(owner, 'GET', `/exports/${id}/result`);
+    expect(result.body.equals(staleBytes)).toBe(false);
+    expect(result.body.toString()).toContain('renamed before the second attempt');
+    expect(result.headers['x-checksum-sha256']).toBe(createHash('sha256').update(result.body).digest('hex'));
+  });
+});
+
 describe('backpressure', () => {
   it('answers 503 with Retry-After past the pending limit while the task endpoints keep answering', async () => {
     const d = (deployment = await deploy({ settings: { maxPendingExports: 2 } }));
