@@ -36,7 +36,7 @@ const { positionals, values } = parseArgs({
     'max-result-bytes': { type: 'string' },
     'max-attempts': { type: 'string' },
     'reaper-interval-ms': { type: 'string', default: '1000' },
-    /** Test hook: after this many rows the handler says so and waits for SIGUSR2 (or its lease to be lost). */
+    /** Test hook: after this many rows (once per attempt) the handler says so and waits for a line on stdin. */
     'pause-after-rows': { type: 'string' },
   },
 });
@@ -114,7 +114,8 @@ async function worker(): Promise<void> {
       if (pauseAfter !== undefined && rows >= pauseAfter && !paused.has(`${jobId}/${attempt}`)) {
         paused.add(`${jobId}/${attempt}`);
         say({ event: 'export_paused', jobId, attempt, rows });
-        await once(process, 'SIGUSR2');
+        await once(process.stdin, 'data');
+        process.stdin.pause();
       }
     },
   });

@@ -25,13 +25,15 @@ export interface AppProcess {
   readonly lines: readonly Line[];
   next(match: (line: Line) => boolean): Promise<Line>;
   readonly exited: Promise<number | string>;
+  /** Writes a line to the process's stdin (the worker's --pause-after-rows hook resumes on one). */
+  send(line: string): void;
   /** Sends the signal (SIGTERM by default) and resolves on exit. */
   stop(signal?: NodeJS.Signals): Promise<number | string>;
   stderr(): string;
 }
 
 export function startApp(args: readonly string[]): AppProcess {
-  const child = spawn(process.execPath, [MAIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [MAIN, ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
   const lines: Line[] = [];
   const waiting: { match: (line: Line) => boolean; resolve: (line: Line) => void }[] = [];
   let partial = '';
@@ -71,6 +73,7 @@ export function startApp(args: readonly string[]): AppProcess {
       });
     },
     exited,
+    send: (line) => void child.stdin?.write(`${line}\n`),
     async stop(signal = 'SIGTERM') {
       if (child.exitCode === null && child.signalCode === null) child.kill(signal);
       return exited;

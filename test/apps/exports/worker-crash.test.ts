@@ -82,7 +82,7 @@ describe('the export worker process', () => {
 
     // The stale attempt resumes; its worker finds the lease gone at its next renewal and aborts the attempt.
     stale.child.kill('SIGCONT');
-    stale.child.kill('SIGUSR2');
+    stale.send('resume');
     await stale.next((line) => line['jobId'] === id && line['message'] === 'job aborted; leaving it to its lease');
     expect(await stale.stop('SIGTERM')).toBe(0);
     // Its worker learned the lease was lost and dropped the attempt's bytes instead of completing.
