@@ -14,7 +14,7 @@ import { devCommand } from './commands/dev.js';
 import { deadCommand, enqueueCommand, jobCommand, requeueCommand, statsCommand } from './commands/jobs.js';
 import { jobsCancel, jobsReconcile, jobsRequeue } from './commands/jobs-actions.js';
 import { jobsList, jobsShow } from './commands/jobs-list.js';
-import { keysCreate, keysRevoke } from './commands/keys.js';
+import { keysCreate, keysList, keysRevoke } from './commands/keys.js';
 import { kindsList, kindsSet } from './commands/kinds.js';
 import { purgeCommand } from './commands/purge.js';
 import { serveCommand } from './commands/serve.js';
@@ -26,6 +26,7 @@ export const COMMANDS: readonly Command[] = [
   workerCommand,
   devCommand,
   keysCreate,
+  keysList,
   keysRevoke,
   enqueueCommand,
   jobCommand,

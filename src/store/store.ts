@@ -333,6 +333,8 @@ export interface Store {
   apiKeyInsert(params: ApiKeyInsertParams): Promise<ApiKeyRecord>;
   apiKeyFindByHash(keyHash: string): Promise<ApiKeyRecord | null>;
   apiKeyRevoke(params: { readonly id: string }): Promise<boolean>;
+  /** The tenant's keys, oldest first (hashes included: callers show ids, users, roles and dates only). */
+  apiKeyList(params: { readonly tenant: string }): Promise<readonly ApiKeyRecord[]>;
 
   kindUpsert(params: KindUpsertParams): Promise<KindRecord>;
   kindGet(params: { readonly tenant: string; readonly kind: string }): Promise<KindRecord | null>;

@@ -47,6 +47,7 @@ describe('cli usage', () => {
     ['worker'],
     ['dev'],
     ['keys', 'create'],
+    ['keys', 'list'],
     ['keys', 'revoke'],
     ['enqueue'],
     ['job'],

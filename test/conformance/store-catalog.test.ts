@@ -73,6 +73,17 @@ describe.each(backends)('store conformance ($label): catalog, stats and wake-ups
     expect((await store.apiKeyFindByHash(hashApiKey(key)))?.revokedAt).not.toBeNull();
   });
 
+  it("lists a tenant's keys oldest first, revoked ones included, and no other tenant's", async () => {
+    const store = backend.store;
+    await store.apiKeyInsert({ id: 'key-a', tenant: TENANT, user: 'alice', role: 'admin', keyHash: hashApiKey(newApiKey()) });
+    await store.apiKeyInsert({ id: 'key-b', tenant: 'tenant-b', user: 'bob', role: 'worker', keyHash: hashApiKey(newApiKey()) });
+    await store.apiKeyInsert({ id: 'key-c', tenant: TENANT, user: 'carol', role: 'worker', keyHash: hashApiKey(newApiKey()) });
+    await store.apiKeyRevoke({ id: 'key-c' });
+    const listed = await store.apiKeyList({ tenant: TENANT });
+    expect(listed.map((k) => [k.id, k.user, k.revokedAt === null])).toEqual([['key-a', 'alice', true], ['key-c', 'carol', false]]);
+    expect(await store.apiKeyList({ tenant: 'nobody' })).toEqual([]);
+  });
+
   it('upserts, reads and lists kinds per tenant', async () => {
     const store = backend.store;
     const created = await store.kindUpsert(kind('sms'));

@@ -74,6 +74,7 @@ export class FlakyStore implements Store {
   ping: Store['ping'] = () => this.guard('ping', undefined, () => this.inner.ping());
   close: Store['close'] = () => this.inner.close();
   queueWaitMs: Store['queueWaitMs'] = () => this.inner.queueWaitMs();
+  apiKeyList: Store['apiKeyList'] = (p) => this.guard('apiKeyList', p, () => this.inner.apiKeyList(p));
   apiKeyInsert: Store['apiKeyInsert'] = (p) => this.guard('apiKeyInsert', p, () => this.inner.apiKeyInsert(p));
   apiKeyFindByHash: Store['apiKeyFindByHash'] = (p) => this.guard('apiKeyFindByHash', p, () => this.inner.apiKeyFindByHash(p));
   apiKeyRevoke: Store['apiKeyRevoke'] = (p) => this.guard('apiKeyRevoke', p, () => this.inner.apiKeyRevoke(p));

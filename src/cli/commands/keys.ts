@@ -10,6 +10,8 @@ import { isRole, ROLES, type Role } from '../../core/states.js';
 import type { Store } from '../../store/store.js';
 import { CliError, requireOption, UsageError, type Command } from '../command.js';
 import { openStore } from '../open-store.js';
+import { printJson } from '../remote.js';
+import { printTable } from '../table.js';
 
 const DB_DETAIL = '--db FILE|URL          SQLite file or postgres:// URL (default: $LEASEHOLD_DB)';
 const CREATE_DETAIL = '--create               create the SQLite file if it does not exist (otherwise a missing file is an error)';
@@ -69,6 +71,33 @@ export const keysRevoke: Command = {
     try {
       if (!(await store.apiKeyRevoke({ id }))) throw new CliError('not_found', `no active key with id ${id}`);
       io.out(`revoked key ${id}`);
+    } finally {
+      await store.close();
+    }
+    return 0;
+  },
+};
+
+export const keysList: Command = {
+  name: 'keys list',
+  summary: "List a tenant's API keys: id, user, role, when created and revoked (never the key or its hash).",
+  usage: 'keys list --db FILE|URL --tenant T [--json]',
+  details: [DB_DETAIL, '--tenant T             the tenant whose keys to list', '--json                 one JSON document'],
+  options: { db: { type: 'string' }, tenant: { type: 'string' }, json: { type: 'boolean' } },
+  async run({ values, io }) {
+    const db = requireOption(values, 'db', keysList, io.env['LEASEHOLD_DB']);
+    const tenant = requireOption(values, 'tenant', keysList);
+    const store = await openStore(db, { mustExist: true });
+    try {
+      const keys = (await store.apiKeyList({ tenant })).map((k) => ({
+        id: k.id,
+        user: k.user,
+        role: k.role,
+        createdAt: new Date(k.createdAt).toISOString(),
+        revokedAt: k.revokedAt === null ? null : new Date(k.revokedAt).toISOString(),
+      }));
+      if (values['json'] === true) printJson(io, { keys });
+      else printTable(io, ['ID', 'USER', 'ROLE', 'CREATED', 'REVOKED'], keys.map((k) => [k.id, k.user, k.role, k.createdAt, k.revokedAt ?? '-']));
     } finally {
       await store.close();
     }

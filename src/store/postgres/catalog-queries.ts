@@ -16,6 +16,8 @@ export const API_KEY_INSERT = namedQuery(
 
 export const API_KEY_BY_HASH = namedQuery('lh_api_key_by_hash', `SELECT ${API_KEY_COLUMNS} FROM api_keys WHERE key_hash = $1`);
 
+export const API_KEY_LIST = namedQuery('lh_api_key_list', `SELECT ${API_KEY_COLUMNS} FROM api_keys WHERE tenant = $1 ORDER BY created_at, id`);
+
 export const API_KEY_REVOKE = namedQuery(
   'lh_api_key_revoke',
   `UPDATE api_keys SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL RETURNING id`,

@@ -146,6 +146,10 @@ export class PostgresStore implements S.Store {
     return row === undefined ? null : toApiKeyRecord(row);
   }
 
+  async apiKeyList(params: { readonly tenant: string }): Promise<readonly S.ApiKeyRecord[]> {
+    return (await this.db.query<ApiKeyRow>(bind(C.API_KEY_LIST, [params.tenant]))).rows.map(toApiKeyRecord);
+  }
+
   async apiKeyRevoke(params: { readonly id: string }): Promise<boolean> {
     return (await this.first<{ id: string }>(C.API_KEY_REVOKE, [params.id])) !== undefined;
   }

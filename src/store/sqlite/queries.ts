@@ -32,6 +32,7 @@ export const SQL = {
   apiKeyInsert: `INSERT INTO api_keys (id, tenant, user_name, role, key_hash, created_at) VALUES (@id, @tenant, @user, @role, @keyHash, @now)`,
   apiKeyByHash: `SELECT id, tenant, user_name, role, key_hash, created_at, revoked_at FROM api_keys WHERE key_hash = ?`,
   apiKeyRevoke: `UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`,
+  apiKeyList: `SELECT id, tenant, user_name, role, key_hash, created_at, revoked_at FROM api_keys WHERE tenant = ? ORDER BY created_at, id`,
 
   kindUpsert: `INSERT INTO kinds (tenant, kind, payload_schema, max_payload_bytes, max_attempts, lease_ms, backoff_base_ms,
       backoff_max_ms, deadline_ms, max_result_bytes, max_checkpoint_bytes, retention_succeeded_ms, retention_cancelled_ms,

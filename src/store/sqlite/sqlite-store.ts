@@ -141,6 +141,10 @@ export class SqliteStore implements S.Store {
     return row === undefined ? null : toApiKeyRecord(row);
   }
 
+  async apiKeyList(params: { readonly tenant: string }): Promise<readonly S.ApiKeyRecord[]> {
+    return this.read(() => (this.statements.apiKeyList.all(params.tenant) as ApiKeyRow[]).map(toApiKeyRecord));
+  }
+
   apiKeyRevoke(params: { readonly id: string }): Promise<boolean> {
     return this.write((now) => this.statements.apiKeyRevoke.run(now, params.id).changes === 1);
   }
