@@ -59,7 +59,7 @@ const settings: ExportSettings = {
   maxAttempts: intOption('max-attempts', DEFAULT_EXPORT_SETTINGS.maxAttempts),
 };
 const path = values.db;
-const queueConfig = { reaperIntervalMs: intOption('reaper-interval-ms', 1000), leaseRecheckMs: 100 };
+const queueConfig = { reaperIntervalMs: intOption('reaper-interval-ms', 1000) };
 
 async function seed(): Promise<void> {
   const db = openAppDb(path);

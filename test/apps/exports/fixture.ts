@@ -41,7 +41,7 @@ export async function deploy(options: { dataset?: DatasetOptions; settings?: Par
   const db = openAppDb(path);
   const users = generateDataset(db, options.dataset ?? SMALL);
   // The reaper settles expired leases every 100 ms, so lease-expiry recovery takes a lease length.
-  const queue = await openQueue<ExportKinds>({ sqlite: db, config: { reaperIntervalMs: 100, leaseRecheckMs: 100 } });
+  const queue = await openQueue<ExportKinds>({ sqlite: db, config: { reaperIntervalMs: 100 } });
   const syncEnds: SyncExportEnd[] = [];
   const waiters: ((end: SyncExportEnd) => void)[] = [];
   const settings = { ...DEFAULT_EXPORT_SETTINGS, ...options.settings };
