@@ -59,12 +59,17 @@ export function startProcess(args: readonly string[], options: { env?: NodeJS.Pr
   let output = '';
   const exited = new Promise<number | string>((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal ?? -1)));
   const ready = new Promise<string>((resolve, reject) => {
-    const pattern = options.readyPattern;
+    let pattern = options.readyPattern;
     const onData = (chunk: Buffer): void => {
-      output += chunk.toString();
+      // Only the tail is kept, and the ready pattern is looked for until it is found: a coordinator logs
+      // two lines per job at info, and scanning all of it on every chunk cost the bench more CPU than it measured.
+      output = (output + chunk.toString()).slice(-65_536);
       if (pattern !== undefined) {
         const match = pattern.exec(output);
-        if (match !== null) resolve(match[1] ?? match[0]);
+        if (match !== null) {
+          pattern = undefined;
+          resolve(match[1] ?? match[0]);
+        }
       }
     };
     child.stdout?.on('data', onData);
