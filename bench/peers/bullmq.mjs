@@ -26,6 +26,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { percentile, runFigures } from './figures.mjs';
 
 const role = process.argv[2];
 
@@ -80,15 +81,6 @@ if (role === 'worker') {
     child.once('exit', resolve);
     child.kill('SIGTERM');
   })));
-  const median = (values) => {
-    const sorted = [...values].sort((a, b) => a - b);
-    const mid = Math.floor(sorted.length / 2);
-    return sorted.length % 2 === 1 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
-  };
-  const percentile = (values, p) => {
-    const sorted = [...values].sort((a, b) => a - b);
-    return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))];
-  };
 
   const enqueueSingle = async () => {
     const queue = new Queue('bench', { connection });
@@ -163,11 +155,7 @@ if (role === 'worker') {
     return { p50: percentile(latencies, 50), p99: percentile(latencies, 99) };
   };
 
-  const figures = {};
-  const record = (name, value) => {
-    (figures[name] ??= []).push(value);
-    console.log(`  ${name}: ${value.toFixed(name.includes('latency') ? 2 : 0)}`);
-  };
+  const { record, printMedians } = runFigures();
   console.log(`bullmq peer: redis appendfsync always, jobs=${JOBS}, runs=${RUNS}, load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
   for (let run = 1; run <= RUNS; run++) {
     console.log(`run ${run}`);
@@ -186,10 +174,6 @@ if (role === 'worker') {
       }
     }
   }
-  console.log(`medians of ${RUNS} runs (BullMQ, Redis appendfsync always):`);
-  for (const [name, values] of Object.entries(figures)) {
-    const digits = name.includes('latency') ? 2 : 0;
-    console.log(`  ${name.padEnd(24)} ${median(values).toFixed(digits)}   (runs: ${values.map((v) => v.toFixed(digits)).join(', ')})`);
-  }
+  printMedians(`medians of ${RUNS} runs (BullMQ, Redis appendfsync always):`);
   process.exit(0);
 }
