@@ -5,7 +5,7 @@
  * options on (`localQueue`, `completeJobBatchDelay`).
  *
  *   enqueue single  addJob with 64 in flight, after 2,000 untimed adds
- *   end-to-end      N jobs added in batches of 500 behind 2,000 warm-up jobs of higher priority;
+ *   end-to-end      N jobs added (32 in flight, untimed) behind 2,000 warm-up jobs of higher priority;
  *                   2 worker processes with concurrency 16 each (32 handlers) run no-op jobs;
  *                   from the first handler start to the last handler end (graphile-worker deletes
  *                   finished jobs, so the handlers report their own times)
@@ -24,6 +24,7 @@ import { loadavg } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { percentile, runFigures } from './figures.mjs';
 
 const role = process.argv[2];
 
@@ -116,19 +117,15 @@ if (role === 'worker') {
     child.kill('SIGTERM');
   })));
   const remaining = async (pool, schema) => Number((await pool.query(`SELECT count(*) AS n FROM ${schema}._private_jobs`)).rows[0].n);
-  const median = (values) => {
-    const sorted = [...values].sort((a, b) => a - b);
-    const mid = Math.floor(sorted.length / 2);
-    return sorted.length % 2 === 1 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
-  };
-  const percentile = (values, p) => {
-    const sorted = [...values].sort((a, b) => a - b);
-    return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))];
-  };
+  // graphile-worker 0.16's WorkerUtils adds one job a call: 32 adds in flight fill the queue before timing starts.
   const addBatches = async (utils, task, count, priority) => {
-    for (let from = 0; from < count; from += 500) {
-      await utils.addJobs(Array.from({ length: Math.min(500, count - from) }, (_, k) => ({ identifier: task, payload: { i: from + k }, priority })));
-    }
+    let next = 0;
+    await Promise.all(Array.from({ length: 32 }, async () => {
+      while (next < count) {
+        const i = next++;
+        await utils.addJob(task, { i }, { priority });
+      }
+    }));
   };
 
   const enqueueSingle = async () => {
@@ -191,11 +188,7 @@ if (role === 'worker') {
     }
   };
 
-  const figures = {};
-  const record = (name, value) => {
-    (figures[name] ??= []).push(value);
-    console.log(`  ${name}: ${value.toFixed(name.includes('latency') ? 2 : 0)}`);
-  };
+  const { record, printMedians } = runFigures();
   console.log(`graphile-worker peer: localQueue 500, completeJobBatchDelay 1 ms, jobs=${JOBS}, runs=${RUNS}, load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
   for (let run = 1; run <= RUNS; run++) {
     console.log(`run ${run}`);
@@ -205,10 +198,6 @@ if (role === 'worker') {
     record('latency p50 ms', figure.p50);
     record('latency p99 ms', figure.p99);
   }
-  console.log(`medians of ${RUNS} runs (graphile-worker):`);
-  for (const [name, values] of Object.entries(figures)) {
-    const digits = name.includes('latency') ? 2 : 0;
-    console.log(`  ${name.padEnd(24)} ${median(values).toFixed(digits)}   (runs: ${values.map((v) => v.toFixed(digits)).join(', ')})`);
-  }
+  printMedians(`medians of ${RUNS} runs (graphile-worker):`);
   process.exit(0);
 }
