@@ -55,9 +55,9 @@ export interface SqliteStoreOptions {
   readonly readonly?: boolean;
 }
 
-/** @k0, @k1, … for jobLeaseKindsSql; duplicates are dropped so no kind is walked twice. */
-function kindBindings(kinds: readonly string[]): Record<string, string> {
-  return Object.fromEntries([...new Set(kinds)].map((kind, i) => [`k${i}`, kind]));
+/** @k0, @k1, … for jobLeaseKindsSql. */
+function kindBindings(distinctKinds: readonly string[]): Record<string, string> {
+  return Object.fromEntries(distinctKinds.map((kind, i) => [`k${i}`, kind]));
 }
 
 export class SqliteStore implements S.Store {
@@ -247,12 +247,13 @@ export class SqliteStore implements S.Store {
     const leased = await this.writeAnnouncing((now, available) => {
       // Expired leases of every tenant are settled here (one indexed probe), so an expired job is claimable at once.
       reapEnded = reapFinishedSome(reapInTx(this.statements, now, available));
-      const kinds = params.kinds !== undefined && params.kinds.length > 0 ? params.kinds : null;
+      // Duplicates are dropped, so no kind is walked twice.
+      const kinds = params.kinds !== undefined && params.kinds.length > 0 ? [...new Set(params.kinds)] : null;
       const bindings = { tenant: params.tenant, workerId: params.workerId, leaseMs: params.leaseMs, max: params.max, now };
       const rows = (
         kinds === null
           ? this.statements.jobLeaseAnyKind.all(bindings)
-          : this.leaseKindsStatement(new Set(kinds).size).all({ ...bindings, ...kindBindings(kinds) })
+          : this.leaseKindsStatement(kinds.length).all({ ...bindings, ...kindBindings(kinds) })
       ) as LeasedRow[];
       rows.sort((a, b) => b.priority - a.priority || a.run_after - b.run_after || a.seq - b.seq);
       for (const row of rows) this.statements.attemptInsert.run(row.seq, row.epoch, row.attempts, params.workerId, now);
