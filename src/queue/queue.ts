@@ -60,6 +60,12 @@ export interface TransactionalEnqueue {
   readonly pg?: (client: pg.ClientBase, params: EnqueueParams) => Promise<EnqueueOutcome>;
 }
 
+/** A job as the wire carries it: `runAfter` as RFC 3339 text. */
+function wireFields<Kinds extends KindPayloads>(job: QueueJob<Kinds>): Omit<QueueJob<Kinds>, 'runAfter'> & { readonly runAfter?: string } {
+  const { runAfter, ...fields } = job;
+  return runAfter === undefined ? fields : { ...fields, runAfter: runAfter instanceof Date ? runAfter.toISOString() : runAfter };
+}
+
 function isSqliteHandle(tx: SqliteHandle | pg.ClientBase): tx is SqliteHandle {
   return typeof (tx as SqliteHandle).prepare === 'function' && typeof (tx as SqliteHandle).inTransaction === 'boolean';
 }
@@ -183,8 +189,7 @@ export class Queue<Kinds extends KindPayloads = KindPayloads> {
 
   /** The body of POST /jobs for `job`, checked against its schema as the route checks it. */
   private requestOf(job: QueueJob<Kinds>): { readonly idempotencyKey: string; readonly request: EnqueueRequest } {
-    const { idempotencyKey, runAfter, ...fields } = job;
-    const request = { ...fields, ...(runAfter === undefined ? {} : { runAfter: runAfter instanceof Date ? runAfter.toISOString() : runAfter }) };
+    const { idempotencyKey, ...request } = wireFields(job);
     if (!validateEnqueueRequest(request)) throw new LeaseholdError('invalid_request', describeValidationError(validateEnqueueRequest.errors?.[0] ?? undefined, 'job'));
     return { idempotencyKey, request: request as EnqueueRequest };
   }
@@ -227,7 +232,7 @@ export class Queue<Kinds extends KindPayloads = KindPayloads> {
 
   /** POST /jobs/batch: up to 1,000 jobs in one transaction; one result per job, in order. */
   async enqueueMany(jobs: readonly QueueJob<Kinds>[]): Promise<readonly EnqueueBatchResult[]> {
-    const items = jobs.map(({ runAfter, ...item }) => ({ ...item, ...(runAfter === undefined ? {} : { runAfter: runAfter instanceof Date ? runAfter.toISOString() : runAfter }) }));
+    const items = jobs.map(wireFields);
     return (await rethrowing(this.producer.enqueueBatch(items as Parameters<LeaseholdClient['enqueueBatch']>[0]))).results;
   }
 
