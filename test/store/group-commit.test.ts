@@ -106,3 +106,24 @@ it('fails every caller of a batch whose COMMIT fails, and keeps nothing of it', 
   expect(await writer.run(insert(3))).toBe(1);
   expect(commits).toBe(1);
 });
+
+it('fails every caller of a batch re-run one by one (an operation threw) whose COMMIT then fails', async () => {
+  // The throwing operation sends the batch down the savepoint path; the deferred foreign key fails its COMMIT.
+  db.exec('CREATE TABLE parent (id INTEGER PRIMARY KEY)');
+  db.exec('CREATE TABLE child (v INTEGER NOT NULL, parent INTEGER REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED)');
+  db.pragma('foreign_keys = ON');
+  const outcomes = await Promise.allSettled([
+    writer.run(insert(1)),
+    writer.run(() => {
+      throw new Error('refused by the operation');
+    }),
+    writer.run(() => db.prepare('INSERT INTO child (v, parent) VALUES (1, 999)').run().changes),
+    writer.run(insert(2)),
+  ]);
+  expect(outcomes.map((o) => o.status)).toEqual(['rejected', 'rejected', 'rejected', 'rejected']);
+  expect(String((outcomes[1] as PromiseRejectedResult).reason)).toMatch(/refused by the operation/);
+  for (const i of [0, 2, 3]) expect(String((outcomes[i] as PromiseRejectedResult).reason)).toMatch(/FOREIGN KEY constraint failed/);
+  expect(commits).toBe(0);
+  expect((db.prepare('SELECT COUNT(*) AS n FROM t').get() as { n: number }).n).toBe(0);
+  expect(await writer.run(insert(3))).toBe(1);
+});
