@@ -164,7 +164,7 @@ export async function runSustained(options: SustainedOptions): Promise<void> {
   try {
     process.stdout.write(`${await registerKindA(client, options.retentionMs)}\n`);
     if (await fresh.autovacuumOff()) {
-      process.stdout.write('WARNING: autovacuum is off on this PostgreSQL server: deleted rows are never reclaimed, so the size keeps growing\n');
+      process.stdout.write('note: autovacuum is off on this PostgreSQL server; the coordinator vacuums the queue tables after each retention run\n');
     }
     await Promise.all(workers.map((w) => w.ready));
     const rate = options.rate ?? (await measureCapacity(generator, stamps, options.capacitySeconds)) * options.share;

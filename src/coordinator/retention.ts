@@ -77,6 +77,8 @@ export function startRetention(options: {
         stopped,
       });
       if (deleted > 0) options.log.debug({ deleted }, 'retention deleted finished jobs');
+      if (stopped()) return;
+      if (await options.store.reclaimSpace()) options.log.debug('retention vacuumed the queue tables (the server runs no autovacuum)');
     },
   });
 }

@@ -366,6 +366,14 @@ export interface Store {
   jobPurge(params: JobPurgeParams): Promise<JobPurgeOutcome>;
   /** How many jobs jobPurge would delete without a limit (a dry run). */
   jobPurgeCount(params: JobPurgeCountParams): Promise<number>;
+  /**
+   * Makes the space of deleted and rewritten rows reusable where the database
+   * does not do it by itself; called after each retention run. PostgreSQL:
+   * VACUUM of the queue's tables when the server's autovacuum is off. SQLite:
+   * nothing (each purge batch returns its free pages, src/store/sqlite/retention.ts).
+   * True when it did something.
+   */
+  reclaimSpace(): Promise<boolean>;
   stats(params: { readonly tenant: string }): Promise<TenantStats>;
   /** Bytes the database holds by its own bookkeeping, no scan (SQLite: its pages; PostgreSQL: pg_database_size). */
   databaseSize(): Promise<number>;

@@ -214,4 +214,23 @@ describe.skipIf(url === '')('PostgresStore (DATABASE_URL)', () => {
     const found = await client.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [schema]);
     expect(found.rowCount).toBe(0);
   });
+  it('vacuums the queue tables itself when the server runs no autovacuum, and leaves them to autovacuum otherwise', async () => {
+    const schema = freshSchema();
+    const store = await connect(schema);
+    const client = await admin();
+    const autovacuum = (await client.query<{ on: boolean }>(`SELECT current_setting('autovacuum') = 'on' AS on`)).rows[0]?.on;
+    await store.jobEnqueue(enqueueParams('vacuum-me'));
+    const vacuums = async (): Promise<number> => {
+      await client.query('SELECT pg_stat_clear_snapshot()');
+      const row = await client.query<{ n: string }>(
+        `SELECT vacuum_count AS n FROM pg_stat_user_tables WHERE schemaname = $1 AND relname = 'jobs'`,
+        [schema],
+      );
+      return Number(row.rows[0]?.n ?? 0);
+    };
+    const before = await vacuums();
+    expect(await store.reclaimSpace()).toBe(autovacuum === false);
+    if (autovacuum === false) await waitFor('the vacuum of jobs to show in pg_stat_user_tables', async () => (await vacuums()) === before + 1);
+    else expect(await vacuums()).toBe(before);
+  });
 });

@@ -100,6 +100,7 @@ export class FlakyStore implements Store {
   jobNextDue: Store['jobNextDue'] = (p) => this.guard('jobNextDue', p, () => this.inner.jobNextDue(p));
   jobPurge: Store['jobPurge'] = (p) => this.guard('jobPurge', p, () => this.inner.jobPurge(p));
   jobPurgeCount: Store['jobPurgeCount'] = (p) => this.guard('jobPurgeCount', p, () => this.inner.jobPurgeCount(p));
+  reclaimSpace: Store['reclaimSpace'] = () => this.guard('reclaimSpace', undefined, () => this.inner.reclaimSpace());
   stats: Store['stats'] = (p) => this.guard('stats', p, () => this.inner.stats(p));
   databaseSize: Store['databaseSize'] = () => this.guard('databaseSize', undefined, () => this.inner.databaseSize());
   // Synchronous and changes nothing: a subscription is not a store call that can fail.

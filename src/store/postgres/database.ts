@@ -114,6 +114,26 @@ export class PgDatabase {
     }
   }
 
+  /** Runs `work` on one pooled connection outside a transaction (statements PostgreSQL refuses inside one, such as VACUUM). */
+  async withClient<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    if (this.closed) throw new StoreUnavailableError('the job store is closed');
+    let client: pg.PoolClient;
+    try {
+      client = await this.acquire();
+    } catch (error) {
+      throw translatePgError(error);
+    }
+    let failed = false;
+    try {
+      return await work(client);
+    } catch (error) {
+      failed = true;
+      throw translatePgError(error);
+    } finally {
+      client.release(failed ? true : undefined);
+    }
+  }
+
   /** How long the oldest call still waiting for a connection has waited, in ms (0 with none): admission's queueing delay. */
   oldestWaitMs(): number {
     for (const since of this.acquiring.values()) return performance.now() - since;

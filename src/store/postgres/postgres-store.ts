@@ -32,7 +32,7 @@ import { cancelInTx, reapInTx, reconcileInTx, requeueInTx, type Announced, type 
 import { translatePgError } from './errors.js';
 import * as Q from './queries.js';
 import { readNextDue } from './next-due.js';
-import { purgeBatch, purgeCount, retentionValues } from './retention.js';
+import { purgeBatch, purgeCount, retentionValues, vacuumWhenAutovacuumOff } from './retention.js';
 import type { NextDue, NextDueParams } from '../next-due.js';
 import { NO_KIND_RETENTION, type JobPurgeCountParams, type JobPurgeOutcome, type JobPurgeParams } from '../retention.js';
 import {
@@ -223,6 +223,10 @@ export class PostgresStore implements S.Store {
 
   async jobPurgeCount(params: JobPurgeCountParams): Promise<number> {
     return purgeCount(this.db, params);
+  }
+
+  async reclaimSpace(): Promise<boolean> {
+    return vacuumWhenAutovacuumOff(this.db);
   }
 
   async jobRenew(params: S.RenewParams): Promise<S.RenewOutcome> {

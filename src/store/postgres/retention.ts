@@ -68,3 +68,32 @@ export async function purgeBatch(db: PgDatabase, params: JobPurgeParams): Promis
 export async function purgeCount(db: PgDatabase, params: JobPurgeCountParams): Promise<number> {
   return (await db.query<{ n: number }>(bind(JOB_PURGE_COUNT, await values(db, params)))).rows[0]?.n ?? 0;
 }
+
+export const AUTOVACUUM_ON = namedQuery('lh_autovacuum_on', `SELECT current_setting('autovacuum') = 'on' AS on`);
+
+/**
+ * The tables whose rows every transition rewrites or retention deletes. Plain
+ * VACUUM takes a lock that conflicts with neither reads nor writes; SKIP_LOCKED
+ * passes over a table another session is vacuuming (another coordinator).
+ */
+export const VACUUM_QUEUE_TABLES =
+  'VACUUM (SKIP_LOCKED, ANALYZE) jobs, job_attempts, job_results, job_counters, tenant_sums, tenant_counters';
+
+/**
+ * Vacuums the queue's tables when the server's autovacuum is off (true when it
+ * did): without it, the space of deleted and rewritten rows is never reused
+ * and the database grows whatever the retention. With autovacuum on, nothing.
+ */
+export async function vacuumWhenAutovacuumOff(db: PgDatabase): Promise<boolean> {
+  if ((await db.query<{ on: boolean }>(bind(AUTOVACUUM_ON, []))).rows[0]?.on !== false) return false;
+  await db.withClient(async (client) => {
+    // The pool's statement_timeout (30 s) is for the queue's own statements; a vacuum of a large table may take longer.
+    await client.query('SET statement_timeout = 0');
+    try {
+      await client.query(VACUUM_QUEUE_TABLES);
+    } finally {
+      await client.query('RESET statement_timeout');
+    }
+  });
+  return true;
+}

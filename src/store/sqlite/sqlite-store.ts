@@ -332,6 +332,10 @@ export class SqliteStore implements S.Store {
     return this.read(() => this.retention.count(params, this.clock.now()));
   }
 
+  async reclaimSpace(): Promise<boolean> {
+    return false;
+  }
+
   async stats(params: { readonly tenant: string }): Promise<S.TenantStats> {
     if (this.closed) throw new StoreUnavailableError('the job store is closed');
     const now = this.clock.now();
