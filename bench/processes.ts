@@ -40,6 +40,25 @@ export function createKey(db: string, tenant: string, user: string, role: 'produ
   return key;
 }
 
+/** Children still running: a bench stopped by Ctrl-C or kill takes them with it instead of leaving them behind. */
+const liveChildren = new Set<ChildProcess>();
+let reapingInstalled = false;
+
+function reapOnExit(): void {
+  if (reapingInstalled) return;
+  reapingInstalled = true;
+  const killAll = (signal: NodeJS.Signals): void => {
+    for (const child of liveChildren) child.kill(signal);
+  };
+  process.once('exit', () => killAll('SIGKILL'));
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(signal, () => {
+      killAll('SIGTERM');
+      process.exit(signal === 'SIGINT' ? 130 : 143);
+    });
+  }
+}
+
 export interface RunningProcess {
   readonly child: ChildProcess;
   readonly output: () => string;
@@ -56,8 +75,15 @@ export function startProcess(args: readonly string[], options: { env?: NodeJS.Pr
     env: { ...process.env, ...options.env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  reapOnExit();
+  liveChildren.add(child);
   let output = '';
-  const exited = new Promise<number | string>((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal ?? -1)));
+  const exited = new Promise<number | string>((resolve) =>
+    child.once('exit', (code, signal) => {
+      liveChildren.delete(child);
+      resolve(code ?? signal ?? -1);
+    }),
+  );
   const ready = new Promise<string>((resolve, reject) => {
     let pattern = options.readyPattern;
     const onData = (chunk: Buffer): void => {
