@@ -267,7 +267,8 @@ describe.each(targets)('Worker over a Queue, on the store directly ($name)', (ta
 
   if (target.name === 'sqlite') {
     it('wakes an idle worker within milliseconds when another process enqueues on the same file', async () => {
-      const { queue, db } = await open();
+      // A slow reaper: its writes would also notice the other process's commit, and it must not be what wakes the worker.
+      const { queue, db } = await open({ reaperIntervalMs: 60_000 });
       const startedAt = signalled<number>();
       const worker = new Worker({
         queue,
