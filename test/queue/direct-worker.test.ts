@@ -173,6 +173,36 @@ describe.each(targets)('Worker over a Queue, on the store directly ($name)', (ta
     expect(JSON.parse((await queue.result(job.id)).body.toString('utf8'))).toEqual({ by: 'b' });
   });
 
+  it('answers and stores as the in-process routes do: the same results, bytes, checksums and per-item refusals', async () => {
+    const { queue } = await open();
+    const ways = { http: queue.workerClient, direct: queue.workerTransport };
+    const stored: Record<string, { json: unknown; bytes: unknown; batch: unknown }> = {};
+    for (const [name, calls] of Object.entries(ways)) {
+      const ids = await Promise.all(
+        ['json', 'bytes', 'bad'].map(async (which) => (await queue.enqueue({ kind: `same-${name}`, payload: {}, idempotencyKey: `${name}-${which}` })).id),
+      );
+      const { jobs } = await calls.leaseResponse({ workerId: name, kinds: [`same-${name}`], leaseMs: 30_000, max: 3 });
+      const token = (id: string): string => jobs.find((job) => job.id === id)!.token;
+      const [json, bytes, bad] = ids as [string, string, string];
+      const batch = await calls.completeMany([
+        { id: json, token: token(json), result: { b: [1, { d: null, c: 'é' }], a: 1 } },
+        { id: bytes, token: token(bytes), resultBytes: { contentType: 'text/csv; charset=utf-8', base64: Buffer.from('a,b\n1,2\n').toString('base64') } },
+        { id: bad, token: token(bad), resultBytes: { contentType: 'not a media type', base64: '' } },
+      ]);
+      const read = async (id: string): Promise<unknown> => {
+        const result = await queue.result(id);
+        return { contentType: result.contentType, body: result.body.toString('base64'), checksum: result.checksum };
+      };
+      stored[name] = { json: await read(json), bytes: await read(bytes), batch: batch.map((entry) => ({ status: entry.status, code: entry.code })) };
+    }
+    expect(stored['direct']).toEqual(stored['http']);
+    expect(stored['direct']?.batch).toEqual([
+      { status: 'succeeded', code: undefined },
+      { status: 'succeeded', code: undefined },
+      { status: 'rejected', code: 'invalid_request' },
+    ]);
+  });
+
   it('caps a checkpoint at the kind’s maxCheckpointBytes and makes a result over maxResultBytes dead with result_too_large', async () => {
     const { queue } = await open();
     await queue.putKind('capped', { maxCheckpointBytes: 64, maxResultBytes: 64 });
