@@ -1,8 +1,9 @@
 /**
  * leasehold as a library: a Queue is the application's handle on the job
- * store, for one tenant (and, with `owner`, one producer's own jobs). It
- * serves every call through the coordinator's own routes, run in process
- * (Fastify's inject, no socket): the same validation, kind rules,
+ * store, for one tenant (and, with `owner`, one producer's own jobs). Its
+ * enqueues call the functions of POST /jobs without the route; its other
+ * calls go through the coordinator's own routes, run in process (Fastify's
+ * inject, no socket): the same validation, kind rules,
  * idempotency, size limits, backpressure, scoping and error codes as over
  * HTTP, from the same code. The Queue's keys exist only in this process's
  * memory, and its coordinator never listens.
