@@ -52,6 +52,7 @@ import type {
   TokenRequest,
 } from '../protocol/schemas.js';
 import type { PurgeRequest, PurgeResponse } from '../protocol/retention.js';
+import type { WorkerCalls } from '../protocol/worker-calls.js';
 import { LeaseholdApiError, LeaseholdIntegrityError, LeaseholdNetworkError, parseRetryAfter } from './errors.js';
 import { exchange, type Exchange, type RawResponse } from './transport.js';
 import type { EnqueueResult, JobResultBody } from './types.js';
@@ -77,7 +78,7 @@ export interface CallOptions {
 
 type Method = Exchange['method'];
 
-export class LeaseholdClient {
+export class LeaseholdClient implements WorkerCalls {
   private readonly send: (request: Exchange) => Promise<RawResponse>;
   private readonly pool: Pool | undefined;
   private readonly prefix: string;

@@ -16,7 +16,6 @@ import type { Logger } from 'pino';
 import type { Store } from '../store/store.js';
 import { installAdmission } from './admission.js';
 import { installAuth, type Principal } from './auth.js';
-import { installCheckpointLimit } from './checkpoint-limit.js';
 import { resolveConfig, type CoordinatorConfig, type CoordinatorConfigInput } from './config.js';
 import { answerClientError, installErrorHandling, installHostHeaderCheck, installUnroutedAnswer, routeMethods, sendError, toHttpError } from './error-handler.js';
 import { installJsonBodyParser } from './json-body.js';
@@ -121,7 +120,6 @@ export async function installApi(app: CoordinatorApp, options: ApiOptions): Prom
     });
   }
 
-  installCheckpointLimit(app, ctx);
   registerRoutes(app, ctx);
   // The dashboard is the coordinator's own page; inside an application's instance its pages are the application's.
   if (options.standalone) registerUiRoutes(app);

@@ -1,15 +1,18 @@
 /**
  * leasehold as a library: a Queue is the application's handle on the job
- * store, for one tenant (and, with `owner`, one producer's own jobs). It
- * serves every call through the coordinator's own routes, run in process
- * (Fastify's inject, no socket): the same validation, kind rules,
+ * store, for one tenant (and, with `owner`, one producer's own jobs). Its
+ * enqueues call the functions of POST /jobs without the route; its other
+ * calls go through the coordinator's own routes, run in process (Fastify's
+ * inject, no socket): the same validation, kind rules,
  * idempotency, size limits, backpressure, scoping and error codes as over
  * HTTP, from the same code. The Queue's keys exist only in this process's
  * memory, and its coordinator never listens.
  *
- * Workers in the same process lease through `queue.workerClient` (the
- * `Worker` class takes `{ queue }`); an application that also serves the
- * HTTP API registers `leaseholdRoutes` (http-front.ts) over the same Queue.
+ * Workers in the same process (`new Worker({ queue })`) lease, renew,
+ * checkpoint and complete through `queue.workerTransport`, on the store
+ * without the routes (direct-worker.ts), with the same functions the routes
+ * call. An application that also serves the HTTP API registers
+ * `leaseholdRoutes` (http-front.ts) over the same Queue.
  */
 
 import { randomBytes } from 'node:crypto';
@@ -35,6 +38,7 @@ import { enqueueOne, prepareEnqueueWith, requireIdempotencyKey } from '../coordi
 import { describeValidationError } from '../coordinator/error-handler.js';
 import { validatorCompiler } from '../coordinator/validation.js';
 import { toWireJob } from '../coordinator/wire.js';
+import { DirectWorkerTransport } from './direct-worker.js';
 
 /** Payload types by kind name; `Record<string, unknown>` accepts any kind and payload. */
 export type KindPayloads = Record<string, unknown>;
@@ -103,8 +107,9 @@ async function rethrowing<T>(call: Promise<T>): Promise<T> {
 }
 
 /** One exchange through the app's router, in process; an abort answers at once (the call's answer is dropped). */
-function injector(app: FastifyInstance): (request: Exchange) => Promise<RawResponse> {
+function injector(app: FastifyInstance, counted: () => void): (request: Exchange) => Promise<RawResponse> {
   return async (request) => {
+    counted();
     const { signal } = request;
     if (signal?.aborted === true) throw signal.reason;
     const answer = app
@@ -128,7 +133,12 @@ function injector(app: FastifyInstance): (request: Exchange) => Promise<RawRespo
 export class Queue<Kinds extends KindPayloads = KindPayloads> {
   /** Types only (never set): the payload type of each kind, for `new Worker({ queue, handlers })`. */
   declare readonly kinds?: Kinds;
-  /** Leases, renews and completes in process, as the tenant's admin; `new Worker({ queue })` uses it. */
+  /**
+   * What `new Worker({ queue })` leases, renews, checkpoints and completes through: on the store, without
+   * HTTP, with the coordinator's own functions for each call (direct-worker.ts).
+   */
+  readonly workerTransport: DirectWorkerTransport;
+  /** The HTTP API's calls as the tenant's admin, through the in-process routes (Fastify's inject). */
   readonly workerClient: LeaseholdClient;
   private closing: Promise<void> | undefined;
 
@@ -147,8 +157,15 @@ export class Queue<Kinds extends KindPayloads = KindPayloads> {
     private readonly transactional: TransactionalEnqueue,
     /** Who this Queue enqueues as, for the enqueues that do not go through its coordinator. */
     private readonly principal: Principal,
+    private readonly injects: { count: number },
   ) {
     this.workerClient = admin;
+    this.workerTransport = new DirectWorkerTransport(services.ctx, tenant);
+  }
+
+  /** Calls served through the in-process routes so far (diagnostics: a Worker's calls are not among them). */
+  get inProcessRequests(): number {
+    return this.injects.count;
   }
 
   /** A Queue over an open store; `closeStore` runs at close() when the Queue owns the store. */
@@ -173,11 +190,13 @@ export class Queue<Kinds extends KindPayloads = KindPayloads> {
     const services = createServices(store, config, pino({ level: 'silent' }));
     const app = await buildCoordinator({ store, logger: false, config: input, services, inProcessKeys: keys });
     await app.ready();
-    const client = (apiKey: string): LeaseholdClient => new LeaseholdClient({ baseUrl: 'http://in-process', apiKey, dispatch: injector(app) });
+    const injects = { count: 0 };
+    const dispatch = injector(app, () => injects.count++);
+    const client = (apiKey: string): LeaseholdClient => new LeaseholdClient({ baseUrl: 'http://in-process', apiKey, dispatch });
     // An enqueue inside the application's transaction cannot wait: it uses the kinds as last loaded.
     await services.ctx.kinds.forTenant(tenant);
     const enqueuer = keys.get(settings.owner === undefined ? adminKey : producerKey) as Principal;
-    return new Queue<Kinds>(store, tenant, settings.owner, app, services, config, client(settings.owner === undefined ? adminKey : producerKey), client(adminKey), closeStore, transactional, enqueuer);
+    return new Queue<Kinds>(store, tenant, settings.owner, app, services, config, client(settings.owner === undefined ? adminKey : producerKey), client(adminKey), closeStore, transactional, enqueuer, injects);
   }
 
   /** POST /jobs, without the route: the job as stored (the existing one for a replayed key). */

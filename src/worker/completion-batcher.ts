@@ -10,10 +10,10 @@
  * request left are withdrawn (a worker does not complete a job it lost).
  */
 
-import type { LeaseholdClient } from '../client/leasehold-client.js';
-import { LeaseholdApiError } from '../client/errors.js';
 import { LIMITS } from '../protocol/limits.js';
 import type { ResultBytes } from '../protocol/schemas.js';
+import type { WorkerCalls } from '../protocol/worker-calls.js';
+import { refusalOf } from './refusal.js';
 import { withRetry, type RetryOptions } from './retry.js';
 import { errorFields, type WorkerLogger } from './logger.js';
 
@@ -62,7 +62,7 @@ export class CompletionBatcher {
   private readonly flushAt: number;
 
   constructor(
-    private readonly client: LeaseholdClient,
+    private readonly client: WorkerCalls,
     private readonly options: CompletionBatcherOptions,
   ) {
     this.flushAt = options.flushAt ?? 100;
@@ -132,7 +132,8 @@ export class CompletionBatcher {
       }
     } catch (error) {
       if (error instanceof LeaseGoneError) return;
-      if (error instanceof LeaseholdApiError && error.status < 500 && live.length > 1) {
+      const status = refusalOf(error)?.status;
+      if (status !== undefined && status < 500 && live.length > 1) {
         // One bad item (an oversized result, say) must not sink the others: send each alone.
         this.options.logger.warn({ ...errorFields(error), jobs: live.length }, 'batch completion refused; completing one by one');
         await Promise.all(live.map((item) => this.sendOne(item)));
@@ -147,7 +148,8 @@ export class CompletionBatcher {
       const answer = await withRetry(() => this.client.complete(item.id, wireCompletion(item)), { ...this.options.retry, giveUpAt: item.giveUpAt });
       item.settle(answer.status === 'succeeded' ? { kind: 'completed' } : { kind: 'rejected', code: answer.status });
     } catch (error) {
-      if (error instanceof LeaseholdApiError && error.status === 409) item.settle({ kind: 'rejected', code: error.code });
+      const refusal = refusalOf(error);
+      if (refusal?.status === 409) item.settle({ kind: 'rejected', code: refusal.code });
       else item.settle({ kind: 'error', error });
     }
   }

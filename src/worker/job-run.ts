@@ -19,21 +19,21 @@
  * start of the lease: the local estimate runs out first, never after.
  */
 
-import { LeaseholdApiError } from '../client/errors.js';
-import type { LeaseholdClient } from '../client/leasehold-client.js';
 import type { Clock } from '../core/clock.js';
 import { crashPoint } from '../core/fault-points.js';
 import type { LeasedJob } from '../protocol/schemas.js';
+import type { WorkerCalls } from '../protocol/worker-calls.js';
 import type { Checkpoint } from '../store/store.js';
 import { resultBytesOf } from './binary-result.js';
 import type { CompletionBatcher } from './completion-batcher.js';
 import type { Handler, JobContext } from './handler.js';
 import { describeFailure, handlerFailureLogFields, JobAbortedError, type AbortCode } from './job-errors.js';
 import { errorFields, type WorkerLogger } from './logger.js';
+import { refusalOf, type Refusal } from './refusal.js';
 import { withRetry, type RetryOptions } from './retry.js';
 
 export interface JobRunDeps {
-  readonly client: LeaseholdClient;
+  readonly client: WorkerCalls;
   readonly batcher: CompletionBatcher;
   readonly clock: Clock;
   readonly retry: Omit<RetryOptions, 'giveUpAt' | 'signal'>;
@@ -168,8 +168,9 @@ export class JobRun {
     try {
       await withRetry(call, { ...this.deps.retry, giveUpAt: () => this.leaseEndsAt, signal: this.signal });
     } catch (error) {
-      if (error instanceof LeaseholdApiError && (error.status === 409 || error.status === 404)) {
-        this.abandon(abortCodeOf(error), error.message);
+      const refusal = refusalOf(error);
+      if (refusal !== undefined && (refusal.status === 409 || refusal.status === 404)) {
+        this.abandon(abortCodeOf(refusal), refusal.message);
       }
       throw this.abortReason ?? error;
     }
@@ -201,7 +202,7 @@ export class JobRun {
       if (answer.kind === 'completed') deps.logger.debug(this.fields, 'job completed');
       else if (answer.kind === 'rejected') deps.logger.warn({ ...this.fields, code: answer.code }, 'completion refused');
       else if (answer.kind === 'error') {
-        if (answer.error instanceof LeaseholdApiError && answer.error.status === 413) {
+        if (refusalOf(answer.error)?.status === 413) {
           await this.fail({ code: 'result_too_large', message: 'the result was larger than the coordinator accepts', retryable: false });
         } else {
           deps.logger.error({ ...this.fields, ...errorFields(answer.error) }, 'completion not delivered; the lease will decide');
@@ -256,8 +257,9 @@ export class JobRun {
       this.scheduleRenewal();
     } catch (error) {
       if (this.aborted || this.settled) return;
-      if (error instanceof LeaseholdApiError && error.status !== 503) {
-        this.abandon(abortCodeOf(error), error.message);
+      const refusal = refusalOf(error);
+      if (refusal !== undefined && refusal.status !== 503) {
+        this.abandon(abortCodeOf(refusal), refusal.message);
       } else {
         deps.logger.warn({ ...this.fields, ...errorFields(error) }, 'could not renew before the lease ran out');
         this.abandon('lease_lost', 'the lease could not be renewed before it ran out');
@@ -276,7 +278,7 @@ export class JobRun {
   }
 }
 
-function abortCodeOf(error: LeaseholdApiError): AbortCode {
+function abortCodeOf(error: Refusal): AbortCode {
   if (error.code === 'cancelled' || error.code === 'deadline_exceeded' || error.code === 'not_found') return error.code;
   return error.status === 404 ? 'not_found' : 'stale_lease';
 }

@@ -11,8 +11,9 @@
  * would refuse it anyway.
  */
 
-import { isRetryableError, LeaseholdApiError } from '../client/errors.js';
+import { isRetryableError } from '../client/errors.js';
 import type { Clock } from '../core/clock.js';
+import { refusalOf } from './refusal.js';
 
 export interface RetryPolicy {
   readonly baseMs: number;
@@ -42,9 +43,8 @@ export async function withRetry<T>(call: (signal: AbortSignal | undefined) => Pr
       if (!isWorthRetrying(error) || options.signal?.aborted === true) throw error;
       const cap = Math.min(options.policy.maxMs, options.policy.baseMs * 2 ** Math.min(attempt - 1, 20));
       let delay = Math.floor(options.random() * cap);
-      if (error instanceof LeaseholdApiError && error.retryAfterSeconds !== undefined) {
-        delay = Math.max(delay, error.retryAfterSeconds * 1000);
-      }
+      const retryAfterSeconds = refusalOf(error)?.retryAfterSeconds;
+      if (retryAfterSeconds !== undefined) delay = Math.max(delay, retryAfterSeconds * 1000);
       if (options.giveUpAt !== undefined && options.clock.now() + delay >= options.giveUpAt()) throw error;
       options.onRetry?.(error, delay, attempt);
       await (options.sleep ?? sleep)(delay, options.signal);
@@ -55,8 +55,11 @@ export async function withRetry<T>(call: (signal: AbortSignal | undefined) => Pr
 /** Gateway answers carry no coordinator error body, so their code is the client's `http_<status>`. */
 const GATEWAY_STATUSES = new Set([502, 504]);
 
+/** Lost connections, 503s (over HTTP or from the store in process: store_unavailable, overloaded) and gateway errors. */
 export function isWorthRetrying(error: unknown): boolean {
-  return isRetryableError(error) || (error instanceof LeaseholdApiError && GATEWAY_STATUSES.has(error.status));
+  if (isRetryableError(error)) return true;
+  const status = refusalOf(error)?.status;
+  return status !== undefined && (status === 503 || GATEWAY_STATUSES.has(status));
 }
 
 /** Resolves after `ms`, or rejects with the signal's reason when it aborts first. */

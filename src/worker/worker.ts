@@ -17,6 +17,7 @@ import { systemClock, type Clock } from '../core/clock.js';
 import { crashPoint } from '../core/fault-points.js';
 import { LIMITS } from '../protocol/limits.js';
 import type { LeasedJob } from '../protocol/schemas.js';
+import type { WorkerCalls } from '../protocol/worker-calls.js';
 import { CompletionBatcher } from './completion-batcher.js';
 import type { Handler, HandlerMap } from './handler.js';
 import { JobAbortedError } from './job-errors.js';
@@ -24,13 +25,16 @@ import { JobRun, type JobRunDeps } from './job-run.js';
 import { errorFields, silentLogger, type WorkerLogger } from './logger.js';
 import { DEFAULT_RETRY, sleep, withRetry, type RetryPolicy } from './retry.js';
 
-/** A library Queue as the worker sees it: its in-process client, and (for types only) its kinds' payloads. */
+/**
+ * A library Queue as the worker sees it: its direct transport (leases, renewals, checkpoints, effects and
+ * completions on the store, without HTTP), and (for types only) its kinds' payloads.
+ */
 export interface WorkerQueue<Kinds> {
-  readonly workerClient: LeaseholdClient;
+  readonly workerTransport: WorkerCalls;
   readonly kinds?: Kinds;
 }
 
-/** What the worker leases through: a client of a coordinator over HTTP, or a library Queue (in process). */
+/** What the worker leases through: a client of a coordinator over HTTP, or a library Queue (on its store). */
 export type WorkerSource<Kinds> = { readonly client: LeaseholdClient; readonly queue?: undefined } | { readonly queue: WorkerQueue<Kinds>; readonly client?: undefined };
 
 /** Handlers by kind; with a Queue's kind map, each handler's payload is typed by its kind. */
@@ -60,7 +64,7 @@ export interface WorkerSettings {
 
 export class Worker<Kinds = Record<string, unknown>> {
   readonly workerId: string;
-  private readonly client: LeaseholdClient;
+  private readonly client: WorkerCalls;
   private readonly handlers: HandlerMap;
   private readonly concurrency: number;
   private readonly leaseMs: number;
@@ -85,7 +89,7 @@ export class Worker<Kinds = Record<string, unknown>> {
     if (kinds.length === 0) throw new TypeError('a worker needs at least one handler');
     // The lease request names the kinds this worker can run; the protocol caps that list.
     if (kinds.length > 100) throw new RangeError('a worker can serve at most 100 kinds; split the handlers over several workers');
-    this.client = options.client ?? options.queue.workerClient;
+    this.client = options.client ?? options.queue.workerTransport;
     this.handlers = options.handlers as unknown as HandlerMap;
     this.workerId = options.workerId ?? `${hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
     this.concurrency = positiveInteger('concurrency', options.concurrency ?? 8, LIMITS.maxLeaseBatch);
