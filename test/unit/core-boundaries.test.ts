@@ -11,9 +11,10 @@ import { backoffDelayMs, DEFAULT_BACKOFF } from '../../src/core/backoff.js';
 import { canonicalJson } from '../../src/core/canonical-json.js';
 import { ManualClock, parseRfc3339, systemClock, toRfc3339, toRfc3339OrNull } from '../../src/core/clock.js';
 import { ERROR_CODES, isErrorCode, JOB_FAILURE_CODES, LeaseholdError, StoreUnavailableError } from '../../src/core/errors.js';
-import { FAILURE_CLASSES, inferFailureClass } from '../../src/core/failure-classes.js';
+import { FAILURE_CLASSES, inferFailureClass, isFailureClass } from '../../src/core/failure-classes.js';
 import { armedCrashPoint, parseCrashSetting } from '../../src/core/fault-points.js';
 import { constantTimeEqual, hashApiKey, isJobId, newApiKey, newJobId, newLeaseToken, sha256Hex } from '../../src/core/ids.js';
+import { systemRandom } from '../../src/core/random.js';
 import { isJobStatus, isRole, JOB_STATUSES } from '../../src/core/states.js';
 import {
   decideCompletion,
@@ -160,11 +161,29 @@ describe('clock', () => {
 });
 
 describe('errors, states and classes', () => {
+  it('knows a failure class only by its own name, never by an object that prints as one', () => {
+    expect(isFailureClass('transient')).toBe(true);
+    expect(isFailureClass(['transient'])).toBe(false);
+    expect(isFailureClass('toString')).toBe(false);
+    expect(isFailureClass(undefined)).toBe(false);
+  });
+
+  it('draws the system random in [0, 1), not always the same', () => {
+    const draws = Array.from({ length: 100 }, () => systemRandom());
+    for (const draw of draws) {
+      expect(draw).toBeGreaterThanOrEqual(0);
+      expect(draw).toBeLessThan(1);
+    }
+    expect(new Set(draws).size).toBeGreaterThan(90);
+  });
+
   it('gives each error its status, a 503 store error a 1 s Retry-After, and keeps the cause', () => {
     const cause = new Error('disk');
     const error = new LeaseholdError('stale_lease', 'gone', { retryAfterSeconds: 3, cause });
     expect(error).toMatchObject({ name: 'LeaseholdError', code: 'stale_lease', status: 409, message: 'gone', retryAfterSeconds: 3, cause });
     expect(new LeaseholdError('not_found', 'x').cause).toBeUndefined();
+    // No own `cause` at all without one, so a logged error carries no empty cause field.
+    expect(Object.hasOwn(new LeaseholdError('not_found', 'x'), 'cause')).toBe(false);
     expect(new LeaseholdError('not_found', 'x').retryAfterSeconds).toBeUndefined();
     const unavailable = new StoreUnavailableError(undefined, cause);
     expect(unavailable).toMatchObject({ name: 'StoreUnavailableError', code: 'store_unavailable', status: 503, retryAfterSeconds: 1, cause, message: 'the job store is unavailable' });
@@ -208,6 +227,17 @@ describe('ids and secrets', () => {
     expect(isJobId(`x${id}`)).toBe(false);
     expect(isJobId(`${id}x`)).toBe(false);
     expect(isJobId(id.toUpperCase())).toBe(false);
+  });
+
+  it('keeps the random bits beside the version and variant bits of a job id random', () => {
+    // 1,000 ids of the same millisecond: every hex digit after the time takes more than one value.
+    const ids = Array.from({ length: 1_000 }, () => newJobId(7).replaceAll('-', ''));
+    for (let digit = 12; digit < 32; digit++) {
+      if (digit === 12) continue; // the version digit, always 7
+      const seen = new Set(ids.map((id) => id[digit]));
+      expect(seen.size, `hex digit ${digit}`).toBeGreaterThan(digit === 16 ? 1 : 8);
+    }
+    for (const id of ids) expect('89ab').toContain(id[16]);
   });
 
   it('draws tokens and keys that never repeat, across refills of the random pool', () => {
