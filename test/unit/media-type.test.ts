@@ -24,6 +24,9 @@ const VALID: readonly (readonly [string, string])[] = [
   ['text/plain; a=b; c="d"', 'two parameters'],
   ["application/vnd.a+b!#$%&'*.^_`|~-9", 'every tchar in the subtype'],
   ['text/plain ', 'trailing whitespace'],
+  ['text/plain; a="x\\ y"', 'a quoted-pair of a space'],
+  ['text/plain; a="x\\~y"', 'a quoted-pair of ~, the last visible character'],
+  ['text/plain; a="~"', '~ inside a quoted-string'],
 ];
 
 const INVALID: readonly (readonly [string, string])[] = [
@@ -50,6 +53,10 @@ const INVALID: readonly (readonly [string, string])[] = [
   ['text/plain\u0000', 'NUL'],
   ['téxt/plain', 'a non-ASCII character in the type'],
   ['text/plain,text/html', 'a comma'],
+  ['text;plain', 'a ; where the / belongs'],
+  ['text plain', 'a space where the / belongs'],
+  ['text/plain; a;b', 'a parameter name followed by ; instead of ='],
+  ['text/plain; a="x\\\u007f"', 'a quoted-pair of DEL'],
 ];
 
 describe('isMediaType', () => {
