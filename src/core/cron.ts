@@ -327,7 +327,7 @@ export function dueOccurrences(
   for (let first = true; ; first = false) {
     const occurrence = previousOccurrence(cron, zone, cursor);
     if (occurrence === null || occurrence < params.nextAt) break;
-    if (first && occurrence > params.now - ON_TIME_MS) picked.push(occurrence);
+    if (first && occurrence >= params.now - ON_TIME_MS) picked.push(occurrence);
     else if (missedTaken < params.catchUp) {
       picked.push(occurrence);
       missedTaken++;
