@@ -135,8 +135,9 @@ export class Scheduler implements SchedulerHandle {
       const results = await Promise.allSettled(due.map((schedule) => this.fire(schedule, now)));
       const failed = results.filter((r) => r.status === 'rejected');
       for (const failure of failed) this.options.log.warn({ err: (failure as PromiseRejectedResult).reason }, 'a schedule could not be fired');
-      // A failed fire leaves its schedule due; the next batch would read it again at once.
-      if (failed.length > 0 || due.length < SCHEDULER_BATCH) return false;
+      // A failed fire leaves its schedule due; the next batch would read it again at once. A short batch
+      // does not mean nothing is left: the per-tenant cap shortens it while one tenant has more due.
+      if (failed.length > 0) return false;
       await new Promise((resolve) => setImmediate(resolve));
     }
     return true;

@@ -40,9 +40,8 @@ interface World {
   close(): Promise<void>;
 }
 
-async function openWorld(backend: BackendFactory, coordinators: number, config: CoordinatorConfigInput = {}): Promise<World> {
+async function openWorld(backend: BackendFactory, coordinators: number, config: CoordinatorConfigInput = {}, clock = new ManualClock(START)): Promise<World> {
   const instance = await backend.create();
-  const clock = new ManualClock(START);
   const input: CoordinatorConfigInput = { reaperIntervalMs: 0, schedulerMaxSleepMs: 0, kindCacheMs: 0, ...config };
   const resolved = resolveConfig(input);
   const stores = [instance.store, ...(await Promise.all(Array.from({ length: coordinators - 1 }, () => instance.openPeer())))];
@@ -98,6 +97,14 @@ async function mustPut(w: World, name: string, body: Record<string, unknown>): P
 }
 
 const iso = (ms: number): string => new Date(ms).toISOString();
+
+/** The real clock moved by `shift` ms: timers run for real, and a minute boundary can be made to come soon. */
+class ShiftedClock extends ManualClock {
+  shift = 0;
+  override now(): number {
+    return Date.now() + this.shift;
+  }
+}
 
 describe.each(backends)('recurring schedules ($label)', (backend) => {
   drainAfterAll(backend);
@@ -300,6 +307,58 @@ describe.each(backends)('recurring schedules ($label)', (backend) => {
       expect(await w.jobs()).toHaveLength(1);
       const after = await w.schedule('dst');
       expect(after).toMatchObject({ lastAt: '2026-03-08T07:00:00.000Z', nextAt: '2026-03-09T06:30:00.000Z' });
+    });
+
+    it('wakes by its own timer at the next occurrence, not by polling', async () => {
+      const clock = new ShiftedClock();
+      const w = (world = await openWorld(backend, 1, { schedulerMaxSleepMs: 60_000 }, clock));
+      // The scheduler's clock reads 700 ms before a minute boundary.
+      clock.shift = MINUTE - 700 - (Date.now() % MINUTE);
+      const store = w.stores[0] as Store;
+      let passes = 0;
+      const scheduleDue = store.scheduleDue.bind(store);
+      store.scheduleDue = (params) => {
+        passes++;
+        return scheduleDue(params);
+      };
+      const enqueued = new Promise<number>((resolve) => {
+        const unwatch = store.watchAvailable((available) => {
+          if (available?.kind === 'timer') {
+            unwatch();
+            resolve(clock.now());
+          }
+        });
+      });
+      const saved = await mustPut(w, 'soon', { kind: 'timer', payload: null, cron: '* * * * *' });
+      const due = Date.parse(saved.nextAt ?? '');
+      expect(due - clock.now()).toBeLessThan(1_000);
+      const timeout = new Promise<never>((_, reject) => setTimeout(() => reject(new Error('no job within 10 s')), 10_000));
+      const at = await Promise.race([enqueued, timeout]);
+      expect(at).toBeGreaterThanOrEqual(due);
+      // SQLite announces a write when it is queued: the pass that made it has committed once a later pass ran.
+      await w.services[0]?.ctx.scheduler.tick();
+      expect(await w.jobs()).toHaveLength(1);
+      // The start, the PUT, the timer and the tick above: a handful of passes, not one per few milliseconds.
+      expect(passes).toBeLessThanOrEqual(5);
+      expect((await w.schedule('soon'))?.nextAt).toBe(iso(due + MINUTE));
+    });
+
+    it('serves other tenants in the same batch as one tenant with many due schedules', async () => {
+      const w = (world = await openWorld(backend, 1, { maxSchedulesPerTenant: 1_000 }));
+      const store = w.stores[0] as Store;
+      const now = await w.services[0]?.ctx.scheduler.now() ?? START;
+      const upsert = (tenant: string, name: string, nextAt: number) =>
+        store.scheduleUpsert({ tenant, name, owner: 'root', kind: 'k', payload: null, payloadJson: 'null', cron: '* * * * *', timezone: 'UTC', overlap: 'allow', catchUp: 0, nextAt, now, maxPerTenant: 1_000 });
+      for (let i = 0; i < 150; i += 50) await Promise.all(Array.from({ length: 50 }, (_, j) => upsert('t1', `s${String(i + j).padStart(3, '0')}`, START - 10 * MINUTE)));
+      await upsert('t2', 'late', START - MINUTE);
+      const batch = await store.scheduleDue({ now: START, limit: 100, perTenant: 10 });
+      expect(batch.filter((s) => s.tenant === 't1')).toHaveLength(10);
+      expect(batch.map((s) => `${s.tenant}/${s.name}`)).toContain('t2/late');
+      expect(await store.scheduleEarliest()).toBe(START - 10 * MINUTE);
+      // A pass fires them all, in bounded batches.
+      w.clock.set(START - (START % MINUTE) + 5_000);
+      await w.tickAll();
+      expect(await store.scheduleDue({ now: START, limit: 100, perTenant: 10 })).toEqual([]);
     });
 
     it('passes over an occurrence whose job the kind rules now refuse, and keeps going', async () => {
