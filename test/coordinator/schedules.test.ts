@@ -309,6 +309,20 @@ describe.each(backends)('recurring schedules ($label)', (backend) => {
       expect(after).toMatchObject({ lastAt: '2026-03-08T07:00:00.000Z', nextAt: '2026-03-09T06:30:00.000Z' });
     });
 
+    it('runs a time repeated by daylight saving once, at its first instant (Europe/Berlin, fall back)', async () => {
+      const w = (world = await openWorld(backend, 2));
+      w.clock.set(Date.parse('2026-10-24T12:00:00Z'));
+      const saved = await mustPut(w, 'fall', { kind: 'fall', payload: null, cron: '30 2 * * *', timezone: 'Europe/Berlin', overlap: 'allow' });
+      // 02:30 comes twice on 2026-10-25: 02:30 CEST (00:30Z), then 02:30 CET (01:30Z).
+      expect(saved.nextAt).toBe('2026-10-25T00:30:00.000Z');
+      for (const instant of ['2026-10-25T00:30:00Z', '2026-10-25T01:00:00Z', '2026-10-25T01:30:00Z', '2026-10-25T01:31:00Z']) {
+        w.clock.set(Date.parse(instant));
+        await w.tickAll();
+      }
+      expect(await w.jobs()).toHaveLength(1);
+      expect(await w.schedule('fall')).toMatchObject({ lastAt: '2026-10-25T00:30:00.000Z', nextAt: '2026-10-26T01:30:00.000Z' });
+    });
+
     it('wakes by its own timer at the next occurrence, not by polling', async () => {
       const clock = new ShiftedClock();
       const w = (world = await openWorld(backend, 1, { schedulerMaxSleepMs: 60_000 }, clock));
