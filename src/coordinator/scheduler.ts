@@ -80,15 +80,16 @@ export class Scheduler implements SchedulerHandle {
   tick(): Promise<void> {
     const pass = this.chain.then(async () => {
       if (this.stopped) return;
+      const timed = this.options.config.schedulerMaxSleepMs > 0;
       let delay = this.options.config.schedulerMaxSleepMs;
       try {
         const more = await this.pass();
-        delay = more ? 0 : await this.untilEarliest();
+        if (timed) delay = more ? 0 : await this.untilEarliest();
       } catch (error) {
         this.options.log.warn({ err: error }, 'scheduler pass failed');
         delay = Math.min(delay, RETRY_MS);
       }
-      if (this.options.config.schedulerMaxSleepMs > 0) this.schedule(delay);
+      if (timed) this.schedule(delay);
     });
     this.chain = pass;
     return pass;
