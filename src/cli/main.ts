@@ -1,6 +1,6 @@
 /**
  * The `leasehold` command line: finds the command (one word, or two for
- * `keys …` and `kinds …`), parses its flags, runs it, and turns failures into
+ * `keys …`, `kinds …` and `schedules …`), parses its flags, runs it, and turns failures into
  * one line on stderr (error-text.ts). Exit codes: 0 success, 1 the operation
  * failed, 2 the command line was wrong (one line and a pointer to --help), 3
  * partial (a bulk or batch command did some items and refused others). No
@@ -17,6 +17,7 @@ import { jobsList, jobsShow } from './commands/jobs-list.js';
 import { keysCreate, keysList, keysRevoke } from './commands/keys.js';
 import { kindsList, kindsSet } from './commands/kinds.js';
 import { purgeCommand } from './commands/purge.js';
+import { schedulesDelete, schedulesList, schedulesSet } from './commands/schedules.js';
 import { serveCommand } from './commands/serve.js';
 import { workerCommand } from './commands/worker.js';
 import { terminalSafe } from './terminal-text.js';
@@ -41,6 +42,9 @@ export const COMMANDS: readonly Command[] = [
   purgeCommand,
   kindsSet,
   kindsList,
+  schedulesSet,
+  schedulesList,
+  schedulesDelete,
 ];
 
 const GROUPS = new Set(COMMANDS.filter((c) => c.name.includes(' ')).map((c) => c.name.split(' ')[0] ?? ''));

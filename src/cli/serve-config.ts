@@ -50,6 +50,8 @@ export const CONFIG_FLAGS: readonly ConfigFlag[] = [
   { flag: 'auth-cache-ms', path: ['authCacheMs'], type: 'integer', help: 'how long a looked-up API key is trusted (default 1000)' },
   { flag: 'max-schema-bytes', path: ['maxSchemaBytes'], type: 'integer', help: 'largest kind payloadSchema, bytes of JSON (default 65536)' },
   { flag: 'max-kinds-per-tenant', path: ['maxKindsPerTenant'], type: 'integer', help: 'kinds one tenant may register (default 1000)' },
+  { flag: 'max-schedules-per-tenant', path: ['maxSchedulesPerTenant'], type: 'integer', help: 'recurring schedules one tenant may have (default 1000)' },
+  { flag: 'scheduler-max-sleep-ms', path: ['schedulerMaxSleepMs'], type: 'integer', help: 'longest sleep of the scheduler, to notice schedules set through other coordinators; 0 turns it off (default 60000)' },
   { flag: 'default-max-result-bytes', path: ['defaultMaxResultBytes'], type: 'integer', help: 'result limit of jobs whose kind is not registered (default 16777216)' },
   { flag: 'max-checkpoint-bytes', path: ['maxCheckpointBytes'], type: 'integer', help: 'checkpoint state limit for unregistered kinds and the default of registered ones (default 262144)' },
   { flag: 'kind-cache-ms', path: ['kindCacheMs'], type: 'integer', help: 'how long a tenant\'s kind registry is reused (default 1000)' },

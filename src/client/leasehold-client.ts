@@ -48,6 +48,10 @@ import type {
   RenewRequest,
   RenewResponse,
   RequeueRequest,
+  Schedule,
+  ScheduleDefinition,
+  ScheduleList,
+  ScheduleListQuery,
   Stats,
   TokenRequest,
 } from '../protocol/schemas.js';
@@ -267,6 +271,25 @@ export class LeaseholdClient implements WorkerCalls {
 
   async listKinds(options: CallOptions = {}): Promise<Kind[]> {
     return parseJson<KindList>(await this.call('GET', '/kinds', undefined, options)).kinds;
+  }
+
+  /** Admin: sets or replaces the recurring schedule `name`. */
+  async putSchedule(name: string, definition: ScheduleDefinition, options: CallOptions = {}): Promise<Schedule> {
+    return parseJson<Schedule>(await this.call('PUT', `/schedules/${encodeURIComponent(name)}`, definition, options));
+  }
+
+  /** Admin: one page of the tenant's schedules by name; pass `nextCursor` back as `cursor` for the next. */
+  async listSchedules(query: ScheduleListQuery = {}, options: CallOptions = {}): Promise<ScheduleList> {
+    const search = new URLSearchParams();
+    if (query.limit !== undefined) search.set('limit', String(query.limit));
+    if (query.cursor !== undefined) search.set('cursor', query.cursor);
+    const qs = search.toString();
+    return parseJson<ScheduleList>(await this.call('GET', qs === '' ? '/schedules' : `/schedules?${qs}`, undefined, options));
+  }
+
+  /** Admin: deletes the schedule `name` (its jobs stay) and answers it as it was. */
+  async deleteSchedule(name: string, options: CallOptions = {}): Promise<Schedule> {
+    return parseJson<Schedule>(await this.call('DELETE', `/schedules/${encodeURIComponent(name)}`, undefined, options));
   }
 
   /** Admin: deletes up to a bounded number of the tenant's finished jobs; call again while `more` is true. */

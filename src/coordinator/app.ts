@@ -14,6 +14,7 @@ import swagger from '@fastify/swagger';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { Store } from '../store/store.js';
+import type { Clock } from '../core/clock.js';
 import { installAdmission } from './admission.js';
 import { installAuth, type Principal } from './auth.js';
 import { resolveConfig, type CoordinatorConfig, type CoordinatorConfigInput } from './config.js';
@@ -30,6 +31,7 @@ import { registerKindRoutes } from './routes/kinds.js';
 import { registerLeaseRoutes } from './routes/lease.js';
 import { registerMetricsRoutes } from './routes/metrics.js';
 import { registerPurgeRoutes } from './routes/purge.js';
+import { registerScheduleRoutes } from './routes/schedules.js';
 import { registerSystemRoutes } from './routes/system.js';
 import { registerUiRoutes } from './routes/ui.js';
 import { validatorCompiler } from './validation.js';
@@ -45,6 +47,8 @@ export interface CoordinatorOptions {
   readonly services?: QueueServices;
   /** Keys known only to this process (a Queue's own, for an app that never listens), checked before the store's. */
   readonly inProcessKeys?: ReadonlyMap<string, Principal>;
+  /** The clock recurring schedules are computed against; the store's own when absent (tests pass a fake one). */
+  readonly scheduleClock?: Clock;
 }
 
 /** Where a key or token could appear in a log object (kept in core so that the CLI's loggers share it). */
@@ -60,6 +64,7 @@ export function registerRoutes(app: CoordinatorApp, ctx: RouteContext): void {
   registerLeaseRoutes(app, ctx);
   registerCompletionRoutes(app, ctx);
   registerKindRoutes(app, ctx);
+  registerScheduleRoutes(app, ctx);
   registerSystemRoutes(app, ctx);
   registerMetricsRoutes(app, ctx);
 }
@@ -162,7 +167,7 @@ export async function buildCoordinator(options: CoordinatorOptions): Promise<Fas
 
   app.server.headersTimeout = config.headersTimeoutMs;
   // A library Queue passes its own services (shared with its calls); a coordinator builds and owns them.
-  const services = options.services ?? createServices(options.store, config, app.log);
+  const services = options.services ?? createServices(options.store, config, app.log, options.scheduleClock === undefined ? {} : { scheduleClock: options.scheduleClock });
   await installApi(app, { store: options.store, config, ctx: services.ctx, standalone: true, ...(options.inProcessKeys === undefined ? {} : { inProcessKeys: options.inProcessKeys }) });
 
   // preClose runs before the server stops accepting: parked long polls answer 204 instead of holding close() open.

@@ -72,6 +72,10 @@ export interface CoordinatorConfig {
   readonly maxSchemaBytes: number;
   /** Kinds one tenant may register. */
   readonly maxKindsPerTenant: number;
+  /** Recurring schedules one tenant may have (PUT /schedules/{name}). */
+  readonly maxSchedulesPerTenant: number;
+  /** The scheduler's longest sleep between passes, to notice schedules set through other coordinators; 0 disables the scheduler. */
+  readonly schedulerMaxSleepMs: number;
   /** The result limit of jobs whose kind is not registered (a registered kind has its own maxResultBytes). */
   readonly defaultMaxResultBytes: number;
   /** Checkpoint state limit, in bytes of canonical JSON, for unregistered kinds and the default of registered ones. */
@@ -126,6 +130,8 @@ export const DEFAULT_CONFIG: CoordinatorConfig = deepFreeze({
   idleTimeoutMs: 120_000,
   maxSchemaBytes: 64 * 1024,
   maxKindsPerTenant: 1_000,
+  maxSchedulesPerTenant: 1_000,
+  schedulerMaxSleepMs: 60_000,
   defaultMaxResultBytes: 16 * 1024 * 1024,
   maxCheckpointBytes: 256 * 1024,
   metricsToken: null,
@@ -229,6 +235,8 @@ export function resolveConfig(input: unknown = {}): CoordinatorConfig {
     idleTimeoutMs: int(source['idleTimeoutMs'], DEFAULT_CONFIG.idleTimeoutMs, 'idleTimeoutMs', LIMITS.maxWaitMs + 5_000, 3_600_000),
     maxSchemaBytes: int(source['maxSchemaBytes'], DEFAULT_CONFIG.maxSchemaBytes, 'maxSchemaBytes', 1024, 16 * 1024 * 1024),
     maxKindsPerTenant: int(source['maxKindsPerTenant'], DEFAULT_CONFIG.maxKindsPerTenant, 'maxKindsPerTenant', 1, 1_000_000),
+    maxSchedulesPerTenant: int(source['maxSchedulesPerTenant'], DEFAULT_CONFIG.maxSchedulesPerTenant, 'maxSchedulesPerTenant', 0, 100_000),
+    schedulerMaxSleepMs: int(source['schedulerMaxSleepMs'], DEFAULT_CONFIG.schedulerMaxSleepMs, 'schedulerMaxSleepMs', 0, 3_600_000),
     defaultMaxResultBytes: int(source['defaultMaxResultBytes'], DEFAULT_CONFIG.defaultMaxResultBytes, 'defaultMaxResultBytes', 1, LIMITS.maxResultBytes),
     maxCheckpointBytes: int(source['maxCheckpointBytes'], DEFAULT_CONFIG.maxCheckpointBytes, 'maxCheckpointBytes', 1, LIMITS.maxCheckpointBytes),
     metricsToken: typeof tokenIn === 'string' && METRICS_TOKEN.test(tokenIn) ? tokenIn : null,

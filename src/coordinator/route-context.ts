@@ -32,6 +32,18 @@ export interface RouteContext {
   readonly metrics: CoordinatorMetrics;
   /** Counts and logs the transitions the routes apply (job-events.ts). */
   readonly events: JobEvents;
+  /** Recurring schedules: the clock they are computed against, and the timer a change replans (scheduler.ts). */
+  readonly scheduler: SchedulerHandle;
+}
+
+/** What routes and tests use of the scheduler (scheduler.ts). */
+export interface SchedulerHandle {
+  /** The time schedules are computed against. */
+  now(): Promise<number>;
+  /** A schedule changed here: plan the timer again. */
+  poke(): void;
+  /** One pass now, after any in progress. */
+  tick(): Promise<void>;
 }
 
 /** Response schemas for the given error statuses; every authenticated route can answer 401, 403, 429 and 503. */

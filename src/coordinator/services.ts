@@ -1,6 +1,6 @@
 /**
  * What every front of the queue shares over one store: the kind registry,
- * the long-poll and finish waiters, backpressure, the reaper and retention, wired to
+ * the long-poll and finish waiters, backpressure, the reaper, retention and the scheduler, wired to
  * the store's wake-ups. A coordinator builds them for itself; a library
  * Queue (src/queue/) builds them once and serves its calls and any HTTP
  * front registered on it from the same instance.
@@ -18,6 +18,8 @@ import { CoordinatorMetrics } from './metrics.js';
 import { startReaper } from './reaper.js';
 import { startRetention } from './retention.js';
 import type { RouteContext } from './route-context.js';
+import { Scheduler } from './scheduler.js';
+import type { Clock } from '../core/clock.js';
 
 /** Parked GET /jobs/{id}?waitMs requests per tenant before the next answers 503 overloaded (docs/DESIGN.md). */
 export const MAX_FINISH_WAITS_PER_TENANT = 1_000;
@@ -30,23 +32,37 @@ export interface QueueServices {
   close(): Promise<void>;
 }
 
-export function createServices(store: Store, config: CoordinatorConfig, log: FastifyBaseLogger): QueueServices {
+export interface ServiceOptions {
+  /** The clock recurring schedules are computed against; the store's own when absent (tests pass a fake one). */
+  readonly scheduleClock?: Clock;
+}
+
+export function createServices(store: Store, config: CoordinatorConfig, log: FastifyBaseLogger, options: ServiceOptions = {}): QueueServices {
   const waiters = new LeaseWaiters();
   const metrics = new CoordinatorMetrics();
+  const kinds = new KindRegistry(store, config.kindCacheMs, { maxSchemaBytes: config.maxSchemaBytes });
+  const backpressure = new Backpressure(store, config.backpressure);
+  const events = new JobEvents(metrics);
+  const scheduler = new Scheduler({
+    store, config, kinds, events, backpressure, log,
+    ...(options.scheduleClock === undefined ? {} : { clock: options.scheduleClock }),
+  });
   const ctx: RouteContext = {
     store,
     config,
-    kinds: new KindRegistry(store, config.kindCacheMs, { maxSchemaBytes: config.maxSchemaBytes }),
+    kinds,
     waiters,
     finishWaiters: new FinishWaiters(store, MAX_FINISH_WAITS_PER_TENANT),
-    backpressure: new Backpressure(store, config.backpressure),
+    backpressure,
     metrics,
-    events: new JobEvents(metrics),
+    events,
+    scheduler,
   };
   // The store announces every job that becomes available (the reaper's requeues too) with its tenant and kind.
   const unwatch = store.watchAvailable((available) => waiters.notify(available));
   const reaper = startReaper({ store, intervalMs: config.reaperIntervalMs, log, events: ctx.events });
   const retention = startRetention({ store, intervalMs: config.retentionIntervalMs, periods: config.retention, batchSize: config.retentionBatchSize, log });
+  scheduler.start();
   let stopped: Promise<void> | undefined;
   let closed: Promise<void> | undefined;
   const stopWaiting = (): Promise<void> => {
@@ -55,6 +71,7 @@ export function createServices(store: Store, config: CoordinatorConfig, log: Fas
       ctx.finishWaiters.close();
       await reaper.stop();
       await retention.stop();
+      await scheduler.stop();
     })();
     return stopped;
   };

@@ -18,6 +18,10 @@ export const LIMITS = Object.freeze({
   maxCompleteBatch: 1000,
   maxEnqueueBatch: 1000,
   maxListLimit: 1000,
+  scheduleNameLength: 128,
+  cronLength: 200,
+  /** Missed occurrences one schedule may enqueue after downtime. */
+  maxScheduleCatchUp: 100,
   errorCodeLength: 128,
   errorMessageLength: 4096,
   /** Checkpoint step indexes are 32-bit (PostgreSQL integer). */

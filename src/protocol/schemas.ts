@@ -18,3 +18,4 @@ export * from './system.js';
 export * from './wait-ends.js';
 export * from './operator.js';
 export * from './retention.js';
+export * from './schedules.js';

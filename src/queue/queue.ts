@@ -28,8 +28,9 @@ import type { Principal } from '../coordinator/auth.js';
 import { resolveConfig, type CoordinatorConfig, type CoordinatorConfigInput } from '../coordinator/config.js';
 import { createApiKey } from '../coordinator/api-keys.js';
 import type { Role } from '../core/states.js';
+import type { Clock } from '../core/clock.js';
 import { createServices, type QueueServices } from '../coordinator/services.js';
-import type { Attempt, EnqueueBatchResult, Job, JobList, JobListQuery, Kind, KindDefinition, ReconcileOutcomeName, Stats } from '../protocol/schemas.js';
+import type { Attempt, EnqueueBatchResult, Job, JobList, JobListQuery, Kind, KindDefinition, ReconcileOutcomeName, Schedule, ScheduleDefinition, ScheduleList, ScheduleListQuery, Stats } from '../protocol/schemas.js';
 import type { EnqueueOutcome, EnqueueParams, Store } from '../store/store.js';
 import type { Database as SqliteHandle } from 'better-sqlite3';
 import type pg from 'pg';
@@ -86,6 +87,8 @@ export interface QueueSettings {
   readonly owner?: string;
   /** The same settings as `leasehold serve`'s config file (kinds rules, backpressure, limits). */
   readonly config?: CoordinatorConfigInput;
+  /** The clock recurring schedules are computed against; the store's own when absent (tests pass a fake one). */
+  readonly scheduleClock?: Clock;
 }
 
 /** A failed call: the code and status of the HTTP API's error with the same cause. */
@@ -187,7 +190,7 @@ export class Queue<Kinds extends KindPayloads = KindPayloads> {
       [producerKey, Object.freeze({ keyId: 'in-process-producer', tenant, user, role: 'producer' })],
     ]);
     // A library has no logger of its own yet: the reaper's is silent.
-    const services = createServices(store, config, pino({ level: 'silent' }));
+    const services = createServices(store, config, pino({ level: 'silent' }), settings.scheduleClock === undefined ? {} : { scheduleClock: settings.scheduleClock });
     const app = await buildCoordinator({ store, logger: false, config: input, services, inProcessKeys: keys });
     await app.ready();
     const injects = { count: 0 };
@@ -293,6 +296,24 @@ export class Queue<Kinds extends KindPayloads = KindPayloads> {
     const kind = await rethrowing(this.admin.putKind(name, spec));
     await this.services.ctx.kinds.forTenant(this.tenant);
     return kind;
+  }
+
+  /**
+   * PUT /schedules/{name}: each occurrence of `spec.cron` in `spec.timezone` enqueues one job of
+   * `spec.kind`, exactly once however many Queues and coordinators serve the database.
+   */
+  putSchedule(name: string, spec: ScheduleDefinition): Promise<Schedule> {
+    return rethrowing(this.admin.putSchedule(name, spec));
+  }
+
+  /** GET /schedules: one page, by name, with each schedule's next and last occurrence. */
+  listSchedules(query: ScheduleListQuery = {}): Promise<ScheduleList> {
+    return rethrowing(this.admin.listSchedules(query));
+  }
+
+  /** DELETE /schedules/{name}: the schedule as it was; the jobs it enqueued stay. */
+  deleteSchedule(name: string): Promise<Schedule> {
+    return rethrowing(this.admin.deleteSchedule(name));
   }
 
   /**

@@ -316,6 +316,85 @@ export interface KindRecord {
 /** Without `retention`, every period is the default. */
 export type KindUpsertParams = Omit<KindRecord, 'updatedAt' | 'retention'> & { readonly retention?: KindRetention };
 
+// --- recurring schedules (src/store/schedules.ts) ------------------------------
+
+export type ScheduleOverlap = 'skip' | 'allow';
+
+export interface ScheduleRecord {
+  readonly tenant: string;
+  readonly name: string;
+  /** The user who last set it; its jobs are enqueued as this user's. */
+  readonly owner: string;
+  readonly kind: string;
+  readonly payload: unknown;
+  readonly cron: string;
+  /** A canonical IANA zone name. */
+  readonly timezone: string;
+  readonly overlap: ScheduleOverlap;
+  readonly catchUp: number;
+  /** The first occurrence not yet handled; null when the expression names none within eight years. */
+  readonly nextAt: number | null;
+  /** The last occurrence enqueued; null before the first. */
+  readonly lastAt: number | null;
+  readonly lastJobId: string | null;
+  readonly createdAt: number;
+  readonly updatedAt: number;
+}
+
+export interface ScheduleUpsertParams {
+  readonly tenant: string;
+  readonly name: string;
+  readonly owner: string;
+  readonly kind: string;
+  readonly payload: unknown;
+  /** canonicalJson(payload). */
+  readonly payloadJson: string;
+  readonly cron: string;
+  readonly timezone: string;
+  readonly overlap: ScheduleOverlap;
+  readonly catchUp: number;
+  readonly nextAt: number | null;
+  /** The scheduler's clock, for createdAt/updatedAt. */
+  readonly now: number;
+  /** A new name is refused when the tenant has this many schedules already (a replacement never is). */
+  readonly maxPerTenant: number;
+}
+
+export type ScheduleUpsertOutcome =
+  | { readonly kind: 'saved'; readonly schedule: ScheduleRecord }
+  | { readonly kind: 'too_many'; readonly count: number };
+
+export interface ScheduleListParams {
+  readonly tenant: string;
+  readonly limit: number;
+  /** The last name of the previous page. */
+  readonly after?: string;
+}
+
+export interface ScheduleDueParams {
+  /** Schedules whose nextAt is at or before this. */
+  readonly now: number;
+  readonly limit: number;
+  /** At most this many of one tenant's schedules in one answer, so one tenant cannot fill a batch. */
+  readonly perTenant: number;
+}
+
+export interface ScheduleFireParams {
+  readonly tenant: string;
+  readonly name: string;
+  /** The row's nextAt as the pass read it; another value means another pass handled it. */
+  readonly expectedNextAt: number;
+  readonly nextAt: number | null;
+  /** The jobs of the occurrences this pass enqueues, oldest first; may be empty (skipped). */
+  readonly jobs: readonly EnqueueParams[];
+  /** The occurrence of the last of `jobs`; lastAt and lastJobId stay as they are when `jobs` is empty. */
+  readonly lastAt: number | null;
+}
+
+export type ScheduleFireOutcome =
+  | { readonly kind: 'fired'; readonly outcomes: readonly EnqueueOutcome[] }
+  | { readonly kind: 'stale' };
+
 export { distinctAvailability, type Availability, type AvailabilityListener } from './availability.js';
 import type { AvailabilityListener } from './availability.js';
 
@@ -339,6 +418,19 @@ export interface Store {
   kindUpsert(params: KindUpsertParams): Promise<KindRecord>;
   kindGet(params: { readonly tenant: string; readonly kind: string }): Promise<KindRecord | null>;
   kindList(params: { readonly tenant: string }): Promise<readonly KindRecord[]>;
+
+  /** Recurring schedules (schedules.ts). */
+  scheduleUpsert(params: ScheduleUpsertParams): Promise<ScheduleUpsertOutcome>;
+  scheduleGet(params: { readonly tenant: string; readonly name: string }): Promise<ScheduleRecord | null>;
+  /** By name; at most `limit`. */
+  scheduleList(params: ScheduleListParams): Promise<readonly ScheduleRecord[]>;
+  scheduleDelete(params: { readonly tenant: string; readonly name: string }): Promise<boolean>;
+  /** Schedules of every tenant that are due, earliest first, at most `perTenant` of one tenant. */
+  scheduleDue(params: ScheduleDueParams): Promise<readonly ScheduleRecord[]>;
+  /** The earliest nextAt of every tenant's schedules; null when none. */
+  scheduleEarliest(): Promise<number | null>;
+  /** Enqueues a pass's jobs and moves the schedule on, in one transaction guarded by expectedNextAt. */
+  scheduleFire(params: ScheduleFireParams): Promise<ScheduleFireOutcome>;
 
   jobEnqueue(params: EnqueueParams): Promise<EnqueueOutcome>;
   /** All in one transaction; outcomes in the order of params. */

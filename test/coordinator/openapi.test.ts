@@ -16,6 +16,8 @@ import { JobEvents } from '../../src/coordinator/job-events.js';
 import { LeaseWaiters } from '../../src/coordinator/lease-waiters.js';
 import { CoordinatorMetrics } from '../../src/coordinator/metrics.js';
 import type { CoordinatorApp } from '../../src/coordinator/route-context.js';
+import { Scheduler } from '../../src/coordinator/scheduler.js';
+import { pino } from 'pino';
 import { startCoordinator, type Harness } from '../support/http-fixtures.js';
 
 let h: Harness;
@@ -31,15 +33,19 @@ beforeAll(async () => {
   });
   const config = resolveConfig({});
   const metrics = new CoordinatorMetrics();
+  const kinds = new KindRegistry(h.store, 0);
+  const backpressure = new Backpressure(h.store, config.backpressure);
+  const events = new JobEvents(metrics);
   const ctx = {
     store: h.store,
     config,
-    kinds: new KindRegistry(h.store, 0),
+    kinds,
     waiters: new LeaseWaiters(),
     finishWaiters: new FinishWaiters(h.store, 1),
-    backpressure: new Backpressure(h.store, config.backpressure),
+    backpressure,
     metrics,
-    events: new JobEvents(metrics),
+    events,
+    scheduler: new Scheduler({ store: h.store, config, kinds, events, backpressure, log: pino({ level: 'silent' }) }),
   };
   registerRoutes(bare as unknown as CoordinatorApp, ctx);
   registerUiRoutes(bare as unknown as CoordinatorApp);
@@ -80,6 +86,9 @@ const EXPECTED: [string, string][] = [
   ['post', '/jobs/{id}/checkpoint'],
   ['put', '/kinds/{kind}'],
   ['get', '/kinds'],
+  ['put', '/schedules/{name}'],
+  ['get', '/schedules'],
+  ['delete', '/schedules/{name}'],
   ['get', '/metrics'],
   ['post', '/jobs/bulk'],
   ['get', '/jobs/{id}/detail'],

@@ -58,6 +58,8 @@ function validBody(endpoint: Endpoint, id: string, token: string): unknown {
       return { action: 'requeue', filter: {} };
     case '/kinds/:kind':
       return { maxAttempts: 1 };
+    case '/schedules/:name':
+      return endpoint.method === 'PUT' ? { kind: 'email', payload: 1, cron: '@yearly' } : undefined;
     case '/jobs/purge':
       return { olderThanMs: 3_600_000, dryRun: true };
     default:
@@ -73,7 +75,7 @@ describe.each(backends)('auth matrix ($name)', (backend) => {
   drainAfterAll(backend);
 
   beforeAll(async () => {
-    h = await startCoordinator({ authCacheMs: 0, kindCacheMs: 0, defaultLeaseMs: 86_400_000 }, { backend, manualClock: true });
+    h = await startCoordinator({ authCacheMs: 0, kindCacheMs: 0, defaultLeaseMs: 86_400_000, schedulerMaxSleepMs: 0 }, { backend, manualClock: true });
     world = await World.seed(h);
     for (const role of ROLES) {
       const key = newApiKey();
@@ -92,7 +94,7 @@ describe.each(backends)('auth matrix ($name)', (backend) => {
     const body = validBody(endpoint, id, token);
     return {
       method: endpoint.method,
-      url: endpoint.route.replace(':id', id).replace(':kind', 'email'),
+      url: endpoint.route.replace(':id', id).replace(':kind', 'email').replace(':name', 'auth-schedule'),
       headers: { 'idempotency-key': 'auth-matrix', ...headers, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
       ...(body === undefined ? {} : { payload: JSON.stringify(body) }),
     };

@@ -30,6 +30,7 @@ import {
   ReconcileRequest,
   RenewRequest,
   RequeueRequest,
+  ScheduleDefinition,
   TokenRequest,
 } from '../../src/protocol/schemas.js';
 import { contentType, hostileSegment, hostileString, jobIdRef, Ref, resolveRefs, toJsonText } from '../support/arbitraries.js';
@@ -59,6 +60,7 @@ const SCHEMAS: Readonly<Record<string, TSchema>> = {
   'POST /jobs/:id/cancel': Type.Object({}, { additionalProperties: false }),
   'POST /jobs/:id/reconcile': ReconcileRequest,
   'PUT /kinds/:kind': KindDefinition,
+  'PUT /schedules/:name': ScheduleDefinition,
   'POST /jobs/bulk': BulkRequest,
   'POST /jobs/purge': PurgeRequest,
 };
@@ -143,7 +145,7 @@ describe.each(backends)('hostile bodies ($name)', (backend) => {
 
   beforeAll(async () => {
     h = await startCoordinator(
-      { bodyLimitBytes: BODY_LIMIT, batchBodyLimitBytes: BATCH_BODY_LIMIT, authCacheMs: 60_000, kindCacheMs: 0, defaultLeaseMs: 86_400_000 },
+      { bodyLimitBytes: BODY_LIMIT, batchBodyLimitBytes: BATCH_BODY_LIMIT, authCacheMs: 60_000, kindCacheMs: 0, defaultLeaseMs: 86_400_000, schedulerMaxSleepMs: 0 },
       { backend, manualClock: true },
     );
     world = await World.seed(h);
@@ -155,7 +157,7 @@ describe.each(backends)('hostile bodies ($name)', (backend) => {
 
   function keyFor(endpoint: Endpoint, pick: number): string {
     // Kinds are registered in the other tenant, so that t1's allowlist stays the one the world was seeded with.
-    if (endpoint.route === '/kinds/:kind') return h.keys.otherAdmin;
+    if (endpoint.route === '/kinds/:kind' || endpoint.route === '/schedules/:name') return h.keys.otherAdmin;
     const roles = endpoint.roles === 'public' ? ['admin' as const] : endpoint.roles;
     const role = roles[pick % roles.length] ?? 'admin';
     return role === 'producer' ? h.keys.producer : role === 'worker' ? h.keys.worker : h.keys.admin;
@@ -193,7 +195,7 @@ describe.each(backends)('hostile bodies ($name)', (backend) => {
     const name = `${endpoint.method} ${endpoint.route}`;
     const bodyArb = VALID_BODIES[name];
     it(`${name}: hostile bodies and path segments`, async () => {
-      const segment = endpoint.route.includes(':kind')
+      const segment = endpoint.route.includes(':kind') || endpoint.route.includes(':name')
         ? fc.oneof({ weight: 3, arbitrary: fc.constantFrom('k1', 'email2', 'a:b.c-d_e') }, { weight: 1, arbitrary: hostileSegment })
         : fc.oneof({ weight: 5, arbitrary: jobIdRef }, { weight: 1, arbitrary: hostileSegment });
       await fc.assert(
@@ -208,7 +210,7 @@ describe.each(backends)('hostile bodies ($name)', (backend) => {
           async (rawSegment, valid, change, damage, type, pick, idempotencyKey) => {
             world.beginRequest();
             const pathValue = rawSegment instanceof Ref ? world.resolve(rawSegment) : rawSegment;
-            const url = endpoint.route.replace(/:(id|kind)/, pathValue);
+            const url = endpoint.route.replace(/:(id|kind|name)/, pathValue);
             const mutated = valid === undefined && change.op === 'none' ? undefined : applyMutation(valid, change);
             const text = mutated === undefined ? undefined : damageText(toJsonText(resolveRefs(mutated, (ref) => world.resolve(ref))), damage);
             const headers: Record<string, string> = {
@@ -218,7 +220,7 @@ describe.each(backends)('hostile bodies ($name)', (backend) => {
             };
             const sent: SentRequest = { method: endpoint.method, url, headers, ...(text === undefined ? {} : { payload: text }) };
             // A valid route with a well-formed path: the answer follows from the parser and the schema.
-            const routed = rawSegment instanceof Ref || endpoint.route.includes(':kind') && /^[a-z0-9][a-z0-9:._-]{0,127}$/i.test(String(rawSegment));
+            const routed = rawSegment instanceof Ref || /:(kind|name)/.test(endpoint.route) && /^[a-z0-9][a-z0-9:._-]{0,127}$/i.test(String(rawSegment));
             const limit = BATCH_ROUTES.has(name) ? BATCH_BODY_LIMIT : BODY_LIMIT;
             const expected = routed && endpoint.method !== 'GET' && text !== undefined ? expectedRefusal(name, text, type, limit) : undefined;
             await send(endpoint, sent, expected, `${name} ${url.slice(0, 120)} ${text?.slice(0, 300) ?? ''}`);

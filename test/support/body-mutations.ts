@@ -94,6 +94,18 @@ export const VALID_BODIES: Readonly<Record<string, Arbitrary<Record<string, unkn
     },
     { requiredKeys: ['olderThanMs', 'dryRun'] },
   ),
+  'PUT /schedules/:name': fc.record(
+    {
+      kind: fc.constantFrom('email', 'k1', 'report'),
+      payload: fc.constantFrom<unknown>(null, 1, { to: 'a@b' }, [1, 2]),
+      // Far from the test's clock, so a saved schedule enqueues nothing while the file runs.
+      cron: fc.constantFrom('@yearly', '0 0 1 1 *', '0 3 29 2 *', '0 0 1 JAN-MAR MON'),
+      timezone: fc.constantFrom('UTC', 'Europe/Berlin', 'America/New_York'),
+      overlap: fc.constantFrom('skip', 'allow'),
+      catchUp: fc.integer({ min: 0, max: 100 }),
+    },
+    { requiredKeys: ['kind', 'payload', 'cron'] },
+  ),
   'PUT /kinds/:kind': fc.record(
     {
       payloadSchema: fc.constantFrom<unknown>(

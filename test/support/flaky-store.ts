@@ -81,6 +81,13 @@ export class FlakyStore implements Store {
   kindUpsert: Store['kindUpsert'] = (p) => this.guard('kindUpsert', p, () => this.inner.kindUpsert(p));
   kindGet: Store['kindGet'] = (p) => this.guard('kindGet', p, () => this.inner.kindGet(p));
   kindList: Store['kindList'] = (p) => this.guard('kindList', p, () => this.inner.kindList(p));
+  scheduleUpsert: Store['scheduleUpsert'] = (p) => this.guard('scheduleUpsert', p, () => this.inner.scheduleUpsert(p));
+  scheduleGet: Store['scheduleGet'] = (p) => this.guard('scheduleGet', p, () => this.inner.scheduleGet(p));
+  scheduleList: Store['scheduleList'] = (p) => this.guard('scheduleList', p, () => this.inner.scheduleList(p));
+  scheduleDelete: Store['scheduleDelete'] = (p) => this.guard('scheduleDelete', p, () => this.inner.scheduleDelete(p));
+  scheduleDue: Store['scheduleDue'] = (p) => this.guard('scheduleDue', p, () => this.inner.scheduleDue(p));
+  scheduleEarliest: Store['scheduleEarliest'] = () => this.guard('scheduleEarliest', undefined, () => this.inner.scheduleEarliest());
+  scheduleFire: Store['scheduleFire'] = (p) => this.guard('scheduleFire', p, () => this.inner.scheduleFire(p));
   jobEnqueue: Store['jobEnqueue'] = (p) => this.guard('jobEnqueue', p, () => this.inner.jobEnqueue(p));
   jobEnqueueMany: Store['jobEnqueueMany'] = (p) => this.guard('jobEnqueueMany', p, () => this.inner.jobEnqueueMany(p));
   jobGet: Store['jobGet'] = (p) => this.guard('jobGet', p, () => this.inner.jobGet(p));

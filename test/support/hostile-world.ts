@@ -24,7 +24,7 @@ import { bearer, type Harness } from './http-fixtures.js';
 export const TENANTS = ['t1', 't2'] as const;
 
 export interface Endpoint {
-  readonly method: 'GET' | 'POST' | 'PUT';
+  readonly method: 'GET' | 'POST' | 'PUT' | 'DELETE';
   /** The Fastify route pattern, e.g. `/jobs/:id/renew`. */
   readonly route: string;
   /** Roles admitted, or 'public'. */
@@ -52,6 +52,9 @@ export const ENDPOINTS: readonly Endpoint[] = [
   { method: 'POST', route: '/jobs/:id/fail', roles: ['worker', 'admin'] },
   { method: 'PUT', route: '/kinds/:kind', roles: ['admin'] },
   { method: 'GET', route: '/kinds', roles: ['producer', 'worker', 'admin'] },
+  { method: 'PUT', route: '/schedules/:name', roles: ['admin'] },
+  { method: 'GET', route: '/schedules', roles: ['admin'] },
+  { method: 'DELETE', route: '/schedules/:name', roles: ['admin'] },
   { method: 'POST', route: '/jobs/bulk', roles: ['admin'] },
   { method: 'GET', route: '/jobs/:id/detail', roles: ['admin'] },
   { method: 'GET', route: '/stats', roles: ['admin'] },
@@ -89,7 +92,8 @@ export async function storeSnapshot(store: Store, tenants: readonly string[] = T
     const records = await Promise.all(jobs.map((job) => store.jobGet({ scope: { tenant }, id: job.id })));
     const attempts = await Promise.all(jobs.map((job) => store.jobAttempts({ scope: { tenant }, id: job.id })));
     const kinds = await store.kindList({ tenant });
-    parts.push({ tenant, stats, jobs: records, attempts, kinds });
+    const schedules = await store.scheduleList({ tenant, limit: 1000 });
+    parts.push({ tenant, stats, jobs: records, attempts, kinds, schedules });
   }
   return JSON.stringify(parts);
 }

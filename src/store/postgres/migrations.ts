@@ -313,4 +313,30 @@ ALTER TABLE kinds ADD COLUMN retention_succeeded_ms bigint CHECK (retention_succ
 ALTER TABLE kinds ADD COLUMN retention_cancelled_ms bigint CHECK (retention_cancelled_ms IS NULL OR retention_cancelled_ms > 0);
 ALTER TABLE kinds ADD COLUMN retention_dead_ms bigint CHECK (retention_dead_ms IS NULL OR retention_dead_ms > 0);`,
   },
+  // Version 7 is the per-kind limits and pause work, on another branch; the runner needs no contiguous versions.
+  {
+    version: 8,
+    name: 'schedules',
+    // Recurring schedules (src/store/schedules.ts). next_at/last_at are the scheduler's clock in ms (bigint,
+    // compared exactly by scheduleFire's guard); schedules_due finds what is due across tenants, earliest first.
+    sql: `CREATE TABLE schedules (
+  tenant        text        NOT NULL,
+  name          text        NOT NULL,
+  owner         text        NOT NULL,
+  kind          text        NOT NULL,
+  payload       json        NOT NULL,
+  payload_bytes integer     NOT NULL CHECK (payload_bytes >= 0),
+  cron          text        NOT NULL,
+  timezone      text        NOT NULL,
+  overlap       text        NOT NULL CHECK (overlap IN ('skip', 'allow')),
+  catch_up      integer     NOT NULL CHECK (catch_up >= 0),
+  next_at       bigint,
+  last_at       bigint,
+  last_job_id   uuid,
+  created_at    bigint      NOT NULL,
+  updated_at    bigint      NOT NULL,
+  PRIMARY KEY (tenant, name)
+);
+CREATE INDEX schedules_due ON schedules (next_at, tenant) WHERE next_at IS NOT NULL;`,
+  },
 ];

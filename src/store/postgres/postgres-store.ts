@@ -32,6 +32,8 @@ import { cancelInTx, reapInTx, reconcileInTx, requeueInTx, type Announced, type 
 import { translatePgError } from './errors.js';
 import * as Q from './queries.js';
 import { readNextDue } from './next-due.js';
+import { deleteSchedule, dueSchedules, earliestSchedule, fireInTx, getSchedule, listSchedules, upsertSchedule } from './schedules.js';
+import type * as Sch from '../schedules.js';
 import { purgeBatch, purgeCount, retentionValues, vacuumWhenAutovacuumOff } from './retention.js';
 import type { NextDue, NextDueParams } from '../next-due.js';
 import { NO_KIND_RETENTION, type JobPurgeCountParams, type JobPurgeOutcome, type JobPurgeParams } from '../retention.js';
@@ -171,6 +173,39 @@ export class PostgresStore implements S.Store {
 
   async kindList(params: { readonly tenant: string }): Promise<readonly S.KindRecord[]> {
     return (await this.db.query<KindRow>(bind(C.KIND_LIST, [params.tenant]))).rows.map(toKindRecord);
+  }
+
+  // --- schedules --------------------------------------------------------------
+
+  scheduleUpsert(params: Sch.ScheduleUpsertParams): Promise<Sch.ScheduleUpsertOutcome> {
+    return upsertSchedule(this.db, params);
+  }
+
+  scheduleGet(params: { readonly tenant: string; readonly name: string }): Promise<Sch.ScheduleRecord | null> {
+    return getSchedule(this.db, params.tenant, params.name);
+  }
+
+  scheduleList(params: Sch.ScheduleListParams): Promise<readonly Sch.ScheduleRecord[]> {
+    return listSchedules(this.db, params);
+  }
+
+  scheduleDelete(params: { readonly tenant: string; readonly name: string }): Promise<boolean> {
+    return deleteSchedule(this.db, params.tenant, params.name);
+  }
+
+  scheduleDue(params: Sch.ScheduleDueParams): Promise<readonly Sch.ScheduleRecord[]> {
+    return dueSchedules(this.db, params);
+  }
+
+  scheduleEarliest(): Promise<number | null> {
+    return earliestSchedule(this.db);
+  }
+
+  async scheduleFire(params: Sch.ScheduleFireParams): Promise<Sch.ScheduleFireOutcome> {
+    const fired = await this.db.transaction((tx) => fireInTx(tx, params));
+    if (fired.kind === 'stale') return fired;
+    this.announce(fired.available);
+    return { kind: 'fired', outcomes: fired.outcomes };
   }
 
   // --- enqueue and reads ----------------------------------------------------

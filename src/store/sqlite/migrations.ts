@@ -235,4 +235,30 @@ ALTER TABLE kinds ADD COLUMN retention_succeeded_ms INTEGER CHECK (retention_suc
 ALTER TABLE kinds ADD COLUMN retention_cancelled_ms INTEGER CHECK (retention_cancelled_ms IS NULL OR retention_cancelled_ms > 0);
 ALTER TABLE kinds ADD COLUMN retention_dead_ms INTEGER CHECK (retention_dead_ms IS NULL OR retention_dead_ms > 0);`,
   },
+  // Version 7 is the per-kind limits and pause work, on another branch; the runner needs no contiguous versions.
+  {
+    version: 8,
+    name: 'schedules',
+    // Recurring schedules (src/store/schedules.ts). next_at/last_at are the scheduler's clock in ms;
+    // schedules_due finds what is due across tenants, earliest first.
+    sql: `CREATE TABLE schedules (
+  tenant        TEXT    NOT NULL,
+  name          TEXT    NOT NULL,
+  owner         TEXT    NOT NULL,
+  kind          TEXT    NOT NULL,
+  payload       TEXT    NOT NULL,
+  payload_bytes INTEGER NOT NULL CHECK (payload_bytes >= 0),
+  cron          TEXT    NOT NULL,
+  timezone      TEXT    NOT NULL,
+  overlap       TEXT    NOT NULL CHECK (overlap IN ('skip', 'allow')),
+  catch_up      INTEGER NOT NULL CHECK (catch_up >= 0),
+  next_at       INTEGER,
+  last_at       INTEGER,
+  last_job_id   TEXT,
+  created_at    INTEGER NOT NULL,
+  updated_at    INTEGER NOT NULL,
+  PRIMARY KEY (tenant, name)
+) WITHOUT ROWID;
+CREATE INDEX schedules_due ON schedules (next_at, tenant) WHERE next_at IS NOT NULL;`,
+  },
 ];

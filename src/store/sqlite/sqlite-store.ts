@@ -35,6 +35,8 @@ import { completeInTx, failInTx } from './lease-endings.js';
 import { cancelInTx, reapInTx, reconcileInTx, requeueInTx } from './operator-actions.js';
 import { jobLeaseKindsSql, type Statements } from './queries.js';
 import { StatsReader } from './stats-reader.js';
+import { ScheduleStatements } from './schedules.js';
+import type * as Sch from '../schedules.js';
 import { NextDueReader } from './next-due.js';
 import { RetentionStatements, retentionBindings, VACUUM_STEPS_PER_BATCH } from './retention.js';
 import type { NextDue, NextDueParams } from '../next-due.js';
@@ -72,6 +74,7 @@ export class SqliteStore implements S.Store {
   private readonly cursorSecret: Buffer;
   private readonly nextDue: NextDueReader;
   private readonly retention: RetentionStatements;
+  private readonly schedules: ScheduleStatements;
 
   private constructor(
     private readonly db: Db,
@@ -84,6 +87,7 @@ export class SqliteStore implements S.Store {
     this.statements = prepareStatements(db);
     this.nextDue = new NextDueReader(db);
     this.retention = new RetentionStatements(db);
+    this.schedules = new ScheduleStatements(db);
     this.watchers = new Watchers(() => db.pragma('data_version', { simple: true }) as number, crossProcessPollMs);
     this.cursorSecret = loadCursorSecret(db, this.statements);
     this.writer = groupCommitWriter(db, clock, busyTimeoutMs);
@@ -179,6 +183,36 @@ export class SqliteStore implements S.Store {
   async kindList(params: { readonly tenant: string }): Promise<readonly S.KindRecord[]> {
     const rows = this.read(() => this.statements.kindList.all(params.tenant) as KindRow[]);
     return rows.map(toKindRecord);
+  }
+
+  // --- schedules --------------------------------------------------------------
+
+  scheduleUpsert(params: Sch.ScheduleUpsertParams): Promise<Sch.ScheduleUpsertOutcome> {
+    return this.write(() => this.schedules.upsert(params));
+  }
+
+  async scheduleGet(params: { readonly tenant: string; readonly name: string }): Promise<Sch.ScheduleRecord | null> {
+    return this.read(() => this.schedules.get(params.tenant, params.name));
+  }
+
+  async scheduleList(params: Sch.ScheduleListParams): Promise<readonly Sch.ScheduleRecord[]> {
+    return this.read(() => this.schedules.list(params));
+  }
+
+  scheduleDelete(params: { readonly tenant: string; readonly name: string }): Promise<boolean> {
+    return this.write(() => this.schedules.delete(params.tenant, params.name));
+  }
+
+  async scheduleDue(params: Sch.ScheduleDueParams): Promise<readonly Sch.ScheduleRecord[]> {
+    return this.read(() => this.schedules.due(params));
+  }
+
+  async scheduleEarliest(): Promise<number | null> {
+    return this.read(() => this.schedules.earliest());
+  }
+
+  scheduleFire(params: Sch.ScheduleFireParams): Promise<Sch.ScheduleFireOutcome> {
+    return this.write((now) => this.schedules.fire(this.statements, params, now), distinctAvailability(params.jobs));
   }
 
   // --- enqueue and reads ----------------------------------------------------
