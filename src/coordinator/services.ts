@@ -31,7 +31,8 @@ export interface QueueServices {
 }
 
 export function createServices(store: Store, config: CoordinatorConfig, log: FastifyBaseLogger): QueueServices {
-  const waiters = new LeaseWaiters();
+  // Polls held back by a kind's maxConcurrent wake when a job of their tenant finishes (lease-waiters.ts).
+  const waiters = new LeaseWaiters((onFreed) => store.watchFinished((job) => onFreed(job === null ? null : job.tenant)));
   const metrics = new CoordinatorMetrics();
   const ctx: RouteContext = {
     store,

@@ -13,8 +13,14 @@ export interface NextDueParams {
 }
 
 export interface NextDue {
-  /** The earliest runAfter of a queued job a lease could take (its deadline has not passed), by the store's clock. */
-  readonly runAfter: number;
-  /** How long from now, by the store's clock, until it is due; 0 when it is due already. */
-  readonly inMs: number;
+  /**
+   * The earliest runAfter of a queued job a lease could take (its deadline has not passed), by the store's
+   * clock; for a rate-limited kind no earlier than when its window admits again. null when the only jobs wait
+   * for a slot (slotHeld).
+   */
+  readonly runAfter: number | null;
+  /** How long from now, by the store's clock, until it is due; 0 when it is due already; null with runAfter. */
+  readonly inMs: number | null;
+  /** Some of those jobs wait for a maxConcurrent slot: a job of the tenant that finishes may free one. */
+  readonly slotHeld?: true;
 }
