@@ -76,3 +76,10 @@ export function holdReason(state: KindFlowState, now: number): HoldReason {
   }
   return null;
 }
+
+/** How many of the leased jobs are of each kind (to move the rate windows). */
+export function countByKind(jobs: readonly { readonly kind: string }[]): Map<string, number> {
+  const counts = new Map<string, number>();
+  for (const job of jobs) counts.set(job.kind, (counts.get(job.kind) ?? 0) + 1);
+  return counts;
+}

@@ -15,14 +15,11 @@
  * and answered one by one, as in the SQLite file.
  */
 
-import { holdReason } from '../flow-limits.js';
-import type { NextDue, NextDueParams } from '../next-due.js';
+import { restrictedNextDue, type NextDue, type NextDueParams } from '../next-due.js';
 import { kindFlowState, type KindFlowColumns } from '../row-records.js';
 import type { PgDatabase } from './database.js';
 import { KIND_FLOW_STATE } from './queries.js';
-import { bind, ms, namedQuery, NOW_MS } from './sql-fragments.js';
-
-const RESTRICTED = `(paused OR max_concurrent IS NOT NULL OR rate_limit IS NOT NULL)`;
+import { bind, ms, namedQuery, NOW_MS, RESTRICTED_KIND as RESTRICTED } from './sql-fragments.js';
 
 const FIRST_OF_KIND = `(SELECT j.run_after FROM jobs j WHERE j.tenant = $1 AND j.kind = k.kind AND j.status = 'queued'
     AND (j.deadline_at IS NULL OR j.deadline_at > now()) ORDER BY j.run_after LIMIT 1)`;
@@ -79,19 +76,7 @@ async function readRestricted(db: PgDatabase, tenant: string, kinds: readonly st
     kinds === null
       ? bind(JOB_NEXT_DUE_ANY_KIND_EXCEPT, [tenant, restricted])
       : bind(JOB_NEXT_DUE_KINDS, [tenant, kinds.filter((kind) => !restricted.includes(kind))]);
-  let runAfter = (await db.query<{ run_after: number | null }>(rest)).rows[0]?.run_after ?? null;
+  const others = (await db.query<{ run_after: number | null }>(rest)).rows[0]?.run_after ?? null;
   const firsts = new Map((await db.query<{ kind: string; run_after: number | null }>(bind(JOB_NEXT_DUE_EACH, [tenant, restricted]))).rows.map((r) => [r.kind, r.run_after]));
-  let slotHeld = false;
-  for (const state of states) {
-    const hold = holdReason(state, now);
-    const first = firsts.get(state.kind) ?? null;
-    if (hold?.kind === 'paused' || first === null) continue;
-    if (hold?.kind === 'slot') slotHeld = true;
-    else {
-      const at = hold === null ? first : Math.max(first, hold.admitsAt);
-      runAfter = runAfter === null ? at : Math.min(runAfter, at);
-    }
-  }
-  if (runAfter === null && !slotHeld) return null;
-  return { runAfter, inMs: runAfter === null ? null : Math.max(0, runAfter - now), ...(slotHeld ? { slotHeld: true as const } : {}) };
+  return restrictedNextDue(others, states, firsts, now);
 }

@@ -24,7 +24,7 @@ import { finishedByCompletion, finishedByFailure, finishedByOperator, reapFinish
 import { Watchers } from './availability.js';
 import * as C from './catalog-queries.js';
 import { openDatabase, type PgDatabase, type TxClient } from './database.js';
-import { leaseAllowance, windowAfter } from '../flow-limits.js';
+import { countByKind, leaseAllowance, windowAfter } from '../flow-limits.js';
 import { kindFlowState, type KindFlowColumns } from '../row-records.js';
 import { insertJobs, prepareEnqueue, type PreparedEnqueue } from './enqueue.js';
 import { completeDistinct, completeOne, markEffectStarted, renewLease, storeCheckpoint } from './guarded-statements.js';
@@ -228,7 +228,7 @@ export class PostgresStore implements S.Store {
     const query = kinds === null ? bind(Q.JOB_LEASE_ANY_KIND, base) : bind(Q.JOB_LEASE_KINDS, [...base, kinds]);
     const rows = (await this.db.query<JobRow & { held: boolean }>(query)).rows;
     // The statement always answers a row saying whether a kind it may take is restricted (then it leased nothing).
-    if (rows[0]?.held === true) return this.db.transaction((tx) => this.leaseRestricted(tx, base, params.max, kinds));
+    if (rows[0]?.held === true) return this.db.transaction((tx) => this.leaseRestricted(tx, params.tenant, base, params.max, kinds));
     return rows.filter((row) => row.id !== null).map(toLeasedJob);
   }
 
@@ -237,8 +237,13 @@ export class PostgresStore implements S.Store {
    * read the counts after the lock (KIND_FLOW_STATE), give each candidate kind what its limits allow
    * (leaseAllowance), walk the kinds with those caps, and move the rate windows by what was leased.
    */
-  private async leaseRestricted(tx: TxClient, base: readonly unknown[], max: number, kinds: readonly string[] | null): Promise<readonly S.LeasedJob[]> {
-    const tenant = base[0] as string;
+  private async leaseRestricted(
+    tx: TxClient,
+    tenant: string,
+    base: readonly unknown[],
+    max: number,
+    kinds: readonly string[] | null,
+  ): Promise<readonly S.LeasedJob[]> {
     await tx.query(bind(Q.KIND_FLOW_LOCK, [tenant, kinds]));
     const stateRows = (await tx.query<KindFlowColumns & { now_ms: number }>(bind(Q.KIND_FLOW_STATE, [tenant]))).rows;
     const now = stateRows[0]?.now_ms ?? 0;
@@ -256,11 +261,9 @@ export class PostgresStore implements S.Store {
     }
     if (capped.length === 0) return [];
     const rows = (await tx.query<JobRow>(bind(Q.JOB_LEASE_CAPPED, [...base, capped, caps]))).rows;
-    const counts = new Map<string, number>();
-    for (const row of rows) counts.set(row.kind, (counts.get(row.kind) ?? 0) + 1);
-    for (const [kind, count] of counts) {
+    for (const [kind, count] of countByKind(rows)) {
       const state = restricted.get(kind);
-      if (state?.rate == null) continue;
+      if (state === undefined || state.rate === null) continue;
       const window = windowAfter(state, count, now);
       await tx.query(bind(Q.KIND_WINDOW_SET, [tenant, kind, window.start, window.count]));
     }

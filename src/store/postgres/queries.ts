@@ -9,7 +9,7 @@
  * Key, kind, listing and stats statements live in catalog-queries.ts.
  */
 
-import { interval, JOB_COLUMNS, JOB_WITH_RESULT_FROM, ms, namedQuery, NOW_MS, RESULT_COLUMNS, ts } from './sql-fragments.js';
+import { interval, JOB_COLUMNS, JOB_WITH_RESULT_FROM, ms, namedQuery, NOW_MS, RESTRICTED_KIND, RESULT_COLUMNS, ts } from './sql-fragments.js';
 
 export const NOW = namedQuery('lh_now', `SELECT ${NOW_MS}`);
 
@@ -106,8 +106,7 @@ const PICK_KINDS = `SELECT c.id FROM (SELECT DISTINCT unnest($6::text[]) AS kind
            ORDER BY priority DESC, run_after, seq LIMIT $2 FOR UPDATE SKIP LOCKED) c
         ORDER BY c.priority DESC, c.run_after, c.seq LIMIT $2`;
 
-/** A kind with a pause or a limit: the predicate of the kinds_flow index (migration 7), repeated so that queries use it. */
-const RESTRICTED = `(paused OR max_concurrent IS NOT NULL OR rate_limit IS NOT NULL)`;
+const RESTRICTED = RESTRICTED_KIND;
 
 /**
  * The capped pick of a tenant with restricted kinds ($6 kinds, $7 the cap of each: what its limits allow,

@@ -17,8 +17,8 @@
  */
 
 import type { Database, Statement } from 'better-sqlite3';
-import { holdReason, type KindFlowState } from '../flow-limits.js';
-import type { NextDue, NextDueParams } from '../next-due.js';
+import type { KindFlowState } from '../flow-limits.js';
+import { nextDue, restrictedNextDue, type NextDue, type NextDueParams } from '../next-due.js';
 
 const FIRST_OF_KIND = `(SELECT j.run_after FROM jobs j WHERE j.tenant = @tenant AND j.kind = k.kind AND j.status = 'queued'
     AND (j.deadline_at IS NULL OR j.deadline_at > @now) ORDER BY j.run_after LIMIT 1)`;
@@ -57,34 +57,18 @@ export class NextDueReader {
       const row = (
         kinds === null ? this.anyKind.get({ tenant: params.tenant, now }) : this.kinds.get({ tenant: params.tenant, now, kinds: JSON.stringify(kinds) })
       ) as { run_after: number | null } | undefined;
-      return due(row?.run_after ?? null, false, now);
+      return nextDue(row?.run_after ?? null, false, now);
     }
     const restricted = new Set(states.map((state) => state.kind));
-    let runAfter =
+    const others =
       kinds === null
         ? this.first(this.anyKindExcept, { tenant: params.tenant, now, except: JSON.stringify([...restricted]) })
         : this.first(this.kinds, { tenant: params.tenant, now, kinds: JSON.stringify(kinds.filter((kind) => !restricted.has(kind))) });
-    let slotHeld = false;
-    for (const state of states) {
-      const hold = holdReason(state, now);
-      if (hold?.kind === 'paused') continue;
-      const first = this.first(this.kinds, { tenant: params.tenant, now, kinds: JSON.stringify([state.kind]) });
-      if (first === null) continue;
-      if (hold?.kind === 'slot') slotHeld = true;
-      else {
-        const at = hold === null ? first : Math.max(first, hold.admitsAt);
-        runAfter = runAfter === null ? at : Math.min(runAfter, at);
-      }
-    }
-    return due(runAfter, slotHeld, now);
+    const firsts = new Map(states.map((state) => [state.kind, this.first(this.kinds, { tenant: params.tenant, now, kinds: JSON.stringify([state.kind]) })]));
+    return restrictedNextDue(others, states, firsts, now);
   }
 
   private first(statement: Statement, bindings: Record<string, unknown>): number | null {
     return (statement.get(bindings) as { run_after: number | null } | undefined)?.run_after ?? null;
   }
-}
-
-function due(runAfter: number | null, slotHeld: boolean, now: number): NextDue | null {
-  if (runAfter === null && !slotHeld) return null;
-  return { runAfter, inMs: runAfter === null ? null : Math.max(0, runAfter - now), ...(slotHeld ? { slotHeld: true as const } : {}) };
 }

@@ -34,7 +34,7 @@ import { markEffectStarted, renewLease, storeCheckpoint } from './guarded-statem
 import { completeInTx, failInTx } from './lease-endings.js';
 import { cancelInTx, reapInTx, reconcileInTx, requeueInTx } from './operator-actions.js';
 import { jobLeaseKindsSql, type Statements } from './queries.js';
-import { leaseAllowance, windowAfter } from '../flow-limits.js';
+import { countByKind, leaseAllowance, windowAfter } from '../flow-limits.js';
 import { kindFlowState, type KindFlowColumns } from '../row-records.js';
 import { StatsReader } from './stats-reader.js';
 import { NextDueReader } from './next-due.js';
@@ -59,12 +59,6 @@ export interface SqliteStoreOptions {
 
 /** Most distinct queued kinds a restricted lease without a kinds filter walks. */
 const MAX_QUEUED_KINDS = 1_000;
-
-function countByKind(rows: readonly { readonly kind: string }[]): Map<string, number> {
-  const counts = new Map<string, number>();
-  for (const row of rows) counts.set(row.kind, (counts.get(row.kind) ?? 0) + 1);
-  return counts;
-}
 
 /** @k0, @k1, … for jobLeaseKindsSql. */
 function kindBindings(distinctKinds: readonly string[]): Record<string, string> {
@@ -319,7 +313,7 @@ export class SqliteStore implements S.Store {
     const rows = this.leaseCappedStatement(caps.length).all({ ...bindings, ...capBindings }) as LeasedRow[];
     for (const [kind, count] of countByKind(rows)) {
       const state = restricted.get(kind);
-      if (state?.rate == null) continue;
+      if (state === undefined || state.rate === null) continue;
       const window = windowAfter(state, count, bindings.now);
       this.statements.kindWindowSet.run({ tenant: bindings.tenant, kind, start: window.start, count: window.count });
     }
