@@ -78,6 +78,9 @@ const ENQUEUE_BATCH = 500;
 /** Most distinct queued kinds a restricted lease without a kinds filter walks. */
 const MAX_QUEUED_KINDS = 1_000;
 
+/** Lease filters remembered as having a restricted kind in reach (a round trip saved each); forgotten all at once beyond this. */
+const MAX_REMEMBERED_REACHES = 10_000;
+
 /** How many expired leases one reaper transaction handles. */
 const REAP_BATCH = 500;
 
@@ -87,6 +90,12 @@ export class PostgresStore implements S.Store {
   /** Concurrent single enqueues share statements (and WAL flushes). */
   private readonly enqueuer: StatementBatcher<PreparedEnqueue, S.EnqueueOutcome>;
   private closed = false;
+  /**
+   * Tenant and kinds filter of leases that last found a restricted kind in reach: they skip the unrestricted
+   * statement (which would only say so) and go to the restricted path. That path forgets the entry when it
+   * finds no restricted kind any more, so a lifted limit costs one restricted lease, never a wrong one.
+   */
+  private readonly restrictedReach = new Set<string>();
 
   private readonly schema: string;
 
@@ -225,11 +234,24 @@ export class PostgresStore implements S.Store {
     const tokens = Array.from({ length: params.max }, () => newLeaseToken());
     const base = [params.tenant, params.max, tokens, params.workerId, params.leaseMs];
     const kinds = params.kinds !== undefined && params.kinds.length > 0 ? [...new Set(params.kinds)] : null;
+    const reach = `${params.tenant}\u0000${kinds === null ? '*' : [...kinds].sort().join('\u0000')}`;
+    // A lease whose last attempt found a restricted kind in reach goes to the restricted path at once.
+    if (this.restrictedReach.has(reach)) return this.db.transaction((tx) => this.leaseRestricted(tx, reach, params.tenant, base, params.max, kinds));
     const query = kinds === null ? bind(Q.JOB_LEASE_ANY_KIND, base) : bind(Q.JOB_LEASE_KINDS, [...base, kinds]);
     const rows = (await this.db.query<JobRow & { held: boolean }>(query)).rows;
     // The statement always answers a row saying whether a kind it may take is restricted (then it leased nothing).
-    if (rows[0]?.held === true) return this.db.transaction((tx) => this.leaseRestricted(tx, params.tenant, base, params.max, kinds));
+    if (rows[0]?.held === true) return this.db.transaction((tx) => this.leaseRestricted(tx, reach, params.tenant, base, params.max, kinds));
     return rows.filter((row) => row.id !== null).map(toLeasedJob);
+  }
+
+  /** Remembers whether the lease of `reach` (tenant and kinds filter) has a restricted kind in reach, bounded. */
+  private noteReach(reach: string, restricted: boolean): void {
+    if (!restricted) {
+      this.restrictedReach.delete(reach);
+      return;
+    }
+    if (this.restrictedReach.size >= MAX_REMEMBERED_REACHES) this.restrictedReach.clear();
+    this.restrictedReach.add(reach);
   }
 
   /**
@@ -239,6 +261,7 @@ export class PostgresStore implements S.Store {
    */
   private async leaseRestricted(
     tx: TxClient,
+    reach: string,
     tenant: string,
     base: readonly unknown[],
     max: number,
@@ -248,6 +271,7 @@ export class PostgresStore implements S.Store {
     const stateRows = (await tx.query<KindFlowColumns & { now_ms: number }>(bind(Q.KIND_FLOW_STATE, [tenant]))).rows;
     const now = stateRows[0]?.now_ms ?? 0;
     const restricted = new Map(stateRows.map(kindFlowState).filter((state) => kinds === null || kinds.includes(state.kind)).map((state) => [state.kind, state]));
+    this.noteReach(reach, restricted.size > 0);
     const candidates = kinds ?? (await tx.query<{ kind: string }>(bind(Q.JOB_QUEUED_KINDS, [tenant, MAX_QUEUED_KINDS]))).rows.map((row) => row.kind);
     const capped: string[] = [];
     const caps: number[] = [];
