@@ -3,11 +3,12 @@
 // seen since it opened (kept while you move between pages); throughput is the
 // change in finished counts between two samples. The acceptance and
 // completion ratios come from the SLI counters of GET /metrics (since the
-// coordinator started), read every 15 s.
+// coordinator started), read every 15 s. The registered kinds (GET /kinds)
+// are listed with their limits and a Pause / Resume button each.
 
 import { api } from './api.js';
 import { lineChart } from './charts.js';
-import { clear, formatAge, formatBytes, h } from './dom.js';
+import { announce, clear, formatAge, formatBytes, h } from './dom.js';
 
 const POLL_MS = 2000;
 const KIND_POLL_MS = 10_000;
@@ -161,12 +162,58 @@ function renderKinds(box, jobs) {
   );
 }
 
+function limitsText(kind) {
+  const parts = [];
+  if (kind.maxConcurrent !== null) parts.push(`at most ${kind.maxConcurrent} at once`);
+  if (kind.rate !== null) parts.push(`${kind.rate.limit} per ${formatAge(kind.rate.perMs)}`);
+  return parts.length === 0 ? '–' : parts.join(', ');
+}
+
+/** The registry with a Pause or Resume button per kind; `reload` reads GET /kinds again. */
+function renderRegistry(box, kinds, reload) {
+  const toggle = async (kind, button) => {
+    const action = kind.paused ? 'resume' : 'pause';
+    button.disabled = true;
+    try {
+      await api.post(`/kinds/${encodeURIComponent(kind.kind)}/${action}`);
+      announce(`Kind ${kind.kind} ${action === 'pause' ? 'paused' : 'resumed'}.`);
+    } catch (error) {
+      announce(`Could not ${action} ${kind.kind}: ${error.message}`, 'error');
+    }
+    await reload();
+  };
+  clear(box).append(
+    h('h2', {}, 'Registered kinds'),
+    kinds.length === 0
+      ? h('p', { class: 'note' }, 'No kinds registered.')
+      : h(
+          'div',
+          { class: 'scroll' },
+          h(
+            'table',
+            { class: 'grid-table', 'data-testid': 'kind-registry' },
+            h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'kind'), h('th', { scope: 'col' }, 'leasing'), h('th', { scope: 'col' }, 'limits'), h('th', { scope: 'col' }, ''))),
+            h(
+              'tbody',
+              {},
+              kinds.map((kind) => {
+                const button = h('button', { type: 'button', 'data-kind': kind.kind, 'aria-label': `${kind.paused ? 'Resume' : 'Pause'} ${kind.kind}` }, kind.paused ? 'Resume' : 'Pause');
+                button.addEventListener('click', () => void toggle(kind, button));
+                return h('tr', {}, h('th', { scope: 'row' }, kind.kind), h('td', {}, kind.paused ? 'paused' : 'active'), h('td', {}, limitsText(kind)), h('td', {}, button));
+              }),
+            ),
+          ),
+        ),
+  );
+}
+
 export function renderOverview(main) {
   const statsBox = h('div', { 'aria-live': 'off' }, h('p', { class: 'note' }, 'Loading…'));
   const view = statsView(statsBox);
   const kindBox = h('section', { class: 'kinds' });
+  const registryBox = h('section', { class: 'kinds', 'data-testid': 'registry' });
   const updated = h('p', { class: 'note', 'data-testid': 'updated' });
-  main.append(h('h1', {}, 'Overview'), updated, statsBox, kindBox);
+  main.append(h('h1', {}, 'Overview'), updated, statsBox, kindBox, registryBox);
   let stopped = false;
   let statsTimer;
   let kindTimer;
@@ -192,7 +239,17 @@ export function renderOverview(main) {
     } catch {
       // The status tiles show the error; this table keeps its last figures.
     }
+    await loadRegistry();
     if (!stopped) kindTimer = setTimeout(pollKinds, KIND_POLL_MS);
+  }
+
+  async function loadRegistry() {
+    try {
+      const answer = await api.get('/kinds');
+      if (!stopped) renderRegistry(registryBox, answer.kinds, loadRegistry);
+    } catch {
+      // As above: the table keeps what it showed.
+    }
   }
 
   async function pollSli() {

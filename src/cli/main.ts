@@ -15,7 +15,7 @@ import { deadCommand, enqueueCommand, jobCommand, requeueCommand, statsCommand }
 import { jobsCancel, jobsReconcile, jobsRequeue } from './commands/jobs-actions.js';
 import { jobsList, jobsShow } from './commands/jobs-list.js';
 import { keysCreate, keysList, keysRevoke } from './commands/keys.js';
-import { kindsList, kindsSet } from './commands/kinds.js';
+import { kindsList, kindsPause, kindsResume, kindsSet } from './commands/kinds.js';
 import { purgeCommand } from './commands/purge.js';
 import { schedulesDelete, schedulesList, schedulesSet } from './commands/schedules.js';
 import { serveCommand } from './commands/serve.js';
@@ -45,6 +45,8 @@ export const COMMANDS: readonly Command[] = [
   schedulesSet,
   schedulesList,
   schedulesDelete,
+  kindsPause,
+  kindsResume,
 ];
 
 const GROUPS = new Set(COMMANDS.filter((c) => c.name.includes(' ')).map((c) => c.name.split(' ')[0] ?? ''));

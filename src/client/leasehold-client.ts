@@ -292,6 +292,20 @@ export class LeaseholdClient implements WorkerCalls {
     return parseJson<Schedule>(await this.call('DELETE', `/schedules/${encodeURIComponent(name)}`, undefined, options));
   }
 
+  async getKind(kind: string, options: CallOptions = {}): Promise<Kind> {
+    return parseJson<Kind>(await this.call('GET', `/kinds/${encodeURIComponent(kind)}`, undefined, options));
+  }
+
+  /** Admin: the kind's jobs are not leased until resumeKind; enqueues still succeed and running jobs finish. */
+  async pauseKind(kind: string, options: CallOptions = {}): Promise<Kind> {
+    return parseJson<Kind>(await this.call('POST', `/kinds/${encodeURIComponent(kind)}/pause`, {}, options));
+  }
+
+  /** Admin: leases take the kind's jobs again; parked long polls are woken. */
+  async resumeKind(kind: string, options: CallOptions = {}): Promise<Kind> {
+    return parseJson<Kind>(await this.call('POST', `/kinds/${encodeURIComponent(kind)}/resume`, {}, options));
+  }
+
   /** Admin: deletes up to a bounded number of the tenant's finished jobs; call again while `more` is true. */
   async purge(request: PurgeRequest, options: CallOptions = {}): Promise<PurgeResponse> {
     return parseJson<PurgeResponse>(await this.call('POST', '/jobs/purge', request, options));

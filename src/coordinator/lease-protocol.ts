@@ -74,7 +74,11 @@ export interface LeaseAnswer {
  * kind it asked for wakes it at once, and its group's timer wakes it when the
  * earliest delayed job or retry it could lease becomes due (jobNextDue, read
  * after each empty lease; nothing announces those). Between the two it issues
- * no query. Answers no jobs when the wait ends empty.
+ * no query. A kind's limits (store/flow-limits.ts) are enforced by the store;
+ * a poll they hold back waits for a job of its tenant to finish (a
+ * maxConcurrent slot) or for its rate window to admit (the due timer), and a
+ * resume or a changed limit announces the kind like new work. Answers no jobs
+ * when the wait ends empty.
  */
 export async function leaseJobs(ctx: RouteContext, log: ProtocolLog, tenant: string, body: LeaseRequest, openWait: () => LeaseWaitScope): Promise<LeaseAnswer> {
   const max = body.max ?? 1;
@@ -89,6 +93,7 @@ export async function leaseJobs(ctx: RouteContext, log: ProtocolLog, tenant: str
   const arrivedAt = performance.now();
   let waitedMs = 0;
   let generation = ctx.waiters.generation(tenant);
+  let finished = ctx.waiters.finishedGeneration();
   let jobs: readonly LeasedJob[] = await ctx.store.jobLease(params);
   const waitMs = body.waitMs ?? 0;
   if (jobs.length === 0 && waitMs > 0) {
@@ -100,18 +105,22 @@ export async function leaseJobs(ctx: RouteContext, log: ProtocolLog, tenant: str
       const recheckMs = ctx.config.leaseRecheckMs ?? Number.POSITIVE_INFINITY;
       while (jobs.length === 0) {
         // Read after the empty lease: a job that became due in between is answered as due now (0).
-        const dueInMs = (await ctx.store.jobNextDue(nextDue))?.inMs ?? null;
+        const next = await ctx.store.jobNextDue(nextDue);
+        const dueInMs = next?.inMs ?? null;
+        // A poll held back by a kind's maxConcurrent also wakes when a job of its tenant finishes (a slot may be free).
+        const slotSeen = next?.slotHeld === true ? finished : null;
         const remaining = deadline - performance.now();
         if (remaining <= 0) {
           // This poll ends; its group's other members still need the due time it found.
           ctx.waiters.schedule(tenant, body.kinds, dueInMs);
           break;
         }
-        const result = await ctx.waiters.wait(tenant, body.kinds, Math.min(remaining, recheckMs), generation, scope.signal, dueInMs);
+        const result = await ctx.waiters.wait(tenant, body.kinds, Math.min(remaining, recheckMs), generation, scope.signal, dueInMs, slotSeen);
         if (result === 'aborted') break;
         // The poll's time is up and nothing was announced or came due: nothing to look for.
         if (result === 'timeout' && performance.now() >= deadline) break;
         generation = ctx.waiters.generation(tenant);
+        finished = ctx.waiters.finishedGeneration();
         waitedMs = Math.floor(performance.now() - arrivedAt);
         jobs = await ctx.store.jobLease(params);
         // A full batch may mean more work is waiting, and a due wake-up that leased took the group's timer

@@ -22,6 +22,13 @@
  * whatever it got, hands the duty on: it re-parks with a fresh due time, or
  * wakes the next member, or passes its due time to the group with schedule().
  *
+ * A poll held back by a kind's maxConcurrent (jobNextDue's slotHeld) also
+ * waits for a job of its tenant to finish: slotFreed, fed by the store's
+ * finished-job notifications (this process's and other coordinators'), wakes
+ * one slot-held member of each of the tenant's groups. The subscription is
+ * made by the first such poll, so a coordinator whose tenants set no limits
+ * never listens; finished jobs cost other polls nothing.
+ *
  * The generation counters close the gap between "lease found nothing" and
  * "waiter registered": an announcement for the tenant in between is not lost.
  * They are per tenant (plus one for announcements to everyone), so another
@@ -41,6 +48,8 @@ interface Group {
   /** The kinds filter; null admits every kind. */
   readonly kinds: ReadonlySet<string> | null;
   readonly members: Set<Waiter>;
+  /** Members whose lease a kind's maxConcurrent held back: a finished job of the tenant wakes one. */
+  readonly slotMembers: Set<Waiter>;
   /** The group's due timer and when it fires (performance.now() ms); null when none is set. */
   due: { readonly at: number; readonly timer: NodeJS.Timeout } | null;
 }
@@ -53,14 +62,39 @@ interface TenantWaiters {
   readonly anyKind: Set<Group>;
 }
 
+/** Subscribes to finished jobs (Store.watchFinished): the tenant, or null for "any tenant's may have". */
+export type WatchSlots = (onFreed: (tenant: string | null) => void) => () => void;
+
 export class LeaseWaiters {
   private readonly tenants = new Map<string, TenantWaiters>();
+  /** Finished-job notifications so far, any tenant: a slot-held poll that saw it change since its lease leases again. */
+  private finishedCount = 0;
+  private unwatchSlots: (() => void) | null = null;
   /** Announcements per tenant; an entry lives while the tenant has waiters or was announced since. */
   private readonly tenantGenerations = new Map<string, number>();
   private everyoneGeneration = 0;
   private closed = false;
   /** Waiters woken so far (a test counts them). */
   wakeUps = 0;
+
+  constructor(private readonly watchSlots: WatchSlots | null = null) {}
+
+  /** Changes whenever a job may have finished (once slot-held polls listen); read it before a lease attempt. */
+  finishedGeneration(): number {
+    return this.finishedCount;
+  }
+
+  /** A job of `tenant` (null: of any tenant) finished: a maxConcurrent slot may be free. */
+  slotFreed(tenant: string | null): void {
+    this.finishedCount++;
+    const tenants = tenant === null ? [...this.tenants.values()] : [this.tenants.get(tenant)].filter((t) => t !== undefined);
+    for (const waiters of tenants) {
+      for (const group of [...waiters.groups.values()]) {
+        const first = group.slotMembers.values().next();
+        if (!first.done) first.value.settle('woken');
+      }
+    }
+  }
 
   /** Changes on every announcement that concerns `tenant`; read it before a lease attempt and pass it to wait(). */
   generation(tenant: string): number {
@@ -103,7 +137,11 @@ export class LeaseWaiters {
     if (group !== undefined && inMs !== null) this.setDue(group, inMs);
   }
 
-  /** Parks until woken, until `dueInMs` passes ('due', shared with the group), or until `timeoutMs` passes. */
+  /**
+   * Parks until woken, until `dueInMs` passes ('due', shared with the group), or until `timeoutMs` passes.
+   * `slotSeen`: the lease was held back by a kind's maxConcurrent, and this is finishedGeneration() as read
+   * before it; a finished job since (or the first such wait, which starts listening) answers 'woken' at once.
+   */
   wait(
     tenant: string,
     kinds: readonly string[] | undefined,
@@ -111,9 +149,18 @@ export class LeaseWaiters {
     seenGeneration: number,
     signal: AbortSignal,
     dueInMs: number | null = null,
+    slotSeen: number | null = null,
   ): Promise<WaitResult> {
     if (this.closed || signal.aborted) return Promise.resolve('aborted');
     if (seenGeneration !== this.generation(tenant)) return Promise.resolve('woken');
+    if (slotSeen !== null) {
+      if (this.unwatchSlots === null && this.watchSlots !== null) {
+        // A job that finished before the subscription was heard by nobody: look once more now that it listens.
+        this.unwatchSlots = this.watchSlots((freed) => this.slotFreed(freed));
+        return Promise.resolve('woken');
+      }
+      if (slotSeen !== this.finishedCount) return Promise.resolve('woken');
+    }
     const key = waiterGroup(kinds);
     return new Promise<WaitResult>((resolve) => {
       const group = this.join(tenant, key, kinds);
@@ -123,6 +170,7 @@ export class LeaseWaiters {
       const waiter: Waiter = {
         settle: (result) => {
           if (!group.members.delete(waiter)) return;
+          group.slotMembers.delete(waiter);
           if (group.members.size === 0) this.leave(tenant, key, group);
           clearTimeout(timer);
           signal.removeEventListener('abort', onAbort);
@@ -131,6 +179,7 @@ export class LeaseWaiters {
         },
       };
       group.members.add(waiter);
+      if (slotSeen !== null) group.slotMembers.add(waiter);
       signal.addEventListener('abort', onAbort, { once: true });
     });
   }
@@ -138,6 +187,8 @@ export class LeaseWaiters {
   /** Ends every wait (the coordinator is closing); later waits end at once. */
   close(): void {
     this.closed = true;
+    this.unwatchSlots?.();
+    this.unwatchSlots = null;
     for (const tenant of [...this.tenants.values()]) {
       for (const group of [...tenant.groups.values()]) for (const waiter of [...group.members]) waiter.settle('aborted');
     }
@@ -173,7 +224,7 @@ export class LeaseWaiters {
     const existing = tenant.groups.get(key);
     if (existing !== undefined) return existing;
     const filter = kinds === undefined || kinds.length === 0 ? null : new Set(kinds);
-    const group: Group = { kinds: filter, members: new Set(), due: null };
+    const group: Group = { kinds: filter, members: new Set(), slotMembers: new Set(), due: null };
     tenant.groups.set(key, group);
     if (filter === null) tenant.anyKind.add(group);
     else {

@@ -117,6 +117,9 @@ export function toWireKind(kind: KindRecord, defaults: RetentionPeriods): Kind {
       cancelledMs: kind.retention.cancelledMs ?? defaults.cancelledMs,
       deadMs: kind.retention.deadMs ?? defaults.deadMs,
     },
+    maxConcurrent: kind.maxConcurrent,
+    rate: kind.rate === null ? null : { limit: kind.rate.limit, perMs: kind.rate.perMs },
+    paused: kind.paused,
     updatedAt: toRfc3339(kind.updatedAt),
   };
 }

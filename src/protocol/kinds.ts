@@ -14,6 +14,15 @@ export const BackoffSchema = Type.Object(
   { additionalProperties: false },
 );
 
+/** Leases of the kind started per window of perMs (fixed windows, docs/DESIGN.md). */
+export const KindRateSchema = Type.Object(
+  {
+    limit: Type.Integer({ minimum: 1, maximum: LIMITS.maxKindRateLimit }),
+    perMs: Type.Integer({ minimum: 1, maximum: LIMITS.maxKindRatePerMs }),
+  },
+  { additionalProperties: false },
+);
+
 export const KindDefinition = Type.Object(
   {
     payloadSchema: Type.Optional(Type.Unknown()),
@@ -25,12 +34,22 @@ export const KindDefinition = Type.Object(
     maxResultBytes: Type.Optional(Type.Integer({ minimum: 1, maximum: LIMITS.maxResultBytes })),
     maxCheckpointBytes: Type.Optional(Type.Integer({ minimum: 1, maximum: LIMITS.maxCheckpointBytes })),
     retention: Type.Optional(KindRetentionDefinition),
+    maxConcurrent: Type.Optional(
+      Type.Union([Type.Integer({ minimum: 1, maximum: LIMITS.maxKindConcurrency }), Type.Null()], {
+        description: 'Leases of the kind live at once across every worker and coordinator of the tenant; null or absent for no limit',
+      }),
+    ),
+    rate: Type.Optional(Type.Union([KindRateSchema, Type.Null()], { description: 'Leases of the kind started per window; null or absent for no limit' })),
   },
   { additionalProperties: false },
 );
 export type KindDefinition = Static<typeof KindDefinition>;
 
 export const KindParams = Type.Object({ kind: KindName });
+
+/** POST /kinds/{kind}/pause and /resume take no fields (an empty body or {}). */
+export const KindPauseRequest = Type.Object({}, { additionalProperties: false });
+export type KindPauseRequest = Static<typeof KindPauseRequest>;
 export type KindParams = Static<typeof KindParams>;
 
 /** A registered kind as GET /kinds and PUT /kinds/{kind} answer it, every default filled in. */
@@ -45,6 +64,9 @@ export const Kind = Type.Object({
   maxResultBytes: Type.Integer(),
   maxCheckpointBytes: Type.Integer(),
   retention: KindRetention,
+  maxConcurrent: Type.Union([Type.Integer(), Type.Null()]),
+  rate: Type.Union([Type.Object({ limit: Type.Integer(), perMs: Type.Integer() }), Type.Null()]),
+  paused: Type.Boolean({ description: 'A paused kind is never leased; its jobs still enqueue (POST /kinds/{kind}/pause, /resume)' }),
   updatedAt: Timestamp,
 });
 export type Kind = Static<typeof Kind>;

@@ -34,6 +34,11 @@ export const LIMITS = Object.freeze({
   maxResultBytes: 1024 ** 3,
   /** A kind's checkpoint state limit: a checkpoint arrives in one request body. */
   maxCheckpointBytes: 1024 ** 3,
+  /** A kind's maxConcurrent and rate.limit; within a 32-bit integer column. */
+  maxKindConcurrency: 1_000_000,
+  maxKindRateLimit: 1_000_000,
+  /** A kind's rate window: from a millisecond to a day. */
+  maxKindRatePerMs: 24 * 60 * 60_000,
   /** Default body limit; kinds may set a lower payload limit. */
   bodyLimitBytes: 1024 * 1024,
   batchBodyLimitBytes: 16 * 1024 * 1024,

@@ -316,6 +316,18 @@ export class Queue<Kinds extends KindPayloads = KindPayloads> {
     return rethrowing(this.admin.deleteSchedule(name));
   }
 
+   * POST /kinds/{kind}/pause: no lease (a Worker's, or one over HTTP on the same database) takes the kind's
+   * jobs until resumeKind; enqueues still succeed and running jobs finish. An unknown kind throws not_found.
+   */
+  pauseKind(name: keyof Kinds & string): Promise<Kind> {
+    return rethrowing(this.admin.pauseKind(name));
+  }
+
+  /** POST /kinds/{kind}/resume: leases take the kind's jobs again, and parked polls are woken at once. */
+  resumeKind(name: keyof Kinds & string): Promise<Kind> {
+    return rethrowing(this.admin.resumeKind(name));
+  }
+
   /**
    * A key of this Queue's tenant for the HTTP API (leaseholdRoutes, or `leasehold serve` on the same
    * database), e.g. for workers in another language; returned in clear once, stored hashed.

@@ -6,6 +6,8 @@
  * interval (src/coordinator/lease-waiters.ts).
  */
 
+import { holdReason, type KindFlowState } from './flow-limits.js';
+
 export interface NextDueParams {
   readonly tenant: string;
   /** Only these kinds; every kind when absent or empty. */
@@ -13,8 +15,46 @@ export interface NextDueParams {
 }
 
 export interface NextDue {
-  /** The earliest runAfter of a queued job a lease could take (its deadline has not passed), by the store's clock. */
-  readonly runAfter: number;
-  /** How long from now, by the store's clock, until it is due; 0 when it is due already. */
-  readonly inMs: number;
+  /**
+   * The earliest runAfter of a queued job a lease could take (its deadline has not passed), by the store's
+   * clock; for a rate-limited kind no earlier than when its window admits again. null when the only jobs wait
+   * for a slot (slotHeld).
+   */
+  readonly runAfter: number | null;
+  /** How long from now, by the store's clock, until it is due; 0 when it is due already; null with runAfter. */
+  readonly inMs: number | null;
+  /** Some of those jobs wait for a maxConcurrent slot: a job of the tenant that finishes may free one. */
+  readonly slotHeld?: true;
+}
+
+/**
+ * The answer for a tenant with restricted kinds (flow-limits.ts), from what each backend read:
+ * `others`, the earliest runAfter among the kinds asked for that are not restricted; `firsts`, each
+ * restricted kind's earliest runAfter. A paused kind does not count, a kind at its maxConcurrent sets
+ * slotHeld, a kind at its rate counts from when its window admits again.
+ */
+export function restrictedNextDue(
+  others: number | null,
+  states: readonly KindFlowState[],
+  firsts: ReadonlyMap<string, number | null>,
+  now: number,
+): NextDue | null {
+  let runAfter = others;
+  let slotHeld = false;
+  for (const state of states) {
+    const hold = holdReason(state, now);
+    const first = firsts.get(state.kind) ?? null;
+    if (hold?.kind === 'paused' || first === null) continue;
+    if (hold?.kind === 'slot') slotHeld = true;
+    else {
+      const at = hold === null ? first : Math.max(first, hold.admitsAt);
+      runAfter = runAfter === null ? at : Math.min(runAfter, at);
+    }
+  }
+  return nextDue(runAfter, slotHeld, now);
+}
+
+export function nextDue(runAfter: number | null, slotHeld: boolean, now: number): NextDue | null {
+  if (runAfter === null && !slotHeld) return null;
+  return { runAfter, inMs: runAfter === null ? null : Math.max(0, runAfter - now), ...(slotHeld ? { slotHeld: true as const } : {}) };
 }

@@ -7,6 +7,7 @@
 
 import type { Role, JobStatus } from '../core/states.js';
 import type { AttemptOutcome, JobSnapshot } from '../core/transitions.js';
+import type { KindFlowState } from './flow-limits.js';
 import { storedJobError } from './stored-job-error.js';
 import type { ApiKeyRecord, AttemptRecord, JobListItem, KindRecord, LeasedJob, ResultSummary } from './store.js';
 
@@ -151,6 +152,11 @@ export interface KindColumns {
   readonly retention_succeeded_ms: number | null;
   readonly retention_cancelled_ms: number | null;
   readonly retention_dead_ms: number | null;
+  /** 0/1 in SQLite, a boolean in PostgreSQL. */
+  readonly paused: number | boolean;
+  readonly max_concurrent: number | null;
+  readonly rate_limit: number | null;
+  readonly rate_per_ms: number | null;
   readonly updated_at: number;
 }
 
@@ -167,6 +173,33 @@ export function kindRecord(row: KindColumns, payloadSchema: unknown): KindRecord
     maxResultBytes: row.max_result_bytes,
     maxCheckpointBytes: row.max_checkpoint_bytes,
     retention: { succeededMs: row.retention_succeeded_ms, cancelledMs: row.retention_cancelled_ms, deadMs: row.retention_dead_ms },
+    paused: row.paused === true || row.paused === 1,
+    maxConcurrent: row.max_concurrent,
+    rate: row.rate_limit === null || row.rate_per_ms === null ? null : { limit: row.rate_limit, perMs: row.rate_per_ms },
     updatedAt: row.updated_at,
+  };
+}
+
+/** A restricted kind's rules and state as KIND_FLOW_STATE reads them (both backends). */
+export interface KindFlowColumns {
+  readonly kind: string;
+  readonly paused: number | boolean;
+  readonly max_concurrent: number | null;
+  readonly rate_limit: number | null;
+  readonly rate_per_ms: number | null;
+  readonly running: number | string | null;
+  readonly window_start: number | null;
+  readonly window_count: number | null;
+}
+
+export function kindFlowState(row: KindFlowColumns): KindFlowState {
+  return {
+    kind: row.kind,
+    paused: row.paused === true || row.paused === 1,
+    maxConcurrent: row.max_concurrent,
+    rate: row.rate_limit === null || row.rate_per_ms === null ? null : { limit: row.rate_limit, perMs: row.rate_per_ms },
+    running: Number(row.running ?? 0),
+    windowStart: row.window_start,
+    windowCount: row.window_count ?? 0,
   };
 }

@@ -17,6 +17,7 @@ import type { BackoffPolicy } from '../core/backoff.js';
 import type { FailureClass } from '../core/failure-classes.js';
 import type { JobStatus, Role } from '../core/states.js';
 import type { AttemptOutcome } from '../core/transitions.js';
+import type { KindRate } from './flow-limits.js';
 import type { NextDue, NextDueParams } from './next-due.js';
 import type { JobPurgeCountParams, JobPurgeOutcome, JobPurgeParams, KindRetention } from './retention.js';
 
@@ -310,11 +311,30 @@ export interface KindRecord {
   readonly maxCheckpointBytes: number;
   /** Retention periods of its finished jobs (src/store/retention.ts). */
   readonly retention: KindRetention;
+  /** A paused kind is never leased; its jobs still enqueue and its running jobs finish (flow-limits.ts). */
+  readonly paused: boolean;
+  /** Live leases of the kind at once across every worker and coordinator of the tenant; null for no limit. */
+  readonly maxConcurrent: number | null;
+  /** Leases of the kind started per window; null for no limit. */
+  readonly rate: KindRate | null;
   readonly updatedAt: number;
 }
 
-/** Without `retention`, every period is the default. */
-export type KindUpsertParams = Omit<KindRecord, 'updatedAt' | 'retention'> & { readonly retention?: KindRetention };
+/**
+ * Without `retention`, every period is the default; without `maxConcurrent` or `rate`, no limit. A kind is
+ * replaced whole, but its paused state is its own (kindSetPaused): registering a kind again keeps it.
+ */
+export type KindUpsertParams = Omit<KindRecord, 'updatedAt' | 'retention' | 'paused' | 'maxConcurrent' | 'rate'> & {
+  readonly retention?: KindRetention;
+  readonly maxConcurrent?: number | null;
+  readonly rate?: KindRate | null;
+};
+
+export interface KindPauseParams {
+  readonly tenant: string;
+  readonly kind: string;
+  readonly paused: boolean;
+}
 
 // --- recurring schedules (src/store/schedules.ts) ------------------------------
 
@@ -418,6 +438,11 @@ export interface Store {
   kindUpsert(params: KindUpsertParams): Promise<KindRecord>;
   kindGet(params: { readonly tenant: string; readonly kind: string }): Promise<KindRecord | null>;
   kindList(params: { readonly tenant: string }): Promise<readonly KindRecord[]>;
+  /**
+   * Pauses or resumes a registered kind; null when the tenant has no such kind. A resume (and a kindUpsert,
+   * which may lift a limit) announces the kind as available, so parked long polls lease at once.
+   */
+  kindSetPaused(params: KindPauseParams): Promise<KindRecord | null>;
 
   /** Recurring schedules (schedules.ts). */
   scheduleUpsert(params: ScheduleUpsertParams): Promise<ScheduleUpsertOutcome>;
@@ -437,7 +462,11 @@ export interface Store {
   jobEnqueueMany(params: readonly EnqueueParams[]): Promise<readonly EnqueueOutcome[]>;
   jobGet(params: JobRef): Promise<JobRecord | null>;
   jobList(params: JobListParams): Promise<JobPage>;
-  /** Leases up to `max` available jobs in one transaction, first applying any due lease expiries. */
+  /**
+   * Leases up to `max` available jobs in one transaction, first applying any due lease expiries. Jobs of a
+   * paused kind are never leased, and a kind with maxConcurrent or rate gets no more than its limits allow
+   * (src/store/flow-limits.ts), decided inside that transaction.
+   */
   jobLease(params: LeaseParams): Promise<readonly LeasedJob[]>;
   jobRenew(params: RenewParams): Promise<RenewOutcome>;
   jobComplete(params: CompleteParams): Promise<CompleteOutcome>;
@@ -452,7 +481,11 @@ export interface Store {
   jobAttempts(params: JobRef): Promise<readonly AttemptRecord[] | null>;
   /** Applies due lease expiries and deadlines across all tenants. */
   jobReapExpired(): Promise<ReapOutcome>;
-  /** When the tenant's next delayed job or retry of these kinds is due; null when none is queued. */
+  /**
+   * When the tenant's next delayed job or retry of these kinds is due, or a rate-limited kind's window admits
+   * its jobs again; `slotHeld` when jobs wait for a maxConcurrent slot (a job of the tenant finishing may free
+   * one). Paused kinds' jobs are not counted. null when nothing is queued that a lease could take.
+   */
   jobNextDue(params: NextDueParams): Promise<NextDue | null>;
   /** Deletes up to `limit` finished jobs past their retention, with attempts and results, in one transaction. */
   jobPurge(params: JobPurgeParams): Promise<JobPurgeOutcome>;

@@ -62,6 +62,8 @@ describe('cli usage', () => {
     ['purge'],
     ['kinds', 'set'],
     ['kinds', 'list'],
+    ['kinds', 'pause'],
+    ['kinds', 'resume'],
   ];
 
   it('prints help for every command and exits 0', async () => {
@@ -166,6 +168,43 @@ describe('purge', () => {
     expect(onTerminal).toContain('\r\x1b[2Kpurged 20 jobs…');
     expect(onTerminal).toContain('\r\x1b[2Kpurged 25 jobs…');
     expect(onTerminal).toContain('purged 25 jobs finished more than 0s ago');
+  }, 60_000);
+});
+
+describe('kinds pause and resume', () => {
+  let live: LiveCoordinator;
+
+  beforeAll(async () => {
+    live = await startLiveCoordinator();
+  });
+
+  afterAll(async () => {
+    await live.close();
+  });
+
+  it('pauses and resumes a kind as an admin, shown by kinds list; the paused kind is not leased', async () => {
+    const env = { LEASEHOLD_URL: live.url, LEASEHOLD_KEY: live.keys.admin };
+    const dir = tempDir();
+    writeFileSync(join(dir, 'kind.json'), JSON.stringify({ maxConcurrent: 2, rate: { limit: 5, perMs: 1_000 } }));
+    expect((await cli(['kinds', 'set', 'sms', '--file', join(dir, 'kind.json')], env)).code).toBe(0);
+    const paused = await cli(['kinds', 'pause', 'sms'], env);
+    expect(paused.code, paused.stderr).toBe(0);
+    expect(paused.stdout).toBe('kind sms paused\n');
+    const listed = await cli(['kinds', 'list'], env);
+    expect(listed.stdout).toContain('sms  PAUSED  max attempts');
+    expect(listed.stdout).toContain('max concurrent 2  rate 5 per 1000 ms');
+    await live.client('producer').enqueue({ kind: 'sms', payload: {} }, { idempotencyKey: 'cli-sms' });
+    expect(await live.store.jobLease({ tenant: 't1', workerId: 'w', leaseMs: 30_000, max: 5 })).toEqual([]);
+    const resumed = await cli(['kinds', 'resume', 'sms', '--json'], env);
+    expect(resumed.code, resumed.stderr).toBe(0);
+    expect(JSON.parse(resumed.stdout)).toMatchObject({ kind: 'sms', paused: false, maxConcurrent: 2 });
+    expect(await live.store.jobLease({ tenant: 't1', workerId: 'w', leaseMs: 30_000, max: 5 })).toHaveLength(1);
+    const unknown = await cli(['kinds', 'pause', 'nope'], env);
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toContain('not_found');
+    const denied = await cli(['kinds', 'pause', 'sms', '--key', live.keys.worker], { LEASEHOLD_URL: live.url });
+    expect(denied.code).toBe(1);
+    expect((await cli(['kinds', 'pause'], env)).code).toBe(2);
   }, 60_000);
 });
 

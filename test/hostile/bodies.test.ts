@@ -26,6 +26,7 @@ import {
   EnqueueRequest,
   FailRequest,
   KindDefinition,
+  KindPauseRequest,
   LeaseRequest,
   ReconcileRequest,
   RenewRequest,
@@ -60,12 +61,14 @@ const SCHEMAS: Readonly<Record<string, TSchema>> = {
   'POST /jobs/:id/cancel': Type.Object({}, { additionalProperties: false }),
   'POST /jobs/:id/reconcile': ReconcileRequest,
   'PUT /kinds/:kind': KindDefinition,
+  'POST /kinds/:kind/pause': KindPauseRequest,
+  'POST /kinds/:kind/resume': KindPauseRequest,
   'PUT /schedules/:name': ScheduleDefinition,
   'POST /jobs/bulk': BulkRequest,
   'POST /jobs/purge': PurgeRequest,
 };
 /** Routes whose body may be left out entirely. */
-const OPTIONAL_BODY = new Set(['POST /jobs/:id/requeue', 'POST /jobs/:id/cancel', 'PUT /kinds/:kind']);
+const OPTIONAL_BODY = new Set(['POST /jobs/:id/requeue', 'POST /jobs/:id/cancel', 'PUT /kinds/:kind', 'POST /kinds/:kind/pause', 'POST /kinds/:kind/resume']);
 const BATCH_ROUTES = new Set(['POST /jobs/batch', 'POST /complete']);
 
 /**
@@ -157,7 +160,7 @@ describe.each(backends)('hostile bodies ($name)', (backend) => {
 
   function keyFor(endpoint: Endpoint, pick: number): string {
     // Kinds are registered in the other tenant, so that t1's allowlist stays the one the world was seeded with.
-    if (endpoint.route === '/kinds/:kind' || endpoint.route === '/schedules/:name') return h.keys.otherAdmin;
+    if (endpoint.route.startsWith('/kinds/:kind') || endpoint.route === '/schedules/:name') return h.keys.otherAdmin;
     const roles = endpoint.roles === 'public' ? ['admin' as const] : endpoint.roles;
     const role = roles[pick % roles.length] ?? 'admin';
     return role === 'producer' ? h.keys.producer : role === 'worker' ? h.keys.worker : h.keys.admin;

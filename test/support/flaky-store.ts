@@ -79,6 +79,7 @@ export class FlakyStore implements Store {
   apiKeyFindByHash: Store['apiKeyFindByHash'] = (p) => this.guard('apiKeyFindByHash', p, () => this.inner.apiKeyFindByHash(p));
   apiKeyRevoke: Store['apiKeyRevoke'] = (p) => this.guard('apiKeyRevoke', p, () => this.inner.apiKeyRevoke(p));
   kindUpsert: Store['kindUpsert'] = (p) => this.guard('kindUpsert', p, () => this.inner.kindUpsert(p));
+  kindSetPaused: Store['kindSetPaused'] = (p) => this.guard('kindSetPaused', p, () => this.inner.kindSetPaused(p));
   kindGet: Store['kindGet'] = (p) => this.guard('kindGet', p, () => this.inner.kindGet(p));
   kindList: Store['kindList'] = (p) => this.guard('kindList', p, () => this.inner.kindList(p));
   scheduleUpsert: Store['scheduleUpsert'] = (p) => this.guard('scheduleUpsert', p, () => this.inner.scheduleUpsert(p));

@@ -4,7 +4,8 @@
  * over SQLite: sign in with an admin key, watch a count change live after an
  * enqueue, filter the job list, open a job and requeue it from the keyboard,
  * run a bulk requeue by filter after its confirmation, requeue a selection,
- * and see a hostile payload and error message rendered as text. The key
+ * see a hostile payload and error message rendered as text, and pause and
+ * resume a registered kind from the overview. The key
  * never appears in a URL, the page raises no Content-Security-Policy
  * violation, and a phone-wide screen does not scroll sideways. Screenshots go
  * to reports/ui/ (git-ignored).
@@ -238,6 +239,24 @@ describe('the dashboard in Chromium', () => {
     await page.locator('[data-testid="job-table"]').waitFor();
     expect(await page.evaluate(() => (globalThis as unknown as Dom).document.documentElement.scrollWidth)).toBeLessThanOrEqual(375);
     await page.screenshot({ path: `${SHOTS}/phone-jobs.png`, fullPage: true });
+  });
+
+  it('pauses and resumes a registered kind from the overview', async () => {
+    // Registered last: a registry makes the tenant's kinds an allowlist, which the tests above do not expect.
+    await live.client('admin').putKind('report', { maxConcurrent: 3 });
+    await page.setViewportSize({ width: 1280, height: 900 });
+    await page.goto(`${live.url}/ui#/`);
+    const pause = page.getByRole('button', { name: 'Pause report' });
+    await pause.waitFor();
+    expect(await page.getByTestId('kind-registry').textContent()).toContain('at most 3 at once');
+    await pause.click();
+    await page.getByRole('button', { name: 'Resume report' }).waitFor();
+    expect((await live.client('admin').getKind('report')).paused).toBe(true);
+    expect(await page.getByTestId('kind-registry').textContent()).toContain('paused');
+    await page.screenshot({ path: `${SHOTS}/kinds-paused.png`, fullPage: true });
+    await page.getByRole('button', { name: 'Resume report' }).click();
+    await page.getByRole('button', { name: 'Pause report' }).waitFor();
+    expect((await live.client('admin').getKind('report')).paused).toBe(false);
   });
 
   it('sent the key in no URL and raised no CSP violation or script error', () => {

@@ -82,6 +82,8 @@ const QUERIES_ONLY_IN = {
     NOTIFY: 'wakes other coordinators\u2019 long polls; SQLite processes notice commits through data_version',
     NOTIFY_FINISHED: 'as NOTIFY, for finished jobs',
     JOB_LEASE_KINDS: 'SQLite builds the kinds-filter lease per number of kinds (jobLeaseKindsSql: a UNION ALL of per-kind walks); PostgreSQL walks the kinds of an array with LATERAL in one statement',
+    JOB_LEASE_CAPPED: 'as JOB_LEASE_KINDS, with a cap per kind (SQLite: jobLeaseKindsSql(n, true))',
+    KIND_FLOW_LOCK: 'row locks that make two coordinators\u2019 leases of a restricted kind take turns; SQLite\u2019s write transaction holds the database lock',
   },
 } as const;
 

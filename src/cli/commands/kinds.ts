@@ -1,6 +1,7 @@
 /**
  * `kinds set <kind> --file def.json` registers (or replaces) a kind in the
- * tenant's allowlist; `kinds list` shows the registered kinds.
+ * tenant's allowlist; `kinds list` shows the registered kinds; `kinds pause
+ * <kind>` and `kinds resume <kind>` stop and restart its leasing.
  */
 
 import { readFile } from 'node:fs/promises';
@@ -11,7 +12,7 @@ import type { KindDefinition } from '../../protocol/schemas.js';
 
 export const kindsSet: Command = {
   name: 'kinds set',
-  summary: 'Register or replace a job kind (admin). The file holds {payloadSchema, maxPayloadBytes, maxAttempts, leaseMs, backoff, deadlineMs, maxResultBytes}.',
+  summary: 'Register or replace a job kind (admin). The file holds {payloadSchema, maxPayloadBytes, maxAttempts, leaseMs, backoff, deadlineMs, maxResultBytes, maxConcurrent, rate}.',
   usage: 'kinds set <kind> --file def.json',
   details: ['--file FILE            the kind definition, as JSON', ...REMOTE_DETAILS],
   options: { ...REMOTE_OPTIONS, file: { type: 'string' } },
@@ -53,8 +54,36 @@ export const kindsList: Command = {
     }
     if (kinds.length === 0) io.out('no kinds registered');
     for (const k of kinds) {
-      io.out(`${k.kind}  max attempts ${k.maxAttempts}  lease ${k.leaseMs} ms  deadline ${k.deadlineMs === null ? '-' : `${k.deadlineMs} ms`}  max payload ${k.maxPayloadBytes} B  max result ${k.maxResultBytes} B`);
+      const limits = `${k.maxConcurrent === null ? '' : `  max concurrent ${k.maxConcurrent}`}${k.rate === null ? '' : `  rate ${k.rate.limit} per ${k.rate.perMs} ms`}`;
+      io.out(
+        `${k.kind}${k.paused ? '  PAUSED' : ''}  max attempts ${k.maxAttempts}  lease ${k.leaseMs} ms  deadline ${k.deadlineMs === null ? '-' : `${k.deadlineMs} ms`}  max payload ${k.maxPayloadBytes} B  max result ${k.maxResultBytes} B${limits}`,
+      );
     }
     return 0;
   },
 };
+
+function pauseCommand(action: 'pause' | 'resume'): Command {
+  const command: Command = {
+    name: `kinds ${action}`,
+    summary:
+      action === 'pause'
+        ? 'Pause a job kind (admin): no worker leases its jobs until it is resumed. Enqueues still succeed; running jobs finish.'
+        : 'Resume a paused job kind (admin): workers lease its jobs again at once.',
+    usage: `kinds ${action} <kind>`,
+    details: REMOTE_DETAILS,
+    options: REMOTE_OPTIONS,
+    positionals: { min: 1, max: 1 },
+    async run({ values, positionals, io }) {
+      const name = positionals[0] ?? '';
+      const kind = await withClient(command, values, io, (client) => (action === 'pause' ? client.pauseKind(name) : client.resumeKind(name)));
+      if (values['json'] === true) printJson(io, kind);
+      else io.out(`kind ${kind.kind} ${kind.paused ? 'paused' : 'resumed'}`);
+      return 0;
+    },
+  };
+  return command;
+}
+
+export const kindsPause = pauseCommand('pause');
+export const kindsResume = pauseCommand('resume');

@@ -2,11 +2,13 @@
  * The tenant's kind registry: PUT /kinds/{kind} (admin) registers or replaces
  * a kind with every default filled in, GET /kinds lists them. A payload schema
  * is compiled before it is stored, so a schema Ajv cannot use is refused here
- * rather than at the first enqueue.
+ * rather than at the first enqueue. POST /kinds/{kind}/pause and /resume
+ * (admin) stop and restart its leasing; the store enforces both and the
+ * kind's maxConcurrent and rate inside the lease transaction (flow-limits.ts).
  */
 
 import { LeaseholdError } from '../../core/errors.js';
-import { KindDefinition, KindList, KindParams, Kind } from '../../protocol/schemas.js';
+import { KindDefinition, KindList, KindParams, KindPauseRequest, Kind } from '../../protocol/schemas.js';
 import { principalOf } from '../auth.js';
 import { errorResponses, type CoordinatorApp, type RouteContext } from '../route-context.js';
 import { toWireKind } from '../wire.js';
@@ -52,12 +54,60 @@ export function registerKindRoutes(app: CoordinatorApp, ctx: RouteContext): void
           cancelledMs: body.retention?.cancelledMs ?? null,
           deadMs: body.retention?.deadMs ?? null,
         },
+        maxConcurrent: body.maxConcurrent ?? null,
+        rate: body.rate === undefined || body.rate === null ? null : { limit: body.rate.limit, perMs: body.rate.perMs },
       });
       ctx.kinds.remember(record, validate);
       ctx.kinds.invalidate(principal.tenant);
       return toWireKind(record, ctx.config.retention);
     },
   );
+
+  app.get(
+    '/kinds/:kind',
+    {
+      config: { roles: ['producer', 'worker', 'admin'] },
+      schema: {
+        summary: 'One registered kind',
+        tags: ['kinds'],
+        params: KindParams,
+        response: { 200: Kind, ...errorResponses(404) },
+      },
+    },
+    async (request) => {
+      const kind = await ctx.store.kindGet({ tenant: principalOf(request).tenant, kind: request.params.kind });
+      if (kind === null) throw new LeaseholdError('not_found', 'kind not found');
+      return toWireKind(kind, ctx.config.retention);
+    },
+  );
+
+  for (const action of ['pause', 'resume'] as const) {
+    app.post(
+      `/kinds/:kind/${action}`,
+      {
+        config: { roles: ['admin'] },
+        preValidation: emptyBodyAsObject,
+        schema: {
+          summary: action === 'pause' ? 'Pause a kind: its jobs are not leased until it is resumed (admin)' : 'Resume a paused kind (admin)',
+          description:
+            action === 'pause'
+              ? 'Enqueues still succeed and running jobs finish; no lease, with or without a kinds filter, takes its jobs. Pausing a paused kind answers it as it is.'
+              : 'Parked long polls that could lease the kind are woken at once. Resuming a kind that is not paused answers it as it is.',
+          tags: ['kinds'],
+          params: KindParams,
+          body: KindPauseRequest,
+          response: { 200: Kind, ...errorResponses(404) },
+        },
+      },
+      async (request) => {
+        const tenant = principalOf(request).tenant;
+        const record = await ctx.store.kindSetPaused({ tenant, kind: request.params.kind, paused: action === 'pause' });
+        if (record === null) throw new LeaseholdError('not_found', 'kind not found');
+        ctx.kinds.invalidate(tenant);
+        return toWireKind(record, ctx.config.retention);
+      },
+    );
+  }
 
   app.get(
     '/kinds',

@@ -313,7 +313,26 @@ ALTER TABLE kinds ADD COLUMN retention_succeeded_ms bigint CHECK (retention_succ
 ALTER TABLE kinds ADD COLUMN retention_cancelled_ms bigint CHECK (retention_cancelled_ms IS NULL OR retention_cancelled_ms > 0);
 ALTER TABLE kinds ADD COLUMN retention_dead_ms bigint CHECK (retention_dead_ms IS NULL OR retention_dead_ms > 0);`,
   },
-  // Version 7 is the per-kind limits and pause work, on another branch; the runner needs no contiguous versions.
+  {
+    version: 7,
+    name: 'kind_flow_control',
+    // A kind's pause and limits (flow-limits.ts). kinds_flow holds only the restricted kinds, so the lease
+    // statement's "does this tenant restrict any kind?" finds nothing for everyone else. kind_windows keeps a
+    // rate-limited kind's current window apart from the kinds row, which a restricted lease locks.
+    sql: `ALTER TABLE kinds ADD COLUMN paused boolean NOT NULL DEFAULT false;
+ALTER TABLE kinds ADD COLUMN max_concurrent integer CHECK (max_concurrent IS NULL OR max_concurrent >= 1);
+ALTER TABLE kinds ADD COLUMN rate_limit integer CHECK (rate_limit IS NULL OR rate_limit >= 1);
+ALTER TABLE kinds ADD COLUMN rate_per_ms bigint CHECK (rate_per_ms IS NULL OR rate_per_ms >= 1);
+ALTER TABLE kinds ADD CONSTRAINT kinds_rate_whole CHECK ((rate_limit IS NULL) = (rate_per_ms IS NULL));
+CREATE INDEX kinds_flow ON kinds (tenant, kind) WHERE paused OR max_concurrent IS NOT NULL OR rate_limit IS NOT NULL;
+CREATE TABLE kind_windows (
+  tenant       text        NOT NULL,
+  kind         text        NOT NULL,
+  window_start timestamptz NOT NULL,
+  window_count integer     NOT NULL CHECK (window_count >= 0),
+  PRIMARY KEY (tenant, kind)
+);`,
+  },
   {
     version: 8,
     name: 'schedules',

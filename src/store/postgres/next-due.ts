@@ -9,18 +9,32 @@
  * Due jobs are not excluded, for the reason the SQLite file gives: a due job
  * seen right after an empty lease became available since, and 0 sends the
  * caller back to lease.
+ *
+ * Both statements also say whether a kind they cover is restricted (a probe
+ * of kinds_flow); only then are the restricted kinds read (KIND_FLOW_STATE)
+ * and answered one by one, as in the SQLite file.
  */
 
-import type { NextDue, NextDueParams } from '../next-due.js';
+import { restrictedNextDue, type NextDue, type NextDueParams } from '../next-due.js';
+import { kindFlowState, type KindFlowColumns } from '../row-records.js';
 import type { PgDatabase } from './database.js';
-import { bind, ms, namedQuery, NOW_MS } from './sql-fragments.js';
+import { KIND_FLOW_STATE } from './queries.js';
+import { bind, ms, namedQuery, NOW_MS, RESTRICTED_KIND as RESTRICTED } from './sql-fragments.js';
 
 const FIRST_OF_KIND = `(SELECT j.run_after FROM jobs j WHERE j.tenant = $1 AND j.kind = k.kind AND j.status = 'queued'
     AND (j.deadline_at IS NULL OR j.deadline_at > now()) ORDER BY j.run_after LIMIT 1)`;
 
 export const JOB_NEXT_DUE_KINDS = namedQuery(
   'lh_job_next_due_kinds',
-  `SELECT ${ms(`MIN(${FIRST_OF_KIND})`)} AS run_after, ${NOW_MS} FROM (SELECT DISTINCT unnest($2::text[]) AS kind) k`,
+  `SELECT ${ms(`MIN(${FIRST_OF_KIND})`)} AS run_after, ${NOW_MS},
+          EXISTS (SELECT 1 FROM kinds WHERE tenant = $1 AND kind = ANY($2::text[]) AND ${RESTRICTED}) AS restricted
+     FROM (SELECT DISTINCT unnest($2::text[]) AS kind) k`,
+);
+
+/** The first runAfter of each of some kinds ($2), for restricted kinds answered one by one. */
+export const JOB_NEXT_DUE_EACH = namedQuery(
+  'lh_job_next_due_each',
+  `SELECT k.kind, ${ms(FIRST_OF_KIND)} AS run_after FROM (SELECT DISTINCT unnest($2::text[]) AS kind) k`,
 );
 
 export const JOB_NEXT_DUE_ANY_KIND = namedQuery(
@@ -29,13 +43,40 @@ export const JOB_NEXT_DUE_ANY_KIND = namedQuery(
      SELECT (SELECT MIN(kind) FROM jobs WHERE tenant = $1 AND status = 'queued')
      UNION ALL
      SELECT (SELECT MIN(kind) FROM jobs WHERE tenant = $1 AND status = 'queued' AND kind > k.kind) FROM k WHERE k.kind IS NOT NULL)
-   SELECT ${ms(`MIN(${FIRST_OF_KIND})`)} AS run_after, ${NOW_MS} FROM k WHERE k.kind IS NOT NULL`,
+   SELECT ${ms(`MIN(${FIRST_OF_KIND})`)} AS run_after, ${NOW_MS},
+          EXISTS (SELECT 1 FROM kinds WHERE tenant = $1 AND ${RESTRICTED}) AS restricted
+     FROM k WHERE k.kind IS NOT NULL`,
+);
+
+/** JOB_NEXT_DUE_ANY_KIND without the restricted kinds ($2), which are answered one by one. */
+export const JOB_NEXT_DUE_ANY_KIND_EXCEPT = namedQuery(
+  'lh_job_next_due_any_kind_except',
+  `WITH RECURSIVE k(kind) AS (
+     SELECT (SELECT MIN(kind) FROM jobs WHERE tenant = $1 AND status = 'queued')
+     UNION ALL
+     SELECT (SELECT MIN(kind) FROM jobs WHERE tenant = $1 AND status = 'queued' AND kind > k.kind) FROM k WHERE k.kind IS NOT NULL)
+   SELECT ${ms(`MIN(${FIRST_OF_KIND})`)} AS run_after FROM k WHERE k.kind IS NOT NULL AND k.kind <> ALL($2::text[])`,
 );
 
 export async function readNextDue(db: PgDatabase, params: NextDueParams): Promise<NextDue | null> {
-  const kinds = params.kinds !== undefined && params.kinds.length > 0 ? [...params.kinds] : null;
+  const kinds = params.kinds !== undefined && params.kinds.length > 0 ? [...new Set(params.kinds)] : null;
   const query = kinds === null ? bind(JOB_NEXT_DUE_ANY_KIND, [params.tenant]) : bind(JOB_NEXT_DUE_KINDS, [params.tenant, kinds]);
-  const row = (await db.query<{ run_after: number | null; now_ms: number }>(query)).rows[0];
+  const row = (await db.query<{ run_after: number | null; now_ms: number; restricted: boolean | null }>(query)).rows[0];
+  if (row?.restricted === true) return readRestricted(db, params.tenant, kinds);
   if (row === undefined || row.run_after === null) return null;
   return { runAfter: row.run_after, inMs: Math.max(0, row.run_after - row.now_ms) };
+}
+
+async function readRestricted(db: PgDatabase, tenant: string, kinds: readonly string[] | null): Promise<NextDue | null> {
+  const stateRows = (await db.query<KindFlowColumns & { now_ms: number }>(bind(KIND_FLOW_STATE, [tenant]))).rows;
+  const now = stateRows[0]?.now_ms ?? Date.now();
+  const states = stateRows.map(kindFlowState).filter((state) => kinds === null || kinds.includes(state.kind));
+  const restricted = states.map((state) => state.kind);
+  const rest =
+    kinds === null
+      ? bind(JOB_NEXT_DUE_ANY_KIND_EXCEPT, [tenant, restricted])
+      : bind(JOB_NEXT_DUE_KINDS, [tenant, kinds.filter((kind) => !restricted.includes(kind))]);
+  const others = (await db.query<{ run_after: number | null }>(rest)).rows[0]?.run_after ?? null;
+  const firsts = new Map((await db.query<{ kind: string; run_after: number | null }>(bind(JOB_NEXT_DUE_EACH, [tenant, restricted]))).rows.map((r) => [r.kind, r.run_after]));
+  return restrictedNextDue(others, states, firsts, now);
 }

@@ -94,3 +94,6 @@ export const JOB_WITH_RESULT_FROM = `jobs j LEFT JOIN job_results r ON r.job_id 
 
 /** Reads the transaction's clock; every time a transaction writes comes from the same now(). */
 export const NOW_MS = `${ms('now()')} AS now_ms`;
+
+/** A kind with a pause or a limit: the predicate of the kinds_flow index (migration 7), repeated so that queries use it. */
+export const RESTRICTED_KIND = `(paused OR max_concurrent IS NOT NULL OR rate_limit IS NOT NULL)`;

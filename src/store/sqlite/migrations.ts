@@ -235,7 +235,25 @@ ALTER TABLE kinds ADD COLUMN retention_succeeded_ms INTEGER CHECK (retention_suc
 ALTER TABLE kinds ADD COLUMN retention_cancelled_ms INTEGER CHECK (retention_cancelled_ms IS NULL OR retention_cancelled_ms > 0);
 ALTER TABLE kinds ADD COLUMN retention_dead_ms INTEGER CHECK (retention_dead_ms IS NULL OR retention_dead_ms > 0);`,
   },
-  // Version 7 is the per-kind limits and pause work, on another branch; the runner needs no contiguous versions.
+  {
+    version: 7,
+    name: 'kind_flow_control',
+    // A kind's pause and limits (flow-limits.ts). kinds_flow holds only the restricted kinds, so a lease asks
+    // "does this tenant restrict any kind?" with a probe that finds nothing for everyone else. kind_windows
+    // keeps a rate-limited kind's current window apart from the kinds row (which carries the payload schema).
+    sql: `ALTER TABLE kinds ADD COLUMN paused INTEGER NOT NULL DEFAULT 0 CHECK (paused IN (0, 1));
+ALTER TABLE kinds ADD COLUMN max_concurrent INTEGER CHECK (max_concurrent IS NULL OR max_concurrent >= 1);
+ALTER TABLE kinds ADD COLUMN rate_limit INTEGER CHECK (rate_limit IS NULL OR rate_limit >= 1);
+ALTER TABLE kinds ADD COLUMN rate_per_ms INTEGER CHECK (rate_per_ms IS NULL OR rate_per_ms >= 1);
+CREATE INDEX kinds_flow ON kinds (tenant, kind) WHERE paused = 1 OR max_concurrent IS NOT NULL OR rate_limit IS NOT NULL;
+CREATE TABLE kind_windows (
+  tenant       TEXT    NOT NULL,
+  kind         TEXT    NOT NULL,
+  window_start INTEGER NOT NULL,
+  window_count INTEGER NOT NULL CHECK (window_count >= 0),
+  PRIMARY KEY (tenant, kind)
+) WITHOUT ROWID;`,
+  },
   {
     version: 8,
     name: 'schedules',

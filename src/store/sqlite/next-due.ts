@@ -9,10 +9,16 @@
  * nothing, so a due job seen here became available since and the answer 0
  * sends the caller back to lease (no gap between the lease and this read in
  * which a job could become due unseen). The deadline test mirrors the lease's.
+ *
+ * A tenant's restricted kinds (flow-limits.ts) are answered one by one: a
+ * paused kind's jobs never count, a kind at its maxConcurrent sets slotHeld
+ * (a finishing job wakes the poll, not a timer), and a kind at its rate counts
+ * from when its window admits again. Other kinds are answered as above.
  */
 
 import type { Database, Statement } from 'better-sqlite3';
-import type { NextDue, NextDueParams } from '../next-due.js';
+import type { KindFlowState } from '../flow-limits.js';
+import { nextDue, restrictedNextDue, type NextDue, type NextDueParams } from '../next-due.js';
 
 const FIRST_OF_KIND = `(SELECT j.run_after FROM jobs j WHERE j.tenant = @tenant AND j.kind = k.kind AND j.status = 'queued'
     AND (j.deadline_at IS NULL OR j.deadline_at > @now) ORDER BY j.run_after LIMIT 1)`;
@@ -24,25 +30,45 @@ export const NEXT_DUE_SQL = {
       UNION ALL
       SELECT (SELECT MIN(kind) FROM jobs WHERE tenant = @tenant AND status = 'queued' AND kind > k.kind) FROM k WHERE k.kind IS NOT NULL)
     SELECT MIN(${FIRST_OF_KIND}) AS run_after FROM k WHERE k.kind IS NOT NULL`,
+  /** jobNextDueAnyKind without the restricted kinds (@except, a JSON array), which are answered one by one. */
+  jobNextDueAnyKindExcept: `WITH RECURSIVE k(kind) AS (
+      SELECT (SELECT MIN(kind) FROM jobs WHERE tenant = @tenant AND status = 'queued')
+      UNION ALL
+      SELECT (SELECT MIN(kind) FROM jobs WHERE tenant = @tenant AND status = 'queued' AND kind > k.kind) FROM k WHERE k.kind IS NOT NULL)
+    SELECT MIN(${FIRST_OF_KIND}) AS run_after FROM k WHERE k.kind IS NOT NULL AND k.kind NOT IN (SELECT value FROM json_each(@except))`,
 } as const;
 
 export class NextDueReader {
   private readonly kinds: Statement;
   private readonly anyKind: Statement;
+  private readonly anyKindExcept: Statement;
 
   constructor(db: Database) {
     this.kinds = db.prepare(NEXT_DUE_SQL.jobNextDueKinds);
     this.anyKind = db.prepare(NEXT_DUE_SQL.jobNextDueAnyKind);
+    this.anyKindExcept = db.prepare(NEXT_DUE_SQL.jobNextDueAnyKindExcept);
   }
 
-  read(params: NextDueParams, now: number): NextDue | null {
+  /** `flowStates`: the tenant's restricted kinds (KIND_FLOW_STATE). */
+  read(params: NextDueParams, now: number, flowStates: () => readonly KindFlowState[]): NextDue | null {
     const kinds = params.kinds !== undefined && params.kinds.length > 0 ? params.kinds : null;
-    const row = (
+    const states = flowStates().filter((state) => kinds === null || kinds.includes(state.kind));
+    if (states.length === 0) {
+      const row = (
+        kinds === null ? this.anyKind.get({ tenant: params.tenant, now }) : this.kinds.get({ tenant: params.tenant, now, kinds: JSON.stringify(kinds) })
+      ) as { run_after: number | null } | undefined;
+      return nextDue(row?.run_after ?? null, false, now);
+    }
+    const restricted = new Set(states.map((state) => state.kind));
+    const others =
       kinds === null
-        ? this.anyKind.get({ tenant: params.tenant, now })
-        : this.kinds.get({ tenant: params.tenant, now, kinds: JSON.stringify(kinds) })
-    ) as { run_after: number | null } | undefined;
-    const runAfter = row?.run_after ?? null;
-    return runAfter === null ? null : { runAfter, inMs: Math.max(0, runAfter - now) };
+        ? this.first(this.anyKindExcept, { tenant: params.tenant, now, except: JSON.stringify([...restricted]) })
+        : this.first(this.kinds, { tenant: params.tenant, now, kinds: JSON.stringify(kinds.filter((kind) => !restricted.has(kind))) });
+    const firsts = new Map(states.map((state) => [state.kind, this.first(this.kinds, { tenant: params.tenant, now, kinds: JSON.stringify([state.kind]) })]));
+    return restrictedNextDue(others, states, firsts, now);
+  }
+
+  private first(statement: Statement, bindings: Record<string, unknown>): number | null {
+    return (statement.get(bindings) as { run_after: number | null } | undefined)?.run_after ?? null;
   }
 }

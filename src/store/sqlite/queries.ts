@@ -24,6 +24,19 @@ const LIST_COLUMNS = `j.seq, j.id, j.tenant, j.owner, j.kind, j.status, j.attemp
   j.created_at, j.started_at, j.finished_at, j.last_error_code, j.last_error_message, j.last_error_class, j.progress, j.cancel_requested,
   j.effect_started_at, j.checkpoint_step, j.request_hash, r.content_type AS result_content_type, r.size_bytes AS result_bytes`;
 
+/** A kind with a pause or a limit: the predicate of the kinds_flow index (migration 7), repeated so that queries use it. */
+const RESTRICTED = `(paused = 1 OR max_concurrent IS NOT NULL OR rate_limit IS NOT NULL)`;
+
+/**
+ * The lease statements' guard: none of the kinds it may take is restricted. A probe of kinds_flow, which
+ * holds no rows for a tenant without pauses or limits; when it finds one the statement leases nothing and
+ * the store takes the restricted path (sqlite-store.ts leaseRestricted).
+ */
+function unrestricted(kindsIn: string | null): string {
+  return `NOT EXISTS (SELECT 1 FROM kinds INDEXED BY kinds_flow WHERE tenant = @tenant${kindsIn === null ? '' : ` AND kind IN (${kindsIn})`}
+        AND ${RESTRICTED})`;
+}
+
 export const SQL = {
   migrationsTable: `CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`,
   migrationsApplied: `SELECT version FROM schema_migrations ORDER BY version`,
@@ -36,16 +49,38 @@ export const SQL = {
 
   kindUpsert: `INSERT INTO kinds (tenant, kind, payload_schema, max_payload_bytes, max_attempts, lease_ms, backoff_base_ms,
       backoff_max_ms, deadline_ms, max_result_bytes, max_checkpoint_bytes, retention_succeeded_ms, retention_cancelled_ms,
-      retention_dead_ms, updated_at)
+      retention_dead_ms, max_concurrent, rate_limit, rate_per_ms, updated_at)
     VALUES (@tenant, @kind, @payloadSchema, @maxPayloadBytes, @maxAttempts, @leaseMs, @backoffBaseMs, @backoffMaxMs,
-      @deadlineMs, @maxResultBytes, @maxCheckpointBytes, @retentionSucceededMs, @retentionCancelledMs, @retentionDeadMs, @now)
+      @deadlineMs, @maxResultBytes, @maxCheckpointBytes, @retentionSucceededMs, @retentionCancelledMs, @retentionDeadMs,
+      @maxConcurrent, @rateLimit, @ratePerMs, @now)
     ON CONFLICT (tenant, kind) DO UPDATE SET payload_schema = excluded.payload_schema,
       max_payload_bytes = excluded.max_payload_bytes, max_attempts = excluded.max_attempts, lease_ms = excluded.lease_ms,
       backoff_base_ms = excluded.backoff_base_ms, backoff_max_ms = excluded.backoff_max_ms,
       deadline_ms = excluded.deadline_ms, max_result_bytes = excluded.max_result_bytes,
       max_checkpoint_bytes = excluded.max_checkpoint_bytes, retention_succeeded_ms = excluded.retention_succeeded_ms,
       retention_cancelled_ms = excluded.retention_cancelled_ms, retention_dead_ms = excluded.retention_dead_ms,
-      updated_at = excluded.updated_at`,
+      max_concurrent = excluded.max_concurrent, rate_limit = excluded.rate_limit, rate_per_ms = excluded.rate_per_ms,
+      updated_at = excluded.updated_at
+    RETURNING paused`,
+  /** Pause or resume; the registration (and its updatedAt) stays as it was. */
+  kindSetPaused: `UPDATE kinds SET paused = @paused WHERE tenant = @tenant AND kind = @kind RETURNING *`,
+  /**
+   * The tenant's restricted kinds (kinds_flow holds only those) with what a lease decides by: live leases from
+   * the counter rows of migration 5 and the current rate window. Read inside the write transaction.
+   */
+  kindFlowState: `SELECT k.kind, k.paused, k.max_concurrent, k.rate_limit, k.rate_per_ms,
+      (SELECT c.jobs FROM job_counters c WHERE c.tenant = k.tenant AND c.kind = k.kind AND c.status = 'running') AS running,
+      w.window_start, w.window_count
+    FROM kinds k INDEXED BY kinds_flow LEFT JOIN kind_windows w ON w.tenant = k.tenant AND w.kind = k.kind
+    WHERE k.tenant = @tenant AND ${RESTRICTED}`,
+  kindWindowSet: `INSERT INTO kind_windows (tenant, kind, window_start, window_count) VALUES (@tenant, @kind, @start, @count)
+    ON CONFLICT (tenant, kind) DO UPDATE SET window_start = excluded.window_start, window_count = excluded.window_count`,
+  /** The distinct kinds of the tenant's queued jobs (a skip scan, one index probe per kind): a restricted lease without a filter walks each. */
+  jobQueuedKinds: `WITH RECURSIVE k(kind) AS (
+      SELECT (SELECT MIN(kind) FROM jobs WHERE tenant = @tenant AND status = 'queued')
+      UNION ALL
+      SELECT (SELECT MIN(kind) FROM jobs WHERE tenant = @tenant AND status = 'queued' AND kind > k.kind) FROM k WHERE k.kind IS NOT NULL)
+    SELECT kind FROM k WHERE kind IS NOT NULL LIMIT @limit`,
   /** The first store to open a database creates its secret; every later one reads the same row. */
   secretInsert: `INSERT INTO store_secrets (name, secret) VALUES (?, ?) ON CONFLICT (name) DO NOTHING`,
   databaseSize: `SELECT p.page_count * s.page_size AS bytes FROM pragma_page_count() p, pragma_page_size() s`,
@@ -93,6 +128,7 @@ export const SQL = {
     WHERE seq IN (SELECT seq FROM jobs INDEXED BY jobs_available WHERE tenant = @tenant AND status = 'queued' AND run_after <= @now
         AND (deadline_at IS NULL OR deadline_at > @now)
       ORDER BY priority DESC, run_after, seq LIMIT @max)
+      AND ${unrestricted(null)}
     RETURNING seq, id, kind, payload, attempts, max_attempts, epoch, lease_token, lease_expires_at, deadline_at,
       checkpoint_step, checkpoint_state, priority, run_after`,
   attemptInsert: `INSERT INTO job_attempts (job_seq, epoch, attempt, worker_id, started_at) VALUES (?, ?, ?, ?, ?)`,
@@ -166,18 +202,22 @@ export const STATS_SQL = {
  * The lease of a kinds filter with `kindCount` kinds (bound as @k0, @k1, …): each kind's available jobs are
  * walked in lease order on jobs_available_by_kind, at most @max of each, and the best @max of those are claimed.
  * It reads O(max × kinds) index entries, never another kind's backlog. One statement per kind count.
+ *
+ * `capped`: the restricted path's statement, with no guard and its own cap per kind (@m0, @m1, …: what the
+ * kind's limits allow, flow-limits.ts), so a limited kind's walk stops at its allowance.
  */
-export function jobLeaseKindsSql(kindCount: number): string {
-  const walks = Array.from(
-    { length: kindCount },
-    (_, i) => `SELECT * FROM (SELECT seq, priority, run_after FROM jobs INDEXED BY jobs_available_by_kind WHERE tenant = @tenant AND kind = @k${i} AND status = 'queued'
-        AND run_after <= @now AND (deadline_at IS NULL OR deadline_at > @now) ORDER BY priority DESC, run_after, seq LIMIT @max)`,
+export function jobLeaseKindsSql(kindCount: number, capped = false): string {
+  const kinds = Array.from({ length: kindCount }, (_, i) => `@k${i}`);
+  const walks = kinds.map(
+    (kind, i) => `SELECT * FROM (SELECT seq, priority, run_after FROM jobs INDEXED BY jobs_available_by_kind WHERE tenant = @tenant AND kind = ${kind} AND status = 'queued'
+        AND run_after <= @now AND (deadline_at IS NULL OR deadline_at > @now) ORDER BY priority DESC, run_after, seq LIMIT ${capped ? `@m${i}` : '@max'})`,
   );
   return `UPDATE jobs SET status = 'running', attempts = attempts + 1, epoch = epoch + 1, lease_token = lh_token(),
       lease_owner = @workerId, lease_expires_at = CASE WHEN deadline_at IS NOT NULL AND deadline_at < @now + @leaseMs
         THEN deadline_at ELSE @now + @leaseMs END,
       started_at = COALESCE(started_at, @now), last_outcome = NULL, effect_started_at = NULL
-    WHERE seq IN (SELECT seq FROM (${walks.join(' UNION ALL ')}) ORDER BY priority DESC, run_after, seq LIMIT @max)
+    WHERE seq IN (SELECT seq FROM (${walks.join(' UNION ALL ')}) ORDER BY priority DESC, run_after, seq LIMIT @max)${capped ? '' : `
+      AND ${unrestricted(kinds.join(', '))}`}
     RETURNING seq, id, kind, payload, attempts, max_attempts, epoch, lease_token, lease_expires_at, deadline_at,
       checkpoint_step, checkpoint_state, priority, run_after`;
 }

@@ -34,6 +34,8 @@ import { markEffectStarted, renewLease, storeCheckpoint } from './guarded-statem
 import { completeInTx, failInTx } from './lease-endings.js';
 import { cancelInTx, reapInTx, reconcileInTx, requeueInTx } from './operator-actions.js';
 import { jobLeaseKindsSql, type Statements } from './queries.js';
+import { countByKind, leaseAllowance, windowAfter } from '../flow-limits.js';
+import { kindFlowState, type KindFlowColumns } from '../row-records.js';
 import { StatsReader } from './stats-reader.js';
 import { ScheduleStatements } from './schedules.js';
 import type * as Sch from '../schedules.js';
@@ -57,6 +59,9 @@ export interface SqliteStoreOptions {
   readonly readonly?: boolean;
 }
 
+/** Most distinct queued kinds a restricted lease without a kinds filter walks. */
+const MAX_QUEUED_KINDS = 1_000;
+
 /** @k0, @k1, … for jobLeaseKindsSql. */
 function kindBindings(distinctKinds: readonly string[]): Record<string, string> {
   return Object.fromEntries(distinctKinds.map((kind, i) => [`k${i}`, kind]));
@@ -67,6 +72,8 @@ export class SqliteStore implements S.Store {
   private readonly statements: Statements;
   /** The kinds-filter lease statements, by kind count, prepared on first use. */
   private readonly leaseKindsStatements = new Map<number, Statement>();
+  /** The restricted path's capped lease statements, by kind count. */
+  private readonly leaseCappedStatements = new Map<number, Statement>();
   private readonly writer: GroupCommit;
   private readonly statsReader: StatsReader;
   private readonly watchers: Watchers;
@@ -155,8 +162,11 @@ export class SqliteStore implements S.Store {
 
   kindUpsert(params: S.KindUpsertParams): Promise<S.KindRecord> {
     const retention = params.retention ?? NO_KIND_RETENTION;
-    return this.write((now) => {
-      this.statements.kindUpsert.run({
+    const maxConcurrent = params.maxConcurrent ?? null;
+    const rate = params.rate ?? null;
+    // A new limit (or none) may admit jobs that were held back: parked polls of the kind lease again.
+    return this.writeAnnouncing((now, available) => {
+      const row = this.statements.kindUpsert.get({
         tenant: params.tenant,
         kind: params.kind,
         payloadSchema: params.payloadSchema === undefined || params.payloadSchema === null ? null : canonicalJson(params.payloadSchema),
@@ -169,9 +179,22 @@ export class SqliteStore implements S.Store {
         maxResultBytes: params.maxResultBytes,
         maxCheckpointBytes: params.maxCheckpointBytes,
         ...retentionBindings(retention),
+        maxConcurrent,
+        rateLimit: rate?.limit ?? null,
+        ratePerMs: rate?.perMs ?? null,
         now,
-      });
-      return { ...params, retention, updatedAt: now };
+      }) as { paused: number };
+      available.push({ tenant: params.tenant, kind: params.kind });
+      return { ...params, retention, maxConcurrent, rate, paused: row.paused === 1, updatedAt: now };
+    });
+  }
+
+  kindSetPaused(params: S.KindPauseParams): Promise<S.KindRecord | null> {
+    return this.writeAnnouncing((_now, available) => {
+      const row = this.statements.kindSetPaused.get({ tenant: params.tenant, kind: params.kind, paused: params.paused ? 1 : 0 }) as KindRow | undefined;
+      if (row === undefined) return null;
+      if (!params.paused) available.push({ tenant: params.tenant, kind: params.kind });
+      return toKindRecord(row);
     });
   }
 
@@ -284,17 +307,60 @@ export class SqliteStore implements S.Store {
       // Duplicates are dropped, so no kind is walked twice.
       const kinds = params.kinds !== undefined && params.kinds.length > 0 ? [...new Set(params.kinds)] : null;
       const bindings = { tenant: params.tenant, workerId: params.workerId, leaseMs: params.leaseMs, max: params.max, now };
-      const rows = (
+      let rows = (
         kinds === null
           ? this.statements.jobLeaseAnyKind.all(bindings)
           : this.leaseKindsStatement(kinds.length).all({ ...bindings, ...kindBindings(kinds) })
       ) as LeasedRow[];
+      // Nothing leased: either nothing is available, or a kind it may take is paused or limited (the statement's guard).
+      if (rows.length === 0) rows = this.leaseRestricted(bindings, kinds);
       rows.sort((a, b) => b.priority - a.priority || a.run_after - b.run_after || a.seq - b.seq);
       for (const row of rows) this.statements.attemptInsert.run(row.seq, row.epoch, row.attempts, params.workerId, now);
       return rows.map(toLeasedJob);
     });
     if (reapEnded) this.watchers.announceFinished(null);
     return leased;
+  }
+
+  /**
+   * The lease of a tenant with restricted kinds, in the same write transaction (which holds the database's
+   * write lock, so no other process leases in between): each candidate kind gets what its limits allow
+   * (leaseAllowance), the kinds are walked with those caps, and rate windows are moved by what was leased.
+   */
+  private leaseRestricted(
+    bindings: { readonly tenant: string; readonly workerId: string; readonly leaseMs: number; readonly max: number; readonly now: number },
+    kinds: readonly string[] | null,
+  ): LeasedRow[] {
+    const states = (this.statements.kindFlowState.all({ tenant: bindings.tenant }) as KindFlowColumns[]).map(kindFlowState);
+    const restricted = new Map(states.filter((s) => kinds === null || kinds.includes(s.kind)).map((s) => [s.kind, s]));
+    if (restricted.size === 0) return [];
+    const candidates =
+      kinds ?? (this.statements.jobQueuedKinds.all({ tenant: bindings.tenant, limit: MAX_QUEUED_KINDS }) as { kind: string }[]).map((r) => r.kind);
+    const caps: [string, number][] = [];
+    for (const kind of candidates) {
+      const state = restricted.get(kind);
+      const cap = state === undefined ? bindings.max : leaseAllowance(state, bindings.max, bindings.now);
+      if (cap > 0) caps.push([kind, cap]);
+    }
+    if (caps.length === 0) return [];
+    const capBindings = Object.fromEntries(caps.flatMap(([kind, cap], i) => [[`k${i}`, kind], [`m${i}`, cap]]));
+    const rows = this.leaseCappedStatement(caps.length).all({ ...bindings, ...capBindings }) as LeasedRow[];
+    for (const [kind, count] of countByKind(rows)) {
+      const state = restricted.get(kind);
+      if (state === undefined || state.rate === null) continue;
+      const window = windowAfter(state, count, bindings.now);
+      this.statements.kindWindowSet.run({ tenant: bindings.tenant, kind, start: window.start, count: window.count });
+    }
+    return rows;
+  }
+
+  private leaseCappedStatement(kindCount: number): Statement {
+    let statement = this.leaseCappedStatements.get(kindCount);
+    if (statement === undefined) {
+      statement = this.db.prepare(jobLeaseKindsSql(kindCount, true));
+      this.leaseCappedStatements.set(kindCount, statement);
+    }
+    return statement;
   }
 
   jobRenew(params: S.RenewParams): Promise<S.RenewOutcome> {
@@ -353,7 +419,7 @@ export class SqliteStore implements S.Store {
 
   /** Scans every job of the tenant, so it runs on the reader thread's own connection, off the event loop (stats-reader.ts). */
   async jobNextDue(params: NextDueParams): Promise<NextDue | null> {
-    return this.read(() => this.nextDue.read(params, this.clock.now()));
+    return this.read(() => this.nextDue.read(params, this.clock.now(), () => (this.statements.kindFlowState.all({ tenant: params.tenant }) as KindFlowColumns[]).map(kindFlowState)));
   }
 
   async jobPurge(params: JobPurgeParams): Promise<JobPurgeOutcome> {
