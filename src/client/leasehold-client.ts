@@ -292,6 +292,7 @@ export class LeaseholdClient implements WorkerCalls {
     return parseJson<Schedule>(await this.call('DELETE', `/schedules/${encodeURIComponent(name)}`, undefined, options));
   }
 
+  /** One kind of the tenant, with its limits and whether it is paused. */
   async getKind(kind: string, options: CallOptions = {}): Promise<Kind> {
     return parseJson<Kind>(await this.call('GET', `/kinds/${encodeURIComponent(kind)}`, undefined, options));
   }

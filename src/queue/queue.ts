@@ -316,6 +316,7 @@ export class Queue<Kinds extends KindPayloads = KindPayloads> {
     return rethrowing(this.admin.deleteSchedule(name));
   }
 
+  /**
    * POST /kinds/{kind}/pause: no lease (a Worker's, or one over HTTP on the same database) takes the kind's
    * jobs until resumeKind; enqueues still succeed and running jobs finish. An unknown kind throws not_found.
    */

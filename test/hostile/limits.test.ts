@@ -171,7 +171,7 @@ describe.each(backends)('limits ($name)', (backend) => {
   it('every route that takes a body answers 413 one byte over its limit, and nothing changes', async () => {
     const batch = new Set(['/jobs/batch', '/complete']);
     const routes = ENDPOINTS.filter((e) => e.method !== 'GET');
-    expect(routes.length).toBe(17);
+    expect(routes.length).toBe(19);
     for (const endpoint of routes) {
       const url = endpoint.route.replace(':id', world.resolve(new Ref('jobId', 'running'))).replace(':kind', 'big').replace(':name', 'big');
       const limit = batch.has(endpoint.route) ? BATCH_BODY_LIMIT : BODY_LIMIT;
