@@ -71,7 +71,15 @@ export function startProcess(args: readonly string[], options: { env?: NodeJS.Pr
   process: RunningProcess;
   ready: Promise<string>;
 } {
-  const child = spawn(process.execPath, [CLI, ...args], {
+  return startScript(CLI, args, options);
+}
+
+/** A node process running `script` (a built module, e.g. under dist/bench/), with the same output keeping and readiness as startProcess. */
+export function startScript(script: string, args: readonly string[], options: { env?: NodeJS.ProcessEnv; readyPattern?: RegExp } = {}): {
+  process: RunningProcess;
+  ready: Promise<string>;
+} {
+  const child = spawn(process.execPath, [script, ...args], {
     env: { ...process.env, ...options.env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
