@@ -15,13 +15,15 @@
  * with the same idempotency key, and the replay names that same job.
  *
  *   node dist/bench/soak-embedded-app.js
- *   env: SOAK_DB (file or postgres:// URL with `schema=`), SOAK_RATE (jobs/s), SOAK_LEASE_MS
+ *   env: SOAK_DB (file or postgres:// URL with `schema=`), SOAK_RATE (jobs/s), SOAK_LEASE_MS,
+ *        SOAK_TX_HOLD_MS (how long a transaction announced by `tx-open <n>` stays open)
  *
- * Prints `ready` once enqueuing, and one JSON line per refused or failed
+ * Prints `ready <first number>` once enqueuing, and one JSON line per refused or failed
  * attempt (`{"retry":"<code>"}`; the same number is tried again). SIGTERM
  * stops it after the enqueue in flight.
  */
 
+import { writeSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { openQueue, LeaseholdError, type Queue } from '../src/index.js';
@@ -48,6 +50,20 @@ export function embeddedSoakJob(n: number, leaseMs: number): Parameters<Queue['e
   return { kind: kindOf(n), payload, idempotencyKey, ...(maxAttempts === undefined ? {} : { maxAttempts }) };
 }
 
+/**
+ * One transactional enqueue in 50 (n ≡ 10 mod 50) stays open a while after its writes, before COMMIT,
+ * and says so on stdout (`tx-open <n>`): the soak kills the application there, inside its own
+ * transaction, and checks that neither the job nor the row survived.
+ */
+export function holdsTransactionOpen(n: number): boolean {
+  return n % 50 === 10;
+}
+
+/** Written with writeSync: the line is out before the transaction goes on (a kill on it lands inside). */
+function announceOpen(n: number): void {
+  writeSync(1, `tx-open ${n}\n`);
+}
+
 /** The application's table, created by the soak before any process starts. */
 export const APP_TABLE_SQL = 'CREATE TABLE IF NOT EXISTS soak_app_orders (n INTEGER PRIMARY KEY, job_id TEXT NOT NULL, via TEXT NOT NULL, at BIGINT NOT NULL)';
 
@@ -60,16 +76,22 @@ interface AppBackend {
   close(): Promise<void>;
 }
 
-async function sqliteApp(file: string, leaseMs: number): Promise<AppBackend> {
+async function sqliteApp(file: string, leaseMs: number, txHoldMs: number): Promise<AppBackend> {
   const db = new Database(file);
   db.pragma('journal_mode = WAL');
   db.pragma('synchronous = FULL');
   db.pragma('busy_timeout = 10000');
   const queue = await openQueue({ sqlite: db, tenant: SOAK_TENANT, config: soakQueueConfig });
   const record = db.prepare('INSERT INTO soak_app_orders (n, job_id, via, at) VALUES (?, ?, ?, ?)');
+  const pauseHere = new Int32Array(new SharedArrayBuffer(4));
   const inTransaction = db.transaction((n: number) => {
     const job = queue.enqueueInTransaction(db, embeddedSoakJob(n, leaseMs));
     record.run(n, job.id, 'transaction', Date.now());
+    if (holdsTransactionOpen(n)) {
+      announceOpen(n);
+      // Nothing can be awaited inside a better-sqlite3 transaction: the wait blocks, holding the write lock.
+      Atomics.wait(pauseHere, 0, 0, txHoldMs);
+    }
   });
   return {
     queue,
@@ -93,7 +115,7 @@ async function sqliteApp(file: string, leaseMs: number): Promise<AppBackend> {
   };
 }
 
-async function postgresApp(url: string, leaseMs: number): Promise<AppBackend> {
+async function postgresApp(url: string, leaseMs: number, txHoldMs: number): Promise<AppBackend> {
   const parsed = new URL(url);
   const schema = parsed.searchParams.get('schema') ?? 'leasehold';
   parsed.searchParams.delete('schema');
@@ -114,6 +136,10 @@ async function postgresApp(url: string, leaseMs: number): Promise<AppBackend> {
           await client.query('BEGIN');
           const job = await queue.enqueueInTransaction(client, embeddedSoakJob(n, leaseMs));
           await client.query(`INSERT INTO ${table} (n, job_id, via, at) VALUES ($1, $2, 'transaction', $3)`, [n, job.id, Date.now()]);
+          if (holdsTransactionOpen(n)) {
+            announceOpen(n);
+            await pause(txHoldMs);
+          }
           await client.query('COMMIT');
         } catch (error) {
           await client.query('ROLLBACK').catch(() => undefined);
@@ -140,7 +166,8 @@ async function main(): Promise<void> {
   if (db === undefined) throw new Error('SOAK_DB is not set');
   const rate = Number(process.env['SOAK_RATE'] ?? '40');
   const leaseMs = Number(process.env['SOAK_LEASE_MS'] ?? '3000');
-  const app = /^postgres(ql)?:\/\//i.test(db) ? await postgresApp(db, leaseMs) : await sqliteApp(db, leaseMs);
+  const txHoldMs = Number(process.env['SOAK_TX_HOLD_MS'] ?? '100');
+  const app = /^postgres(ql)?:\/\//i.test(db) ? await postgresApp(db, leaseMs, txHoldMs) : await sqliteApp(db, leaseMs, txHoldMs);
   let stopping = false;
   process.once('SIGTERM', () => {
     stopping = true;

@@ -6,7 +6,8 @@
  * beside a row of its own, and two worker processes
  * (bench/soak-embedded-worker.ts, `openQueue` + `Worker`) run the jobs, all
  * on one SQLite file (or one PostgreSQL schema). At random moments drawn from
- * a seeded generator one of them is SIGKILLed and restarted: the application,
+ * a seeded generator one of them is SIGKILLed and restarted: the application
+ * (anywhere, or inside one of its transactions, held open after its writes),
  * a worker, or a worker caught holding SQLite's write lock (a `soak-hold` job
  * holds it from its handler; the soak kills the process the moment it says
  * so). Then the queue is drained and audited with the HTTP soak's audit
@@ -58,6 +59,8 @@ export interface EmbeddedSoakOptions {
   readonly leaseMs?: number;
   /** How long a `soak-hold` job holds the write lock. */
   readonly holdMs?: number;
+  /** How long the application holds one transactional enqueue in 50 open before its COMMIT. */
+  readonly txHoldMs?: number;
   readonly killGapMs?: readonly [number, number];
   readonly drainTimeoutMs?: number;
   readonly log?: (line: string) => void;
@@ -72,8 +75,10 @@ export interface EmbeddedSoakSummary extends Omit<AuditFindings, 'examples'> {
   readonly wallSeconds: number;
   readonly accepted: number;
   readonly acceptedInTransaction: number;
-  readonly kills: { readonly app: number; readonly worker: number; readonly workerHoldingLock: number; readonly total: number };
-  /** Kills aimed at a lock holder that found no hold starting in time (killed nothing). */
+  readonly kills: { readonly app: number; readonly appInsideTransaction: number; readonly worker: number; readonly workerHoldingLock: number; readonly total: number };
+  /** Application kills inside its transaction after which it started again at that transaction's number (it had not committed). */
+  readonly appKillsConfirmedInside: number;
+  /** Kills aimed at a lock holder or an open transaction that found none in time (killed nothing). */
   readonly holderKillsMissed: number;
   readonly holdsCommitted: number;
   readonly holdsSurvivingTheirKill: number;
@@ -143,6 +148,7 @@ class EmbeddedCluster {
   private closing = false;
   private generation = 0;
   private holdWatch: ((child: Child, exec: string) => void) | undefined;
+  private txWatch: ((child: Child, n: number) => void) | undefined;
 
   constructor(
     private readonly env: NodeJS.ProcessEnv,
@@ -153,7 +159,35 @@ class EmbeddedCluster {
 
   private readonly onLine = (child: Child, line: string): void => {
     if (line.startsWith('hold-start ')) this.holdWatch?.(child, line.slice('hold-start '.length));
+    if (line.startsWith('tx-open ')) this.txWatch?.(child, Number(line.slice('tx-open '.length)));
   };
+
+  /**
+   * Waits (up to `withinMs`) for the application to say it holds a transaction open, SIGKILLs it on that
+   * line and restarts it. Answers the number of that transaction and the first number the restarted
+   * application enqueues (the same number when the transaction did not commit), or undefined.
+   */
+  async killAppInTransaction(withinMs: number): Promise<{ n: number; restartedAt: number } | undefined> {
+    const caught = await new Promise<{ child: Child; n: number } | undefined>((resolve) => {
+      const timer = setTimeout(() => {
+        this.txWatch = undefined;
+        resolve(undefined);
+      }, withinMs);
+      this.txWatch = (child, n) => {
+        if (child !== this.app || child.killedBySoak) return;
+        this.txWatch = undefined;
+        clearTimeout(timer);
+        child.killedBySoak = true;
+        child.child.kill('SIGKILL');
+        resolve({ child, n });
+      };
+    });
+    if (caught === undefined) return undefined;
+    await caught.child.exited;
+    await this.startApp();
+    const ready = this.app?.lines.find((line) => line.startsWith('ready ')) ?? '';
+    return { n: caught.n, restartedAt: Number(ready.slice('ready '.length)) };
+  }
 
   async start(): Promise<void> {
     await Promise.all([this.startApp(), ...this.workers.map((_, i) => this.startWorker(i))]);
@@ -339,6 +373,7 @@ export async function runEmbeddedSoak(options: EmbeddedSoakOptions): Promise<Emb
       SOAK_RATE: String(options.jobsPerSecond ?? 40),
       SOAK_CONCURRENCY: String(options.concurrency ?? 8),
       SOAK_HOLD_MS: String(options.holdMs ?? 200),
+      SOAK_TX_HOLD_MS: String(options.txHoldMs ?? 150),
       LEASEHOLD_CRASH_AT: '',
     },
     options.workers ?? 2,
@@ -350,18 +385,21 @@ export async function runEmbeddedSoak(options: EmbeddedSoakOptions): Promise<Emb
     const loadStart = performance.now();
     const at = (): string => `${((performance.now() - loadStart) / 1000).toFixed(1)}s`;
     const stopLoad = new AbortController();
-    const kills = { app: 0, worker: 0, workerHoldingLock: 0, total: 0 };
+    const kills = { app: 0, appInsideTransaction: 0, worker: 0, workerHoldingLock: 0, total: 0 };
+    let appKillsConfirmedInside = 0;
     const killedHolds: string[] = [];
     let holderKillsMissed = 0;
 
     let chaosError: unknown;
     const chaos = (async () => {
-      type Target = 'app' | 'worker' | 'holder';
+      type Target = 'app' | 'app-in-transaction' | 'worker' | 'holder';
       let bag: Target[] = [];
       for (;;) {
         await abortablePause(minGap + random() * (maxGap - minGap), stopLoad.signal);
         if (stopLoad.signal.aborted) return;
-        if (bag.length === 0) bag = shuffle<Target>(isPostgres ? ['app', 'worker', 'worker'] : ['app', 'worker', 'worker', 'holder'], random);
+        if (bag.length === 0) {
+          bag = shuffle<Target>(isPostgres ? ['app', 'app-in-transaction', 'worker', 'worker'] : ['app', 'app-in-transaction', 'worker', 'worker', 'holder'], random);
+        }
         const target = bag.pop() as Target;
         const killedAt = performance.now();
         if (target === 'app') {
@@ -371,6 +409,16 @@ export async function runEmbeddedSoak(options: EmbeddedSoakOptions): Promise<Emb
           await cluster.startApp();
           kills.app += 1;
           log(`[${at()}] SIGKILL application, down ${downMs} ms, enqueuing again ${Math.round(performance.now() - killedAt)} ms after the kill`);
+        } else if (target === 'app-in-transaction') {
+          const caught = await cluster.killAppInTransaction(Math.max(5_000, maxGap));
+          if (caught === undefined) {
+            holderKillsMissed += 1;
+            log(`[${at()}] the application opened no held transaction in time; no kill`);
+            continue;
+          }
+          kills.appInsideTransaction += 1;
+          if (caught.restartedAt === caught.n) appKillsConfirmedInside += 1;
+          log(`[${at()}] SIGKILL application inside its transaction ${caught.n}; restarted at ${caught.restartedAt}, ${Math.round(performance.now() - killedAt)} ms after`);
         } else if (target === 'worker') {
           const index = Math.floor(random() * cluster.workers.length);
           await cluster.kill(cluster.workers[index]);
@@ -491,6 +539,7 @@ export async function runEmbeddedSoak(options: EmbeddedSoakOptions): Promise<Emb
       accepted: accepted.length,
       acceptedInTransaction: extra.orders.filter((o) => o.via === 'transaction').length,
       kills,
+      appKillsConfirmedInside,
       holderKillsMissed,
       holdsCommitted: extra.holdsCommitted,
       holdsSurvivingTheirKill: extra.holdsSurvivingTheirKill,
@@ -561,8 +610,12 @@ export function formatEmbeddedSummary(summary: EmbeddedSoakSummary): string {
     ['accepted (application rows)', summary.accepted],
     ['  of those in the application\u2019s transaction', summary.acceptedInTransaction],
     ['  application retries (by code)', JSON.stringify(summary.appRetries)],
-    ['kills (app + worker + worker holding the write lock)', `${summary.kills.total} (${summary.kills.app} + ${summary.kills.worker} + ${summary.kills.workerHoldingLock})`],
-    ['  holder kills that found no hold', summary.holderKillsMissed],
+    [
+      'kills (app + app inside its transaction + worker + worker holding the write lock)',
+      `${summary.kills.total} (${summary.kills.app} + ${summary.kills.appInsideTransaction} + ${summary.kills.worker} + ${summary.kills.workerHoldingLock})`,
+    ],
+    ['  app kills inside the transaction, restarted at that number (it had not committed)', `${summary.appKillsConfirmedInside} of ${summary.kills.appInsideTransaction}`],
+    ['  aimed kills that found no open transaction or hold', summary.holderKillsMissed],
     ['holds committed / surviving their kill (must be 0)', `${summary.holdsCommitted} / ${summary.holdsSurvivingTheirKill}`],
     ['lease expiries (stats / attempt histories)', `${summary.leaseExpiries} / ${summary.expiredAttempts}`],
     ['succeeded', summary.succeeded],
