@@ -35,7 +35,7 @@ import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import pg from 'pg';
-import { openQueue, type Queue } from '../src/index.js';
+import { LeaseholdError, openQueue, type Queue } from '../src/index.js';
 import { freshPostgresDb } from './postgres-db.js';
 import { ROOT } from './processes.js';
 import { audit, type AuditFindings } from './soak-audit.js';
@@ -87,6 +87,8 @@ export interface EmbeddedSoakSummary extends Omit<AuditFindings, 'examples'> {
   readonly unrecordedEnqueues: number;
   readonly resultRowsNotOne: number;
   readonly leaseExpiries: number;
+  /** `store_unavailable` answers to this process's own stats reads while draining (each tried again). */
+  readonly drainReadsUnavailable: number;
   /** Enqueues the application tried again after a refusal or an error, by code. */
   readonly appRetries: Readonly<Record<string, number>>;
   readonly workerRetries: number;
@@ -451,9 +453,10 @@ export async function runEmbeddedSoak(options: EmbeddedSoakOptions): Promise<Emb
     log(`[${at()}] load stopped after ${kills.total} kills; draining`);
 
     const drainStart = performance.now();
-    await drained(queue, options.drainTimeoutMs ?? 120_000);
+    const unavailableReads = { unavailable: 0 };
+    await drained(queue, options.drainTimeoutMs ?? 120_000, unavailableReads, log);
     const drainSeconds = (performance.now() - drainStart) / 1000;
-    const stats = await queue.stats();
+    const stats = await statsWhenAvailable(queue, performance.now() + 30_000, unavailableReads, log);
     await cluster.stopWorkers();
     log(`[${at()}] drained in ${drainSeconds.toFixed(1)} s; auditing`);
 
@@ -548,6 +551,7 @@ export async function runEmbeddedSoak(options: EmbeddedSoakOptions): Promise<Emb
       unrecordedEnqueues: extra.unrecordedEnqueues,
       resultRowsNotOne: extra.resultRowsNotOne,
       leaseExpiries: stats.leaseExpirations,
+      drainReadsUnavailable: unavailableReads.unavailable,
       ...counts,
       appRetries,
       workerRetries,
@@ -566,11 +570,35 @@ export async function runEmbeddedSoak(options: EmbeddedSoakOptions): Promise<Emb
   }
 }
 
-/** Waits until no job is queued or running, by the store's counts (queue.stats()). */
-async function drained(queue: Queue, timeoutMs: number): Promise<void> {
+/**
+ * queue.stats(); a `store_unavailable` answer is tried again a second later, as its Retry-After says,
+ * and counted in `tally`, with the store's own error in the log.
+ */
+async function statsWhenAvailable(queue: Queue, deadline: number, tally: { unavailable: number }, log: (line: string) => void): Promise<Awaited<ReturnType<Queue['stats']>>> {
+  for (;;) {
+    try {
+      return await queue.stats();
+    } catch (error) {
+      if (!(error instanceof LeaseholdError) || error.code !== 'store_unavailable' || performance.now() > deadline) throw error;
+      tally.unavailable += 1;
+      const cause = await queue.store.stats({ tenant: SOAK_TENANT }).then(
+        () => 'the next read succeeded',
+        (storeError: unknown) => {
+          const inner = (storeError as { cause?: { code?: unknown; message?: unknown } }).cause;
+          return `${String(inner?.code ?? '')} ${String(inner?.message ?? storeError)}`;
+        },
+      );
+      log(`queue.stats() answered store_unavailable (${cause}); trying again`);
+      await abortablePause(1_000, undefined);
+    }
+  }
+}
+
+/** Waits until no job is queued or running, by the store's counts. */
+async function drained(queue: Queue, timeoutMs: number, tally: { unavailable: number }, log: (line: string) => void): Promise<void> {
   const deadline = performance.now() + timeoutMs;
   for (;;) {
-    const { counts } = await queue.stats();
+    const { counts } = await statsWhenAvailable(queue, deadline, tally, log);
     if ((counts['queued'] ?? 0) + (counts['running'] ?? 0) === 0) return;
     if (performance.now() > deadline) throw new Error(`the queue did not drain within ${timeoutMs} ms: ${JSON.stringify(counts)}`);
     await abortablePause(250, undefined);
@@ -631,6 +659,7 @@ export function formatEmbeddedSummary(summary: EmbeddedSoakSummary): string {
     ['application rows naming another job (must be 0)', summary.rowsNamingAnotherJob],
     ['enqueued, answer lost to a kill, never recorded', summary.unrecordedEnqueues],
     ['worker store-call retries', summary.workerRetries],
+    ['store_unavailable answers to the soak\u2019s own reads while draining', summary.drainReadsUnavailable],
     ['log lines with a lease token (must be 0)', `${summary.logLinesWithSecrets} (searched: ${summary.secretsChecked.leaseTokens} tokens)`],
     ['unexpected process exits', summary.unexpectedExits],
     ['load average (1/5/15 min)', summary.loadAverage.join(' ')],
