@@ -37,7 +37,7 @@ import Database from 'better-sqlite3';
 import pg from 'pg';
 import { LeaseholdError, openQueue, type Queue } from '../src/index.js';
 import { freshPostgresDb } from './postgres-db.js';
-import { ROOT } from './processes.js';
+import { adoptChild, ROOT } from './processes.js';
 import { audit, type AuditFindings } from './soak-audit.js';
 import { APP_TABLE_SQL, SOAK_TENANT, soakQueueConfig, viaOf } from './soak-embedded-app.js';
 import { seededRandom } from './seeded-random.js';
@@ -116,6 +116,7 @@ interface Child {
 /** Spawns a node script, keeps every line, resolves `ready` on a line starting with "ready". */
 function spawnChild(role: Role, name: string, script: string, args: readonly string[], env: NodeJS.ProcessEnv, onLine: (child: Child, line: string) => void): Child {
   const child = spawn(process.execPath, [script, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  adoptChild(child);
   const exited = new Promise<number | string>((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal ?? -1)));
   let markReady: () => void = () => undefined;
   const ready = new Promise<void>((resolve, reject) => {
