@@ -67,23 +67,32 @@ export interface RunningProcess {
   stop(signal?: NodeJS.Signals): Promise<number | string>;
 }
 
+/** Makes a child spawned elsewhere (e.g. by bench/soak-embedded.ts) go with this process when it is stopped or exits. */
+export function adoptChild(child: ChildProcess): void {
+  reapOnExit();
+  liveChildren.add(child);
+  child.once('exit', () => liveChildren.delete(child));
+}
+
 export function startProcess(args: readonly string[], options: { env?: NodeJS.ProcessEnv; readyPattern?: RegExp } = {}): {
   process: RunningProcess;
   ready: Promise<string>;
 } {
-  const child = spawn(process.execPath, [CLI, ...args], {
+  return startScript(CLI, args, options);
+}
+
+/** A node process running `script` (a built module, e.g. under dist/bench/), with the same output keeping and readiness as startProcess. */
+export function startScript(script: string, args: readonly string[], options: { env?: NodeJS.ProcessEnv; readyPattern?: RegExp } = {}): {
+  process: RunningProcess;
+  ready: Promise<string>;
+} {
+  const child = spawn(process.execPath, [script, ...args], {
     env: { ...process.env, ...options.env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  reapOnExit();
-  liveChildren.add(child);
+  adoptChild(child);
   let output = '';
-  const exited = new Promise<number | string>((resolve) =>
-    child.once('exit', (code, signal) => {
-      liveChildren.delete(child);
-      resolve(code ?? signal ?? -1);
-    }),
-  );
+  const exited = new Promise<number | string>((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal ?? -1)));
   const ready = new Promise<string>((resolve, reject) => {
     let pattern = options.readyPattern;
     const onData = (chunk: Buffer): void => {

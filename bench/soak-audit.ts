@@ -1,6 +1,7 @@
 /**
- * The soak's final audit: every acknowledged job against the coordinator's
- * view and the effects ledger.
+ * The soak's final audit: every acknowledged job against the store's view
+ * (through the coordinator, or a library Queue in the embedded soak) and the
+ * effects ledger.
  *
  *   lost               acknowledged ids that are missing or not terminal
  *   wrong fate         a job that ended other than its policy says: `ok` and
@@ -42,7 +43,10 @@ export interface AuditFindings {
   readonly examples: readonly string[];
 }
 
-export async function audit(client: LeaseholdClient, accepted: readonly Acknowledged[], ledgerText: string): Promise<AuditFindings> {
+/** What the audit reads: a LeaseholdClient over HTTP, or the same three calls of a library Queue (the embedded soak). */
+export type AuditReader = Pick<LeaseholdClient, 'listJobs' | 'getJob' | 'attempts'>;
+
+export async function audit(client: AuditReader, accepted: readonly Acknowledged[], ledgerText: string): Promise<AuditFindings> {
   const jobs = await everyJob(client);
   const { lines, unreadable } = parseLedger(ledgerText);
   const byJob = new Map<string, LedgerLine[]>();
@@ -144,7 +148,7 @@ function parseLedger(text: string): { lines: LedgerLine[]; unreadable: number } 
 }
 
 /** Every job; a listing carries result summaries only, so each job with a result is read in full for it. */
-async function everyJob(client: LeaseholdClient): Promise<Map<string, Job>> {
+async function everyJob(client: AuditReader): Promise<Map<string, Job>> {
   const jobs = new Map<string, Job>();
   const withResults: string[] = [];
   let cursor: string | null = null;

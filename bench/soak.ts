@@ -13,6 +13,10 @@
  * Lease expiries are counted twice, independently: the coordinator's durable
  * counter (GET /stats leaseExpirations) and the attempts that ended `expired`
  * in the histories of the jobs leased more than once.
+ *
+ * `--mode embedded [--backend sqlite|postgres]` runs the library mode's soak
+ * instead (bench/soak-embedded.ts): no coordinator, an application process and
+ * two worker processes on one database.
  */
 
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -28,6 +32,7 @@ import { SoakCluster, type ProcessLog } from './soak-cluster.js';
 import { seededRandom } from './seeded-random.js';
 import { linesWithSecrets, recordedLeaseTokens } from './soak-secrets.js';
 import { produce } from './soak-producer.js';
+import { formatEmbeddedSummary, runEmbeddedSoak } from './soak-embedded.js';
 
 // Other harnesses take the generator from here too.
 export { seededRandom };
@@ -284,7 +289,14 @@ export function formatSummary(summary: SoakSummary): string {
 
 async function main(): Promise<number> {
   const { values } = parseArgs({
-    options: { minutes: { type: 'string', default: '1' }, db: { type: 'string' }, seed: { type: 'string' }, rate: { type: 'string' } },
+    options: {
+      minutes: { type: 'string', default: '1' },
+      db: { type: 'string' },
+      seed: { type: 'string' },
+      rate: { type: 'string' },
+      mode: { type: 'string', default: 'http' },
+      backend: { type: 'string', default: 'sqlite' },
+    },
   });
   const minutes = Number(values.minutes);
   const seed = values.seed === undefined ? undefined : Number(values.seed);
@@ -292,6 +304,22 @@ async function main(): Promise<number> {
   if (!(minutes > 0)) throw new Error('--minutes must be a positive number');
   if (seed !== undefined && !Number.isInteger(seed)) throw new Error('--seed must be an integer');
   if (rate !== undefined && !(rate > 0)) throw new Error('--rate must be a positive number of jobs per second');
+  if (values.mode !== 'http' && values.mode !== 'embedded') throw new Error('--mode must be http or embedded');
+  if (values.mode === 'embedded') {
+    // The library mode (bench/soak-embedded.ts): an application process and two workers on one database, no coordinator.
+    if (values.backend !== 'sqlite' && values.backend !== 'postgres') throw new Error('--backend must be sqlite or postgres');
+    const postgresUrl = values.db ?? process.env['DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test';
+    const embedded = await runEmbeddedSoak({
+      durationMs: minutes * 60_000,
+      backend: values.backend,
+      ...(values.backend === 'postgres' ? { postgresUrl } : {}),
+      ...(seed === undefined ? {} : { seed }),
+      ...(rate === undefined ? {} : { jobsPerSecond: rate }),
+      log: (line) => process.stderr.write(`${line}\n`),
+    });
+    process.stdout.write(`${formatEmbeddedSummary(embedded)}\n${JSON.stringify(embedded)}\n`);
+    return embedded.ok ? 0 : 1;
+  }
   const summary = await runSoak({
     durationMs: minutes * 60_000,
     ...(values.db === undefined ? {} : { db: values.db }),
