@@ -99,6 +99,8 @@ export class StatsReader {
   private start(): Worker {
     const worker = new Worker(WORKER_SCRIPT, {
       eval: true,
+      // The script is CommonJS: a parent started with --input-type=module must not pass that flag on.
+      execArgv: [],
       workerData: {
         driver: driverPath,
         path: this.path,
