@@ -74,7 +74,9 @@ async function recount(store: Store): Promise<Pick<TenantStats, 'counts' | 'mean
     }
     for (const attempt of (await store.jobAttempts({ scope: { tenant: TENANT }, id: job.id })) ?? []) {
       if (attempt.endedAt !== null) attemptRuns.push(attempt.endedAt - attempt.startedAt);
-      if (attempt.outcome === 'expired') expirations++;
+      // Every attempt the reaper ended is a lease that ran out: 'expired', or 'cancelled' (a cancel asked while it
+      // ran) and 'deadline' (its deadline passed with it); no other ending stores those two outcomes (lease-endings.ts).
+      if (attempt.outcome === 'expired' || attempt.outcome === 'cancelled' || attempt.outcome === 'deadline') expirations++;
     }
   }
   return { counts, meanWaitMs: mean(waits), meanRunMs: mean(runs), meanTimeToCompletionMs: mean(completions), meanAttemptRunMs: mean(attemptRuns), leaseExpirations: expirations };
