@@ -239,33 +239,35 @@ describe('canonicalTimeZone', () => {
 });
 
 describe('dueOccurrences', () => {
-  const everyMinute = cron('* * * * *');
+  // Parsed inside each test, not while the file is collected: a mutant that breaks parseCron then fails tests
+  // instead of failing the file's collection, which the mutation runner counts as no test at all.
+  const everyMinute = (): CronExpression => cron('* * * * *');
   const base = at('2026-01-01T00:00:00Z');
   const minute = 60_000;
 
   it('enqueues the current occurrence when the pass is on time', () => {
-    const due = dueOccurrences(everyMinute, 'UTC', { nextAt: base + minute, now: base + minute + 5, catchUp: 0 });
+    const due = dueOccurrences(everyMinute(), 'UTC', { nextAt: base + minute, now: base + minute + 5, catchUp: 0 });
     expect(due.enqueue).toEqual([base + minute]);
     expect(due.skippedMissed).toBe(false);
     expect(due.next).toBe(base + 2 * minute);
   });
 
   it('has nothing to enqueue before nextAt', () => {
-    expect(dueOccurrences(everyMinute, 'UTC', { nextAt: base + minute, now: base + minute - 1, catchUp: 5 }).enqueue).toEqual([]);
+    expect(dueOccurrences(everyMinute(), 'UTC', { nextAt: base + minute, now: base + minute - 1, catchUp: 5 }).enqueue).toEqual([]);
   });
 
   it('after downtime, catchUp 0 skips every missed occurrence and keeps the current one', () => {
-    const due = dueOccurrences(everyMinute, 'UTC', { nextAt: base + minute, now: base + 10 * minute + 5_000, catchUp: 0 });
+    const due = dueOccurrences(everyMinute(), 'UTC', { nextAt: base + minute, now: base + 10 * minute + 5_000, catchUp: 0 });
     expect(due.enqueue).toEqual([base + 10 * minute]);
     expect(due.skippedMissed).toBe(true);
     expect(due.next).toBe(base + 11 * minute);
   });
 
   it('after downtime, catchUp N enqueues the last N missed ones too, oldest first', () => {
-    const due = dueOccurrences(everyMinute, 'UTC', { nextAt: base + minute, now: base + 10 * minute + 5_000, catchUp: 3 });
+    const due = dueOccurrences(everyMinute(), 'UTC', { nextAt: base + minute, now: base + 10 * minute + 5_000, catchUp: 3 });
     expect(due.enqueue).toEqual([7, 8, 9, 10].map((m) => base + m * minute));
     // Fewer missed than N: all of them.
-    expect(dueOccurrences(everyMinute, 'UTC', { nextAt: base + 9 * minute, now: base + 10 * minute, catchUp: 5 }).enqueue).toEqual([base + 9 * minute, base + 10 * minute]);
+    expect(dueOccurrences(everyMinute(), 'UTC', { nextAt: base + 9 * minute, now: base + 10 * minute, catchUp: 5 }).enqueue).toEqual([base + 9 * minute, base + 10 * minute]);
   });
 
   it('counts an occurrence older than ON_TIME_MS as missed', () => {
@@ -284,7 +286,7 @@ describe('dueOccurrences', () => {
 
   it('reads a bounded number of occurrences however long the downtime', () => {
     const started = performance.now();
-    const due = dueOccurrences(everyMinute, 'UTC', { nextAt: base, now: base + 365 * 24 * 60 * minute, catchUp: 2 });
+    const due = dueOccurrences(everyMinute(), 'UTC', { nextAt: base, now: base + 365 * 24 * 60 * minute, catchUp: 2 });
     expect(due.enqueue).toHaveLength(3);
     expect(performance.now() - started).toBeLessThan(1_000);
   });
