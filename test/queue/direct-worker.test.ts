@@ -10,45 +10,19 @@
  */
 
 import { spawn, type ChildProcess } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { pathToFileURL } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { LeaseholdApiError } from '../../src/client/errors.js';
 import { LeaseholdError, openQueue, Queue, Worker, type KindPayloads } from '../../src/index.js';
-import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
 import type { JobContext } from '../../src/worker/handler.js';
 import { waitFor } from '../support/wait-for.js';
+import { queueTargets } from '../support/queue-targets.js';
 
 const url = process.env['DATABASE_URL'] ?? '';
 
-interface Target {
-  readonly name: 'sqlite' | 'postgres';
-  create(): { readonly db: string; readonly cleanup: () => Promise<void> };
-}
-
-const targets: Target[] = [
-  {
-    name: 'sqlite',
-    create() {
-      const dir = mkdtempSync(join(tmpdir(), 'lh-direct-'));
-      return { db: join(dir, 'app.db'), cleanup: async () => rmSync(dir, { recursive: true, force: true }) };
-    },
-  },
-];
-if (url !== '') {
-  targets.push({
-    name: 'postgres',
-    create() {
-      const schema = `lh_test_direct_${randomBytes(6).toString('hex')}`;
-      const separator = url.includes('?') ? '&' : '?';
-      return { db: `${url}${separator}schema=${schema}`, cleanup: () => PostgresStore.dropSchema({ connectionString: url, schema }) };
-    },
-  });
-}
+const targets = queueTargets('direct');
 
 /** Resolves when called; for a handler to say it has reached a point. */
 function signalled<T = void>(): { readonly promise: Promise<T>; readonly fire: (value: T) => void } {

@@ -6,40 +6,11 @@
  * succeed), and resumeKind lets the Worker's parked poll take the jobs at once.
  */
 
-import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { LeaseholdError, openQueue, Worker, type Queue } from '../../src/index.js';
-import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
+import { queueTargets } from '../support/queue-targets.js';
 
-const url = process.env['DATABASE_URL'] ?? '';
-
-interface Target {
-  readonly name: string;
-  create(): { readonly db: string; readonly cleanup: () => Promise<void> };
-}
-
-const targets: Target[] = [
-  {
-    name: 'sqlite',
-    create() {
-      const dir = mkdtempSync(join(tmpdir(), 'lh-queue-flow-'));
-      return { db: join(dir, 'app.db'), cleanup: async () => rmSync(dir, { recursive: true, force: true }) };
-    },
-  },
-];
-if (url !== '') {
-  targets.push({
-    name: 'postgres',
-    create() {
-      const schema = `lh_test_queue_flow_${randomBytes(6).toString('hex')}`;
-      const separator = url.includes('?') ? '&' : '?';
-      return { db: `${url}${separator}schema=${schema}`, cleanup: () => PostgresStore.dropSchema({ connectionString: url, schema }) };
-    },
-  });
-}
+const targets = queueTargets('queue-flow');
 
 type Kinds = { limited: { n: number }; free: { n: number } };
 

@@ -5,41 +5,11 @@
  * by the store, and owners seeing only their own jobs.
  */
 
-import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { LeaseholdError, openQueue, Queue, Worker, type KindPayloads } from '../../src/index.js';
-import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
+import { queueTargets } from '../support/queue-targets.js';
 
-const url = process.env['DATABASE_URL'] ?? '';
-
-interface Target {
-  readonly name: string;
-  /** A fresh database, and how to remove it. */
-  create(): { readonly db: string; readonly cleanup: () => Promise<void> };
-}
-
-const targets: Target[] = [
-  {
-    name: 'sqlite',
-    create() {
-      const dir = mkdtempSync(join(tmpdir(), 'lh-queue-'));
-      return { db: join(dir, 'app.db'), cleanup: async () => rmSync(dir, { recursive: true, force: true }) };
-    },
-  },
-];
-if (url !== '') {
-  targets.push({
-    name: 'postgres',
-    create() {
-      const schema = `lh_test_queue_${randomBytes(6).toString('hex')}`;
-      const separator = url.includes('?') ? '&' : '?';
-      return { db: `${url}${separator}schema=${schema}`, cleanup: () => PostgresStore.dropSchema({ connectionString: url, schema }) };
-    },
-  });
-}
+const targets = queueTargets('queue');
 
 type Kinds = { email: { to: string }; report: { pages: number } };
 

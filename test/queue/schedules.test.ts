@@ -6,42 +6,14 @@
  * scheduler on a shared fake clock, enqueue every occurrence once.
  */
 
-import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/core/clock.js';
 import { LeaseholdError, openQueue, type Queue } from '../../src/index.js';
-import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
+import { queueTargets } from '../support/queue-targets.js';
 
-const url = process.env['DATABASE_URL'] ?? '';
 const MINUTE = 60_000;
 
-interface Target {
-  readonly name: string;
-  create(): { readonly db: string; readonly cleanup: () => Promise<void> };
-}
-
-const targets: Target[] = [
-  {
-    name: 'sqlite',
-    create() {
-      const dir = mkdtempSync(join(tmpdir(), 'lh-queue-schedules-'));
-      return { db: join(dir, 'app.db'), cleanup: async () => rmSync(dir, { recursive: true, force: true }) };
-    },
-  },
-];
-if (url !== '') {
-  targets.push({
-    name: 'postgres',
-    create() {
-      const schema = `lh_test_qsched_${randomBytes(6).toString('hex')}`;
-      const separator = url.includes('?') ? '&' : '?';
-      return { db: `${url}${separator}schema=${schema}`, cleanup: () => PostgresStore.dropSchema({ connectionString: url, schema }) };
-    },
-  });
-}
+const targets = queueTargets('queue-schedules');
 
 describe.each(targets)('Queue schedules ($name)', (target) => {
   const cleanups: (() => Promise<void>)[] = [];
