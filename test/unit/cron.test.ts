@@ -68,6 +68,28 @@ describe('parseCron', () => {
     expect(minutesOf(cron('  7   *  * * *  '))).toEqual([7]);
   });
 
+  it('takes steps from 1 to the field\'s maximum, written as digits only', () => {
+    expect(minutesOf(cron('*/1 * * * *'))).toHaveLength(60);
+    expect(minutesOf(cron('*/59 * * * *'))).toEqual([0, 59]);
+    for (const step of ['*/0', '*/60', '*/a1', '*/1a', '*/-1', '*/1.5']) {
+      const parsed = parseCron(`${step} * * * *`);
+      expect(parsed.ok, step).toBe(false);
+    }
+  });
+
+  it('refuses values and range bounds that are not whole numbers or names of the field, saying which names it takes', () => {
+    for (const text of ['x5 * * * *', '5x * * * *', '5-x * * * *', 'x-5 * * * *', '1-5-7 * * * *']) expect(parseCron(text).ok, text).toBe(false);
+    const month = parseCron('0 0 * FOO *');
+    expect(month.ok).toBe(false);
+    if (!month.ok) expect(month.message).toBe('the month field "FOO" must hold values from 1 to 12 or names');
+    const minute = parseCron('FOO * * * *');
+    expect(minute.ok).toBe(false);
+    if (!minute.ok) expect(minute.message).toBe('the minute field "FOO" must hold values from 0 to 59');
+    const name = parseCron('@sometimes');
+    expect(name.ok).toBe(false);
+    if (!name.ok) expect(name.message).toContain('@daily');
+  });
+
   it('reads month and weekday names in any case, and 7 as Sunday', () => {
     expect(daysOfWeekOf(cron('0 0 * * MON-FRI'))).toEqual([1, 2, 3, 4, 5]);
     expect(daysOfWeekOf(cron('0 0 * * sun,Sat'))).toEqual([0, 6]);
