@@ -40,6 +40,7 @@ import { freshPostgresDb } from './postgres-db.js';
 import { adoptChild, ROOT } from './processes.js';
 import { audit, type AuditFindings } from './soak-audit.js';
 import { APP_TABLE_SQL, SOAK_TENANT, soakQueueConfig, viaOf } from './soak-embedded-app.js';
+import { abortablePause, round, shuffle } from './soak-common.js';
 import { seededRandom } from './seeded-random.js';
 import { linesWithSecrets, recordedLeaseTokens } from './soak-secrets.js';
 
@@ -606,29 +607,6 @@ async function drained(queue: Queue, timeoutMs: number, tally: { unavailable: nu
   }
 }
 
-function abortablePause(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  return new Promise((resolve) => {
-    const onAbort = (): void => {
-      clearTimeout(timer);
-      resolve();
-    };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    signal?.addEventListener('abort', onAbort, { once: true });
-  });
-}
-
-function shuffle<T>(items: T[], random: () => number): T[] {
-  for (let i = items.length - 1; i > 0; i--) {
-    const j = Math.floor(random() * (i + 1));
-    [items[i], items[j]] = [items[j] as T, items[i] as T];
-  }
-  return items;
-}
-
-const round = (value: number): number => Math.round(value * 100) / 100;
 
 export function formatEmbeddedSummary(summary: EmbeddedSoakSummary): string {
   const rows: [string, string | number][] = [

@@ -29,6 +29,7 @@ import { freshPostgresDb } from './postgres-db.js';
 import { createKey, freePort, median, ROOT } from './processes.js';
 import { audit, type AuditFindings } from './soak-audit.js';
 import { SoakCluster, type ProcessLog } from './soak-cluster.js';
+import { abortablePause, round, shuffle } from './soak-common.js';
 import { seededRandom } from './seeded-random.js';
 import { linesWithSecrets, recordedLeaseTokens } from './soak-secrets.js';
 import { produce } from './soak-producer.js';
@@ -229,29 +230,6 @@ async function drained(client: LeaseholdClient, timeoutMs: number): Promise<void
   }
 }
 
-function abortablePause(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  return new Promise((resolve) => {
-    const onAbort = (): void => {
-      clearTimeout(timer);
-      resolve();
-    };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    signal?.addEventListener('abort', onAbort, { once: true });
-  });
-}
-
-function shuffle<T>(items: T[], random: () => number): T[] {
-  for (let i = items.length - 1; i > 0; i--) {
-    const j = Math.floor(random() * (i + 1));
-    [items[i], items[j]] = [items[j] as T, items[i] as T];
-  }
-  return items;
-}
-
-const round = (value: number): number => Math.round(value * 100) / 100;
 
 /** The summary as a two-column table. */
 export function formatSummary(summary: SoakSummary): string {
