@@ -21,6 +21,7 @@ import { jobLeaseKindsSql, SQL } from '../../src/store/sqlite/queries.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import type { EnqueueParams, Store } from '../../src/store/store.js';
 import { kindParams } from '../support/kind-records.js';
+import { planNodes, type PlanNode } from '../support/pg-plan.js';
 
 const BACKLOG = 20_000;
 const TENANT = 't1';
@@ -109,20 +110,6 @@ describe.skipIf(url === '')('lease cost beside a paused kind\u2019s backlog (pos
     await PostgresStore.dropSchema({ connectionString: url, schema });
   });
 
-  interface PlanNode {
-    readonly 'Node Type': string;
-    readonly 'Relation Name'?: string;
-    readonly 'Index Name'?: string;
-    readonly 'Actual Rows': number;
-    readonly 'Actual Loops': number;
-    readonly 'Rows Removed by Filter'?: number;
-    readonly Plans?: readonly PlanNode[];
-  }
-
-  function* nodes(node: PlanNode): Generator<PlanNode> {
-    yield node;
-    for (const child of node.Plans ?? []) yield* nodes(child);
-  }
 
   /** Rows each scan of jobs read, over all its loops. */
   async function jobRowsRead(text: string, values: readonly unknown[]): Promise<number[]> {
@@ -130,7 +117,7 @@ describe.skipIf(url === '')('lease cost beside a paused kind\u2019s backlog (pos
     try {
       const explained = await client.query<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>(`EXPLAIN (ANALYZE, FORMAT JSON) ${text}`, [...values]);
       const root = explained.rows[0]?.['QUERY PLAN'][0].Plan as PlanNode;
-      const scans = [...nodes(root)].filter((node) => node['Relation Name'] === 'jobs' && /Scan/.test(node['Node Type']));
+      const scans = [...planNodes(root)].filter((node) => node['Relation Name'] === 'jobs' && /Scan/.test(node['Node Type']));
       expect(scans.some((node) => node['Node Type'] === 'Seq Scan')).toBe(false);
       return scans.map((node) => (node['Actual Rows'] + (node['Rows Removed by Filter'] ?? 0)) * node['Actual Loops']);
     } finally {

@@ -17,6 +17,7 @@ import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
 import { jobLeaseKindsSql, SQL } from '../../src/store/sqlite/queries.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import type { EnqueueParams, Store } from '../../src/store/store.js';
+import { planNodes, type PlanNode } from '../support/pg-plan.js';
 
 const BACKLOG = 20_000;
 const TENANT = 't1';
@@ -101,20 +102,6 @@ describe.skipIf(url === '')('lease cost with another kind backlogged (postgres)'
     await PostgresStore.dropSchema({ connectionString: url, schema });
   });
 
-  interface PlanNode {
-    readonly 'Node Type': string;
-    readonly 'Relation Name'?: string;
-    readonly 'Index Name'?: string;
-    readonly 'Actual Rows': number;
-    readonly 'Actual Loops': number;
-    readonly 'Rows Removed by Filter'?: number;
-    readonly Plans?: readonly PlanNode[];
-  }
-
-  function* nodes(node: PlanNode): Generator<PlanNode> {
-    yield node;
-    for (const child of node.Plans ?? []) yield* nodes(child);
-  }
 
   it("reads each named kind from jobs_available_by_kind, at most max rows of each: neither another kind's backlog nor its own", async () => {
     const tokens = Array.from({ length: 10 }, (_, i) => `token-${i}`);
@@ -124,7 +111,7 @@ describe.skipIf(url === '')('lease cost with another kind backlogged (postgres)'
         TENANT, 10, tokens, 'w', 60_000, ['a', 'c'],
       ]);
       const root = explained.rows[0]?.['QUERY PLAN'][0].Plan as PlanNode;
-      const scans = [...nodes(root)].filter((node) => node['Relation Name'] === 'jobs' && /Scan/.test(node['Node Type']));
+      const scans = [...planNodes(root)].filter((node) => node['Relation Name'] === 'jobs' && /Scan/.test(node['Node Type']));
       expect(scans.some((node) => node['Node Type'] === 'Seq Scan')).toBe(false);
       const walks = scans.filter((node) => node['Index Name'] === 'jobs_available_by_kind');
       expect(walks.length).toBeGreaterThan(0);
