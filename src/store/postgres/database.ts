@@ -68,17 +68,7 @@ export class PgDatabase {
     for (let attempt = 1; ; attempt++) {
       if (this.closed) throw new StoreUnavailableError('the job store is closed');
       try {
-        const client = await this.acquire();
-        let failed = false;
-        try {
-          return await client.query<R>(config);
-        } catch (error) {
-          failed = true;
-          throw error;
-        } finally {
-          // As pg's pool.query does: a connection whose query failed is not reused.
-          client.release(failed ? true : undefined);
-        }
+        return await this.onClient((client) => client.query<R>(config));
       } catch (error) {
         if (isRetryableConflict(error) && attempt < CONFLICT_RETRIES) continue;
         throw translatePgError(error);
@@ -117,19 +107,24 @@ export class PgDatabase {
   /** Runs `work` on one pooled connection outside a transaction (statements PostgreSQL refuses inside one, such as VACUUM). */
   async withClient<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
     if (this.closed) throw new StoreUnavailableError('the job store is closed');
-    let client: pg.PoolClient;
     try {
-      client = await this.acquire();
+      return await this.onClient(work);
     } catch (error) {
       throw translatePgError(error);
     }
+  }
+
+  /** One pooled connection for `work`; errors pass untranslated (query retries conflicts on them). */
+  private async onClient<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    const client = await this.acquire();
     let failed = false;
     try {
       return await work(client);
     } catch (error) {
       failed = true;
-      throw translatePgError(error);
+      throw error;
     } finally {
+      // As pg's pool.query does: a connection whose work failed is not reused.
       client.release(failed ? true : undefined);
     }
   }
