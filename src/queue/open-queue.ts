@@ -58,10 +58,10 @@ async function openPostgres(connectionString: string, schema: string | undefined
 
 /**
  * How often a waiting library process reads SQLite's data_version (a counter in shared memory, not the jobs
- * table) to see another process's commit: the wake-up latency across processes on one file, for a few
- * microseconds a read while anything waits.
+ * table) when nothing else tells it to: the safety net behind the watch on the -wal file, which hears
+ * another process's commit within a millisecond or two (sqlite/availability.ts).
  */
-const CROSS_PROCESS_POLL_MS = 2;
+const CROSS_PROCESS_POLL_MS = 50;
 
 async function openSqlite(path: string): Promise<Opened> {
   const { SqliteStore } = await import('../store/sqlite/sqlite-store.js');

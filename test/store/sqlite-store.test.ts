@@ -227,6 +227,79 @@ describe('SqliteStore shared by several processes', () => {
   });
 });
 
+describe('noticing another connection\'s commits', () => {
+  it('hears them through the watch on the -wal file, with the safety poll too slow to matter', async () => {
+    const path = join(dir, 'jobs.db');
+    // A poll of ten minutes: only the file watch can wake this store within the test.
+    const watching = SqliteStore.open({ path, crossProcessPollMs: 600_000 });
+    const writer = SqliteStore.open({ path });
+    try {
+      let wakeUps = 0;
+      let woken: (() => void) | null = null;
+      const stop = watching.watchAvailable(() => {
+        wakeUps++;
+        woken?.();
+      });
+      for (let i = 0; i < 5; i++) {
+        const heard = new Promise<'heard'>((resolve) => {
+          woken = () => resolve('heard');
+        });
+        await writer.jobEnqueue(enqueueParams(`watched-${i}`));
+        const outcome = await Promise.race([heard, new Promise<'silent'>((resolve) => setTimeout(() => resolve('silent'), 2_000))]);
+        expect(outcome).toBe('heard');
+      }
+      expect(wakeUps).toBeGreaterThanOrEqual(5);
+      stop();
+    } finally {
+      await writer.close();
+      await watching.close();
+    }
+  });
+  it('hears another process\'s commits too, which become visible only after their -wal writes', async () => {
+    const { spawn } = await import('node:child_process');
+    const { createInterface } = await import('node:readline');
+    const { pathToFileURL } = await import('node:url');
+    const path = join(dir, 'jobs.db');
+    const watching = SqliteStore.open({ path, crossProcessPollMs: 600_000 });
+    const storeModule = pathToFileURL(join(process.cwd(), 'dist/src/store/sqlite/sqlite-store.js')).href;
+    // Enqueues one job for each line it reads; the commit's fsync follows the writes the watch hears.
+    const script = `
+      import { createInterface } from 'node:readline';
+      const { SqliteStore } = await import(${JSON.stringify(storeModule)});
+      const store = SqliteStore.open({ path: ${JSON.stringify(path)} });
+      console.log('ready');
+      for await (const line of createInterface({ input: process.stdin })) {
+        await store.jobEnqueue({ tenant: 't1', owner: 'u1', idempotencyKey: line, requestHash: 'h', kind: 'email', payload: {},
+          maxAttempts: 3, priority: 0, runAfter: null, deadlineMs: null, payloadBytes: 2 });
+        console.log('enqueued');
+      }
+      await store.close();
+    `;
+    const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['pipe', 'pipe', 'inherit'] });
+    const lines = createInterface({ input: child.stdout });
+    const nextLine = (): Promise<string> => new Promise((resolve) => lines.once('line', resolve));
+    try {
+      expect(await nextLine()).toBe('ready');
+      let woken: (() => void) | null = null;
+      const stop = watching.watchAvailable(() => woken?.());
+      for (let i = 0; i < 5; i++) {
+        const heard = new Promise<'heard'>((resolve) => {
+          woken = () => resolve('heard');
+        });
+        const enqueued = nextLine();
+        child.stdin.write(`from-child-${i}\n`);
+        expect(await enqueued).toBe('enqueued');
+        const outcome = await Promise.race([heard, new Promise<'silent'>((resolve) => setTimeout(() => resolve('silent'), 2_000))]);
+        expect(outcome).toBe('heard');
+      }
+      stop();
+    } finally {
+      child.stdin.end();
+      await watching.close();
+    }
+  });
+});
+
 describe('query plans', () => {
   it('pages through jobs by walking an index in seq order, never sorting the tenant', () => {
     const db = new Database(join(dir, 'jobs.db'), { readonly: true });

@@ -2,24 +2,39 @@
  * Who hears that jobs became available or finished (Store.watchAvailable,
  * Store.watchFinished). Writes of this process announce themselves; commits
  * by other processes on the same file are noticed through PRAGMA
- * data_version, polled while anyone watches. data_version changes only when
- * another connection committed and says nothing of what, so every waiter is
- * told to look (null).
+ * data_version, which changes only when another connection committed and
+ * says nothing of what, so every waiter is told to look (null).
+ *
+ * When to read data_version: a commit appends frames to the `-wal` file, and
+ * a file watch (inotify on Linux) hears those writes. They come just before
+ * the commit is visible (its fsync and the WAL index update follow), so a
+ * write starts a short burst of reads 1 ms apart that outlasts the commit.
+ * An idle file costs nothing; a slow timer (pollMs) remains as the safety net
+ * for file systems where the watch hears nothing.
  */
 
+import { watch, type FSWatcher } from 'node:fs';
 import type { Availability, AvailabilityListener, FinishedJob, FinishedListener } from '../store.js';
 import { FinishedListeners } from '../finished-jobs.js';
+
+/** How long after a write to the -wal file data_version is read every millisecond: longer than a commit's fsync. */
+const WRITE_BURST_MS = 20;
 
 export class Watchers {
   private readonly available = new Set<AvailabilityListener>();
   private readonly finished = new FinishedListeners();
   private dataVersion = 0;
   private pollTimer: NodeJS.Timeout | null = null;
+  private fileWatch: FSWatcher | null = null;
+  private burstTimer: NodeJS.Timeout | null = null;
+  private burstUntil = 0;
   private closed = false;
 
   constructor(
     private readonly readDataVersion: () => number,
     private readonly pollMs: number,
+    /** The database's `-wal` file, watched for other processes' writes; null for none (an in-memory database). */
+    private readonly walPath: string | null = null,
   ) {}
 
   watchAvailable(listener: AvailabilityListener): () => void {
@@ -61,6 +76,40 @@ export class Watchers {
     this.dataVersion = this.version();
     this.pollTimer = setInterval(() => this.noticeOtherCommits(), this.pollMs);
     this.pollTimer.unref();
+    this.startFileWatch();
+  }
+
+  private startFileWatch(): void {
+    if (this.walPath === null) return;
+    try {
+      const fileWatch = watch(this.walPath, { persistent: false }, () => this.startBurst());
+      // The file went away (journal mode changed, the database deleted): the safety poll carries on.
+      fileWatch.on('error', () => this.stopFileWatch());
+      this.fileWatch = fileWatch;
+    } catch {
+      // No -wal file yet, or no watch on this file system: the poll alone.
+    }
+  }
+
+  private stopFileWatch(): void {
+    this.fileWatch?.close();
+    this.fileWatch = null;
+    if (this.burstTimer !== null) clearTimeout(this.burstTimer);
+    this.burstTimer = null;
+  }
+
+  private startBurst(): void {
+    this.burstUntil = performance.now() + WRITE_BURST_MS;
+    if (this.burstTimer === null) this.burstTick();
+  }
+
+  private burstTick(): void {
+    this.burstTimer = null;
+    this.noticeOtherCommits();
+    if (this.pollTimer !== null && performance.now() < this.burstUntil) {
+      this.burstTimer = setTimeout(() => this.burstTick(), 1);
+      this.burstTimer.unref();
+    }
   }
 
   /**
@@ -84,6 +133,7 @@ export class Watchers {
   private stopPolling(): void {
     if (this.pollTimer !== null) clearInterval(this.pollTimer);
     this.pollTimer = null;
+    this.stopFileWatch();
   }
 
   private version(): number {

@@ -95,7 +95,7 @@ export class SqliteStore implements S.Store {
     this.nextDue = new NextDueReader(db);
     this.retention = new RetentionStatements(db);
     this.schedules = new ScheduleStatements(db);
-    this.watchers = new Watchers(() => db.pragma('data_version', { simple: true }) as number, crossProcessPollMs);
+    this.watchers = new Watchers(() => db.pragma('data_version', { simple: true }) as number, crossProcessPollMs, db.memory ? null : `${db.name}-wal`);
     this.cursorSecret = loadCursorSecret(db, this.statements);
     this.writer = groupCommitWriter(db, clock, busyTimeoutMs);
   }
