@@ -13,7 +13,8 @@
  *                   (both read performance.timeOrigin + performance.now()), p50 and p99
  *
  * Options: --db sqlite|postgres://… (default: a fresh SQLite file per run), --runs 3, --jobs 20000,
- * --workers 2, --only a,b. The peers, measured the same way: bench/peers/.
+ * --workers 2, --only a,b. BENCH_WORKER_PROF=<dir> writes a CPU profile of each worker process there.
+ * The peers, measured the same way: bench/peers/.
  */
 
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -56,8 +57,14 @@ async function withQueue<T>(name: string, work: (queue: Queue, db: string) => Pr
   }
 }
 
+/** Node's CPU profiler for the worker processes, when BENCH_WORKER_PROF names a directory. */
+function workerProfileFlags(): string[] {
+  const dir = process.env['BENCH_WORKER_PROF'];
+  return dir === undefined || dir === '' ? [] : ['--cpu-prof', `--cpu-prof-dir=${dir}`];
+}
+
 async function startWorkers(db: string, count: number, concurrency: number): Promise<ChildProcess[]> {
-  const children = Array.from({ length: count }, (_, i) => spawn(process.execPath, [...(process.env.BENCH_WORKER_PROF ? ["--cpu-prof", "--cpu-prof-dir=" + process.env.BENCH_WORKER_PROF] : []), WORKER_SCRIPT, db, String(concurrency), `embedded-${i}`], { stdio: ['ignore', 'pipe', 'inherit'] }));
+  const children = Array.from({ length: count }, (_, i) => spawn(process.execPath, [...workerProfileFlags(), WORKER_SCRIPT, db, String(concurrency), `embedded-${i}`], { stdio: ['ignore', 'pipe', 'inherit'] }));
   await Promise.all(
     children.map(async (child) => {
       const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream });
