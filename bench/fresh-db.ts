@@ -16,6 +16,8 @@ export interface FreshDatabase {
   sizeBytes(): Promise<number>;
   /** PostgreSQL without autovacuum: space of deleted rows is never reused (always false for SQLite). */
   autovacuumOff(): Promise<boolean>;
+  /** PostgreSQL: VACUUM (ANALYZE) of the queue's tables, whatever autovacuum is set to (nothing for SQLite). */
+  vacuum(): Promise<void>;
 }
 
 export async function freshDatabase(spec: string, name: string): Promise<FreshDatabase> {
@@ -23,8 +25,8 @@ export async function freshDatabase(spec: string, name: string): Promise<FreshDa
     const dir = mkdtempSync(join(tmpdir(), `leasehold-${name}-`));
     const db = join(dir, `${name}.db`);
     const size = (path: string): number => statSync(path, { throwIfNoEntry: false })?.size ?? 0;
-    return { db, cleanup: async () => rmSync(dir, { recursive: true, force: true }), sizeBytes: async () => size(db) + size(`${db}-wal`), autovacuumOff: async () => false };
+    return { db, cleanup: async () => rmSync(dir, { recursive: true, force: true }), sizeBytes: async () => size(db) + size(`${db}-wal`), autovacuumOff: async () => false, vacuum: async () => undefined };
   }
   const fresh = await freshPostgresDb(spec);
-  return { db: fresh.url, cleanup: fresh.drop, sizeBytes: fresh.sizeBytes, autovacuumOff: fresh.autovacuumOff };
+  return { db: fresh.url, cleanup: fresh.drop, sizeBytes: fresh.sizeBytes, autovacuumOff: fresh.autovacuumOff, vacuum: fresh.vacuum };
 }

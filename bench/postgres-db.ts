@@ -3,13 +3,23 @@
  * string's `schema` parameter (which `leasehold serve --db` understands), and
  * dropped afterwards. `sizeBytes` is what its tables take on disk, indexes and
  * TOAST included (pg_total_relation_size); `autovacuumOff` says whether the
- * server runs without autovacuum, so that deleted rows are never reclaimed.
+ * server runs without autovacuum, so that deleted rows are never reclaimed;
+ * `vacuum` runs VACUUM (ANALYZE) on each of the schema's tables, whatever the
+ * server's autovacuum setting.
  */
 
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 
-export async function freshPostgresDb(url: string): Promise<{ url: string; drop: () => Promise<void>; sizeBytes: () => Promise<number>; autovacuumOff: () => Promise<boolean> }> {
+export interface FreshPostgresDb {
+  readonly url: string;
+  drop(): Promise<void>;
+  sizeBytes(): Promise<number>;
+  autovacuumOff(): Promise<boolean>;
+  vacuum(): Promise<void>;
+}
+
+export async function freshPostgresDb(url: string): Promise<FreshPostgresDb> {
   const schema = `bench_${randomBytes(6).toString('hex')}`;
   const client = new pg.Client({ connectionString: url });
   await client.connect();
@@ -40,6 +50,19 @@ export async function freshPostgresDb(url: string): Promise<{ url: string; drop:
           [schema],
         );
         return Number(rows[0]?.bytes ?? 0);
+      } finally {
+        await admin.end();
+      }
+    },
+    async vacuum() {
+      const admin = new pg.Client({ connectionString: url });
+      await admin.connect();
+      try {
+        const { rows } = await admin.query<{ name: string }>(
+          `SELECT format('%I.%I', schemaname, tablename) AS name FROM pg_tables WHERE schemaname = $1`,
+          [schema],
+        );
+        for (const { name } of rows) await admin.query(`VACUUM (ANALYZE) ${name}`);
       } finally {
         await admin.end();
       }
