@@ -233,4 +233,18 @@ describe.skipIf(url === '')('PostgresStore (DATABASE_URL)', () => {
     if (autovacuum === false) await waitFor('the vacuum of jobs to show in pg_stat_user_tables', async () => (await vacuums()) === before + 1);
     else expect(await vacuums()).toBe(before);
   });
+  it('sets autovacuum on the churning tables by a number of dead rows, not by a fraction of the table', async () => {
+    const schema = freshSchema();
+    await connect(schema);
+    const client = await admin();
+    const { rows } = await client.query<{ relname: string; reloptions: string[] | null }>(
+      `SELECT c.relname, c.reloptions FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+        WHERE n.nspname = $1 AND c.relname IN ('jobs', 'job_attempts', 'job_results') ORDER BY c.relname`,
+      [schema],
+    );
+    const options = Object.fromEntries(rows.map((row) => [row.relname, row.reloptions ?? []]));
+    expect(options['jobs']).toEqual(expect.arrayContaining(['autovacuum_vacuum_scale_factor=0', 'autovacuum_vacuum_threshold=10000']));
+    expect(options['job_attempts']).toEqual(expect.arrayContaining(['autovacuum_vacuum_scale_factor=0', 'autovacuum_vacuum_threshold=10000']));
+    expect(options['job_results']).toEqual(expect.arrayContaining(['autovacuum_vacuum_scale_factor=0', 'autovacuum_vacuum_threshold=5000']));
+  });
 });

@@ -358,4 +358,18 @@ CREATE TABLE kind_windows (
 );
 CREATE INDEX schedules_due ON schedules (next_at, tenant) WHERE next_at IS NOT NULL;`,
   },
+  {
+    version: 9,
+    name: 'churn_autovacuum',
+    // A queue table's dead row versions come from churn, not from its size: the server's default
+    // (vacuum once a fifth of the table is dead) waits for millions of them in a table that keeps a long
+    // history, and the available indexes fill with dead entries that every lease walks past. Vacuum after a
+    // fixed number instead (about 3,000 finished jobs on jobs), and let it keep pace (cost delay 1 ms).
+    sql: `ALTER TABLE jobs SET (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 10000,
+  autovacuum_analyze_scale_factor = 0.02, autovacuum_vacuum_cost_delay = 1);
+ALTER TABLE job_attempts SET (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 10000,
+  autovacuum_analyze_scale_factor = 0.02, autovacuum_vacuum_cost_delay = 1);
+ALTER TABLE job_results SET (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 5000,
+  autovacuum_vacuum_cost_delay = 1);`,
+  },
 ];
