@@ -161,6 +161,20 @@ describe('another connection holding the write lock', () => {
     }
     expect((await store.jobEnqueue(enqueueParams('after'))).kind).toBe('created');
   });
+
+  it('does not stop another store from opening a file whose schema is up to date', async () => {
+    const other = new Database(join(dir, 'jobs.db'));
+    other.exec('BEGIN IMMEDIATE');
+    try {
+      // Busy peers can keep the lock for longer than any busy timeout; opening needs only to read the schema version.
+      const second = SqliteStore.open({ path: join(dir, 'jobs.db'), clock, busyTimeoutMs: 50 });
+      expect(await second.jobGet({ scope: { tenant: 't1' }, id: 'job_unknown' })).toBeNull();
+      await second.close();
+    } finally {
+      other.exec('ROLLBACK');
+      other.close();
+    }
+  });
 });
 
 describe('statistics', () => {

@@ -45,6 +45,7 @@ const FILES_ONLY_IN = {
 const QUERIES_ONLY_IN = {
   sqlite: {
     MIGRATIONS_TABLE: 'PostgreSQL\u2019s migrate.ts runs its bookkeeping as text inside the advisory-locked transaction',
+    MIGRATIONS_TABLE_EXISTS: 'as MIGRATIONS_TABLE; SQLite reads it first so that opening an up-to-date file takes no write lock',
     MIGRATIONS_APPLIED: 'as MIGRATIONS_TABLE',
     MIGRATION_RECORD: 'as MIGRATIONS_TABLE',
     JOB_BY_IDEMPOTENCY_KEY: 'SQLite enqueues one row at a time in the write transaction; PostgreSQL inserts a batch (JOB_INSERT_MANY) and looks up the keys that conflicted (JOB_BY_KEYS)',

@@ -39,6 +39,7 @@ function unrestricted(kindsIn: string | null): string {
 
 export const SQL = {
   migrationsTable: `CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`,
+  migrationsTableExists: `SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'`,
   migrationsApplied: `SELECT version FROM schema_migrations ORDER BY version`,
   migrationRecord: `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
 
