@@ -359,7 +359,7 @@ CREATE TABLE kind_windows (
 CREATE INDEX schedules_due ON schedules (next_at, tenant) WHERE next_at IS NOT NULL;`,
   },
   {
-    version: 9,
+    version: 10,
     name: 'churn_autovacuum',
     // A queue table's dead row versions come from churn, not from its size: the server's default
     // (vacuum once a fifth of the table is dead) waits for millions of them in a table that keeps a long

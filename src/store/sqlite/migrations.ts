@@ -280,7 +280,7 @@ CREATE TABLE kind_windows (
 CREATE INDEX schedules_due ON schedules (next_at, tenant) WHERE next_at IS NOT NULL;`,
   },
   {
-    version: 9,
+    version: 10,
     name: 'churn_autovacuum',
     // PostgreSQL's per-table autovacuum settings. SQLite has nothing to set: auto_vacuum = INCREMENTAL
     // (database.ts) and retention's incremental_vacuum return the pages that deletes free.
