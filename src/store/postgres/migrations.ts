@@ -381,7 +381,7 @@ CREATE TABLE job_dependencies (
 CREATE INDEX job_dependencies_child ON job_dependencies (child_id);
 CREATE INDEX jobs_key_turn ON jobs (tenant, kind, concurrency_key, seq)
   WHERE concurrency_key IS NOT NULL AND status IN ('queued', 'waiting', 'running');
-CREATE INDEX jobs_key_active ON jobs (tenant, kind, concurrency_key)
+CREATE INDEX jobs_key_active ON jobs (tenant, kind, concurrency_key, seq)
   WHERE concurrency_key IS NOT NULL AND status IN ('queued', 'running');`,
   },
 ];

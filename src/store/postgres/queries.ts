@@ -106,11 +106,18 @@ export const JOB_KEY_LOCK = namedQuery(
 const KEY_TURN = `status IN ('queued', 'waiting', 'running')`;
 const KEY_ACTIVE = `status IN ('queued', 'running')`;
 
-/** A key's two probes (KeyFacts): an earlier job holding its turn (jobs_key_turn), another queued or running (jobs_key_active). */
+/**
+ * A key's two probes (KeyFacts): an earlier job holding its turn (jobs_key_turn), another queued or running
+ * (jobs_key_active). Each is the first row in seq order rather than an EXISTS: the order is the index's, so the
+ * planner walks the index and stops at one entry, where for an EXISTS over a hot key it may prefer a sequential
+ * scan that reads the table until it meets a match.
+ */
 export const JOB_KEY_FACTS = namedQuery(
   'lh_job_key_facts',
-  `SELECT EXISTS (SELECT 1 FROM jobs WHERE tenant = $1 AND kind = $2 AND concurrency_key = $3 AND ${KEY_TURN} AND seq < $4::bigint) AS earlier_holder,
-          EXISTS (SELECT 1 FROM jobs WHERE tenant = $1 AND kind = $2 AND concurrency_key = $3 AND ${KEY_ACTIVE} AND seq <> $4::bigint) AS other_active`,
+  `SELECT (SELECT seq FROM jobs WHERE tenant = $1 AND kind = $2 AND concurrency_key = $3 AND ${KEY_TURN} AND seq < $4::bigint
+            ORDER BY seq LIMIT 1) IS NOT NULL AS earlier_holder,
+          (SELECT seq FROM jobs WHERE tenant = $1 AND kind = $2 AND concurrency_key = $3 AND ${KEY_ACTIVE} AND seq <> $4::bigint
+            ORDER BY seq LIMIT 1) IS NOT NULL AS other_active`,
 );
 
 const FLOW_COLUMNS = `j.id::text AS id, j.seq::float8 AS seq, j.tenant, j.kind, j.status, j.pending_parents, j.concurrency_key, j.has_children`;

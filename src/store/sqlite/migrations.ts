@@ -190,7 +190,7 @@ CREATE INDEX job_dependencies_child ON job_dependencies (child_seq);
 -- Both hold keyed jobs only, so jobs without a key add no entry.
 CREATE INDEX jobs_key_turn ON jobs (tenant, kind, concurrency_key, seq)
   WHERE concurrency_key IS NOT NULL AND status IN ('queued', 'waiting', 'running');
-CREATE INDEX jobs_key_active ON jobs (tenant, kind, concurrency_key)
+CREATE INDEX jobs_key_active ON jobs (tenant, kind, concurrency_key, seq)
   WHERE concurrency_key IS NOT NULL AND status IN ('queued', 'running');
 `;
 

@@ -123,12 +123,12 @@ export const SQL = {
   /** A requeued job's parents that have not succeeded (a purged parent no longer counts). */
   jobPendingParents: `SELECT COUNT(*) AS n FROM job_dependencies d JOIN jobs p ON p.seq = d.parent_seq
     WHERE d.child_seq = ? AND p.status <> 'succeeded'`,
-  /** Two probes of a key (KeyFacts): an earlier job holding its turn, another job queued or running. */
+  /** Two probes of a key (KeyFacts): an earlier job holding its turn, another job queued or running (as PostgreSQL's, first rows in seq order). */
   jobKeyFacts: `SELECT
-      EXISTS (SELECT 1 FROM jobs INDEXED BY jobs_key_turn WHERE tenant = @tenant AND kind = @kind AND concurrency_key = @key
-        AND ${KEY_TURN} AND seq < @seq) AS earlier_holder,
-      EXISTS (SELECT 1 FROM jobs INDEXED BY jobs_key_active WHERE tenant = @tenant AND kind = @kind AND concurrency_key = @key
-        AND ${KEY_ACTIVE} AND seq <> @seq) AS other_active`,
+      (SELECT seq FROM jobs INDEXED BY jobs_key_turn WHERE tenant = @tenant AND kind = @kind AND concurrency_key = @key
+        AND ${KEY_TURN} AND seq < @seq ORDER BY seq LIMIT 1) IS NOT NULL AS earlier_holder,
+      (SELECT seq FROM jobs INDEXED BY jobs_key_active WHERE tenant = @tenant AND kind = @kind AND concurrency_key = @key
+        AND ${KEY_ACTIVE} AND seq <> @seq ORDER BY seq LIMIT 1) IS NOT NULL AS other_active`,
   /** The earliest job of a key that holds its turn: the next to run once the turn passes. */
   jobKeyHead: `SELECT seq, tenant, kind, status, pending_parents, concurrency_key, has_children FROM jobs INDEXED BY jobs_key_turn
     WHERE tenant = @tenant AND kind = @kind AND concurrency_key = @key AND ${KEY_TURN} ORDER BY seq LIMIT 1`,
