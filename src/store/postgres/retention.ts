@@ -19,12 +19,14 @@ const PERIOD = `COALESCE(CASE WHEN NOT $3::boolean THEN NULL WHEN $1 = 'succeede
     WHEN $1 = 'cancelled' THEN k.retention_cancelled_ms ELSE k.retention_dead_ms END, $2::bigint)`;
 
 // $6 (the earliest cutoff any kind could have) bounds the index walk; the joined kind row decides each job.
+// A parent's waiting children are looked up by a scalar subquery, run per row for parents only: as a NOT EXISTS
+// the planner hashed it, which would read every waiting job once a parent is in the batch.
 const MATCHING = `FROM jobs j LEFT JOIN kinds k ON k.tenant = j.tenant AND k.kind = j.kind
   WHERE j.status IN ('succeeded', 'cancelled', 'dead') AND j.status = $1 AND j.finished_at <= now() - $6::bigint * interval '1 millisecond'
     AND j.finished_at <= now() - ${PERIOD} * interval '1 millisecond'
     AND ($4::text IS NULL OR j.tenant = $4) AND ($5::text IS NULL OR j.kind = $5)
-    AND (NOT j.has_children OR NOT EXISTS (SELECT 1 FROM job_dependencies d JOIN jobs c ON c.id = d.child_id
-      WHERE d.parent_id = j.id AND c.status = 'waiting'))`;
+    AND (NOT j.has_children OR (SELECT count(*) FROM (SELECT 1 FROM job_dependencies d JOIN jobs c ON c.id = d.child_id
+      WHERE d.parent_id = j.id AND c.status = 'waiting' LIMIT 1) AS w) = 0)`;
 
 export const JOB_PURGE_SHORTEST_PERIOD = namedQuery(
   'lh_job_purge_shortest_period',
