@@ -155,7 +155,7 @@ async function everyJob(client: AuditReader): Promise<Map<string, Job>> {
   do {
     const page = await client.listJobs({ limit: 1000, ...(cursor === null ? {} : { cursor }) });
     for (const job of page.jobs) {
-      jobs.set(job.id, { ...job, result: null });
+      jobs.set(job.id, { ...job, result: null, dependsOn: [], children: [] });
       if (job.result !== null) withResults.push(job.id);
     }
     cursor = page.nextCursor;

@@ -6,7 +6,7 @@
 import { api } from './api.js';
 import { h } from './dom.js';
 
-export const ACTION_STATUSES = { requeue: ['dead'], reconcile: ['unknown'], cancel: ['queued', 'running'] };
+export const ACTION_STATUSES = { requeue: ['dead'], reconcile: ['unknown'], cancel: ['waiting', 'queued', 'running'] };
 
 /** A modal <dialog>: resolves true on Confirm, false on Cancel or Escape. */
 export function confirmDialog(title, message) {

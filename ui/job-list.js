@@ -8,7 +8,7 @@ import { announce, clear, formatTime, h, statusBadge } from './dom.js';
 
 const PAGE_SIZE = 50;
 const BULK_LIMIT = 1000;
-const STATUSES = ['queued', 'running', 'succeeded', 'dead', 'cancelled', 'unknown'];
+const STATUSES = ['waiting', 'queued', 'running', 'succeeded', 'dead', 'cancelled', 'unknown'];
 const FILTER_FIELDS = ['status', 'kind', 'errorCode', 'createdAfter', 'createdBefore'];
 
 /** datetime-local value ↔ RFC 3339. */

@@ -1,6 +1,7 @@
 // One job: its fields, payload (pretty-printed, cut when large), attempt
-// timeline, last error with its failure class, checkpoint, progress, result
-// summary with its checksum and a download, and the actions its state allows.
+// timeline, last error with its failure class, the jobs it depends on and
+// those that depend on it (links), checkpoint, progress, result summary with
+// its checksum and a download, and the actions its state allows.
 
 import { api } from './api.js';
 import { confirmDialog, runOne } from './bulk.js';
@@ -18,6 +19,12 @@ function jsonBlock(label, value, testId) {
     more.remove();
   });
   return h('div', {}, pre, h('p', { class: 'note' }, `Cut at ${PAYLOAD_SHOWN} of ${shown.length} characters. `, more));
+}
+
+// Parents and children as links to their own pages; the children are the first 100 (GET /jobs/{id} bounds them).
+function jobLinks(ids, testId, none) {
+  if (ids.length === 0) return h('p', { class: 'note' }, none);
+  return h('ul', { class: 'job-links', 'data-testid': testId }, ids.map((jobId) => h('li', {}, h('a', { href: `#/jobs/${encodeURIComponent(jobId)}`, class: 'mono' }, jobId))));
 }
 
 function facts(pairs) {
@@ -76,7 +83,7 @@ function actionsFor(job, reload) {
     return el;
   };
   if (job.status === 'dead') buttons.push(button('Requeue', 'requeue', () => run('requeue')));
-  if (job.status === 'queued' || (job.status === 'running' && !job.cancelRequested)) buttons.push(button('Cancel', 'cancel', () => run('cancel')));
+  if (job.status === 'queued' || job.status === 'waiting' || (job.status === 'running' && !job.cancelRequested)) buttons.push(button('Cancel', 'cancel', () => run('cancel')));
   if (job.status === 'unknown') {
     for (const outcome of ['requeue', 'succeeded', 'dead']) buttons.push(button(`Reconcile as ${outcome}`, `reconcile-${outcome}`, () => run('reconcile', outcome)));
   }
@@ -112,7 +119,13 @@ export function renderJobPage(main, id) {
         ['started', formatTime(job.startedAt)],
         ['finished', formatTime(job.finishedAt)],
         ['deadline', formatTime(job.deadlineAt)],
+        ['concurrency key', job.concurrencyKey === null ? '—' : h('code', { 'data-testid': 'concurrency-key' }, job.concurrencyKey)],
       ]),
+      h('h2', {}, 'Depends on'),
+      jobLinks(job.dependsOn, 'parents', 'No parents.'),
+      h('h2', {}, 'Needed by'),
+      jobLinks(job.children, 'children', 'No job depends on this one.'),
+      job.children.length >= 100 ? h('p', { class: 'note' }, 'The first 100 are shown.') : '',
       h('h2', {}, 'Last error'),
       job.lastError === null
         ? h('p', { class: 'note' }, 'None.')

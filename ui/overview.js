@@ -17,7 +17,7 @@ const SLI_POLL_MS = 15_000;
 const COMPLETION_OBJECTIVE = 0.99;
 const HOUR_MS = 3_600_000;
 const KIND_SAMPLE = 1000;
-const STATUSES = ['queued', 'running', 'succeeded', 'dead', 'cancelled', 'unknown'];
+const STATUSES = ['waiting', 'queued', 'running', 'succeeded', 'dead', 'cancelled', 'unknown'];
 
 /** [{ at, stats }], oldest first, at most an hour. */
 const history = [];

@@ -22,7 +22,7 @@ export const BULK_BATCH = 100;
 export const BULK_ACTION_STATUSES: Readonly<Record<BulkAction, readonly JobStatus[]>> = {
   requeue: ['dead'],
   reconcile: ['unknown'],
-  cancel: ['queued', 'running'],
+  cancel: ['waiting', 'queued', 'running'],
 };
 
 function statusesFor(request: BulkRequest): readonly JobStatus[] {

@@ -103,6 +103,10 @@ export function prepareEnqueueWith(
     deadlineMs: request.deadlineMs ?? kind?.record.deadlineMs ?? null,
     payloadBytes,
     payloadJson: payloadText,
+    ...(request.dependsOn === undefined || request.dependsOn.length === 0 ? {} : { dependsOn: request.dependsOn }),
+    // A producer sees only its own jobs, so only those can be its parents (another's is unknown).
+    ...(principal.role === 'producer' ? { dependsOnOwner: principal.user } : {}),
+    ...(request.concurrencyKey === undefined ? {} : { concurrencyKey: request.concurrencyKey }),
   };
 }
 

@@ -30,7 +30,7 @@ export function jsonResultOf(record: Pick<JobRecord, 'status' | 'result'>): unkn
 }
 
 export function toWireJob(record: JobRecord): Job {
-  return { ...wireJobFields(record), result: jsonResultOf(record) };
+  return { ...wireJobFields(record), result: jsonResultOf(record), dependsOn: [...record.dependsOn], children: [...record.children] };
 }
 
 /** A job as a listing shows it: the result's content type and size only. */
@@ -38,7 +38,7 @@ export function toWireJobListItem(record: JobListItem): WireJobListItem {
   return { ...wireJobFields(record), result: record.result === null ? null : { contentType: record.result.contentType, bytes: record.result.bytes } };
 }
 
-function wireJobFields(record: Omit<JobListItem, 'result'>): Omit<Job, 'result'> {
+function wireJobFields(record: Omit<JobListItem, 'result'>): Omit<Job, 'result' | 'dependsOn' | 'children'> {
   return {
     id: record.id,
     kind: record.kind,
@@ -55,6 +55,7 @@ function wireJobFields(record: Omit<JobListItem, 'result'>): Omit<Job, 'result'>
     progress: record.progress ?? null,
     cancelRequested: record.cancelRequested,
     epoch: record.epoch,
+    concurrencyKey: record.concurrencyKey,
   };
 }
 

@@ -43,6 +43,7 @@ export const JOB_FAILURE_CODES = {
   effect_unknown: 'the lease expired after the handler started an external effect; reconcile it',
   cancelled: 'cancelled by request',
   reconciled_dead: 'marked dead by an operator after reconciliation',
+  dependency_failed: 'a job it depends on (dependsOn) ended dead or cancelled',
 } as const;
 
 export class LeaseholdError extends Error {

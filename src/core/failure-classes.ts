@@ -23,6 +23,7 @@ export const FAILURE_CLASSES = {
   effect_unknown: 'the attempt ended (lease expiry or failure) after the handler declared an external effect: unknown until an admin reconciles it',
   cancelled: 'cancelled on request',
   reconciled_dead: 'an admin reconciled an unknown job as dead',
+  dependency_failed: 'a parent the job depends on (dependsOn) ended dead or cancelled: dead without an attempt, and so are its own waiting children',
 } as const;
 
 export type FailureClass = keyof typeof FAILURE_CLASSES;

@@ -4,7 +4,7 @@
  */
 
 export const JOB_STATUSES = [
-  /** Waiting to be leased. In: enqueue, retryable failure, lease expiry, requeue, reconcile(requeue). Out: lease, cancel, deadline. */
+  /** Waiting to be leased. In: enqueue, retryable failure, lease expiry, requeue, reconcile(requeue), release of a waiting job. Out: lease, cancel, deadline. */
   'queued',
   /** Leased to exactly one worker under a fencing epoch and token. In: lease. Out: complete, fail, lease expiry, deadline. */
   'running',
@@ -14,8 +14,15 @@ export const JOB_STATUSES = [
   'dead',
   /** A lease expired after the handler declared an external effect: never retried automatically. Out: reconcile. */
   'unknown',
-  /** Terminal. In: cancel of a queued job, or a running job whose cancel was acknowledged. */
+  /** Terminal. In: cancel of a queued or waiting job, or a running job whose cancel was acknowledged. */
   'cancelled',
+  /**
+   * Not leasable yet: a parent (dependsOn) has not succeeded, or an earlier job of its concurrency key has not
+   * finished (core/dependencies.ts). In: enqueue, requeue, reconcile(requeue). Out: release to queued (its last
+   * parent succeeded and its key's turn came, in that transaction), dead with dependency_failed (a parent
+   * ended dead or cancelled), cancel.
+   */
+  'waiting',
 ] as const;
 
 export type JobStatus = (typeof JOB_STATUSES)[number];

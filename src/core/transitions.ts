@@ -135,7 +135,7 @@ export type CancelDecision =
 
 export function decideCancel(job: Pick<JobSnapshot, 'status'>): CancelDecision {
   // An unknown job is resolved by an operator's reconcile, not by a cancel.
-  if (job.status === 'queued') return { kind: 'cancel_now' };
+  if (job.status === 'queued' || job.status === 'waiting') return { kind: 'cancel_now' };
   if (job.status === 'running') return { kind: 'mark_running' };
   if (job.status === 'cancelled') return { kind: 'already_cancelled' };
   return { kind: 'already_terminal' };

@@ -16,6 +16,23 @@ export const EnqueueRequest = Type.Object(
     runAfter: Type.Optional(Timestamp),
     priority: Type.Optional(Type.Integer({ minimum: -LIMITS.maxPriority, maximum: LIMITS.maxPriority })),
     deadlineMs: Type.Optional(Type.Integer({ minimum: 1, maximum: LIMITS.maxDeadlineMs })),
+    dependsOn: Type.Optional(
+      Type.Array(Type.String({ minLength: 1, maxLength: LIMITS.jobIdLength }), {
+        maxItems: LIMITS.maxDependsOn,
+        uniqueItems: true,
+        description:
+          "Parent job ids of the caller's tenant (a producer's own jobs), each at most once: the job is waiting until all have succeeded, and dead with dependency_failed when one ends dead or cancelled. An id the caller cannot see answers 400 invalid_request.",
+      }),
+    ),
+    concurrencyKey: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: LIMITS.concurrencyKeyLength,
+        // As idempotency keys: PostgreSQL keeps NUL and lone surrogates as U+FFFD, so two keys would be one.
+        pattern: '^[^\\u0000\\ud800-\\udfff]*$',
+        description: "At most one live lease per (kind, concurrencyKey) of the tenant; the key's jobs are leased one at a time in enqueue order.",
+      }),
+    ),
   },
   { additionalProperties: false },
 );
@@ -45,6 +62,9 @@ export const Job = Type.Object({
   progress: Type.Unknown(),
   cancelRequested: Type.Boolean(),
   epoch: Type.Integer(),
+  concurrencyKey: Type.Union([Type.String(), Type.Null()]),
+  dependsOn: Type.Array(Type.String(), { maxItems: LIMITS.maxDependsOn, description: 'The parents it was enqueued with that are still stored, in enqueue order' }),
+  children: Type.Array(Type.String(), { maxItems: LIMITS.maxListedChildren, description: 'The jobs that name it in dependsOn: the first 100, in enqueue order' }),
 });
 export type Job = Static<typeof Job>;
 
@@ -54,7 +74,7 @@ export const ResultSummary = Type.Union([Type.Object({ contentType: Type.String(
 });
 
 /** A job in a listing: the job's fields with a result summary instead of the result, so a page has a known upper size. */
-export const JobListItem = Type.Object({ ...Type.Omit(Job, ['result']).properties, result: ResultSummary });
+export const JobListItem = Type.Object({ ...Type.Omit(Job, ['result', 'dependsOn', 'children']).properties, result: ResultSummary });
 export type JobListItem = Static<typeof JobListItem>;
 
 export const JobList = Type.Object({ jobs: Type.Array(JobListItem), nextCursor: Type.Union([Type.String(), Type.Null()]) });

@@ -5,6 +5,8 @@
  * a caller that needs only a bound does not load the schemas.
  */
 
+import { CONCURRENCY_KEY_MAX_LENGTH, MAX_DEPENDS_ON, MAX_LISTED_CHILDREN } from '../core/dependencies.js';
+
 export const LIMITS = Object.freeze({
   kindLength: 128,
   idempotencyKeyLength: 255,
@@ -23,6 +25,13 @@ export const LIMITS = Object.freeze({
   /** Missed occurrences one schedule may enqueue after downtime. */
   maxScheduleCatchUp: 100,
   errorCodeLength: 128,
+  /** Parents one job may name in dependsOn (core/dependencies.ts). */
+  maxDependsOn: MAX_DEPENDS_ON,
+  /** Children a job's answer lists, the earliest enqueued. */
+  maxListedChildren: MAX_LISTED_CHILDREN,
+  /** A job id as the wire carries it (a UUID is 36). */
+  jobIdLength: 64,
+  concurrencyKeyLength: CONCURRENCY_KEY_MAX_LENGTH,
   errorMessageLength: 4096,
   /** Checkpoint step indexes are 32-bit (PostgreSQL integer). */
   maxCheckpointStep: 2_147_483_647,

@@ -56,6 +56,10 @@ export type QueueJob<Kinds extends KindPayloads, Name extends keyof Kinds & stri
     readonly runAfter?: string | Date;
     readonly priority?: number;
     readonly deadlineMs?: number;
+    /** Parent job ids: the job waits until all have succeeded, and is dead with dependency_failed when one ends dead or cancelled. */
+    readonly dependsOn?: readonly string[];
+    /** One job of this key (within the kind) runs at a time, in enqueue order. */
+    readonly concurrencyKey?: string;
   };
 }[Name];
 
@@ -65,10 +69,16 @@ export interface TransactionalEnqueue {
   readonly pg?: (client: pg.ClientBase, params: EnqueueParams) => Promise<EnqueueOutcome>;
 }
 
-/** A job as the wire carries it: `runAfter` as RFC 3339 text. */
-function wireFields<Kinds extends KindPayloads>(job: QueueJob<Kinds>): Omit<QueueJob<Kinds>, 'runAfter'> & { readonly runAfter?: string } {
-  const { runAfter, ...fields } = job;
-  return runAfter === undefined ? fields : { ...fields, runAfter: runAfter instanceof Date ? runAfter.toISOString() : runAfter };
+/** A job as the wire carries it: `runAfter` as RFC 3339 text, `dependsOn` as a plain array. */
+function wireFields<Kinds extends KindPayloads>(
+  job: QueueJob<Kinds>,
+): Omit<QueueJob<Kinds>, 'runAfter' | 'dependsOn'> & { readonly runAfter?: string; readonly dependsOn?: string[] } {
+  const { runAfter, dependsOn, ...fields } = job;
+  return {
+    ...fields,
+    ...(runAfter === undefined ? {} : { runAfter: runAfter instanceof Date ? runAfter.toISOString() : runAfter }),
+    ...(dependsOn === undefined ? {} : { dependsOn: [...dependsOn] }),
+  };
 }
 
 function isSqliteHandle(tx: SqliteHandle | pg.ClientBase): tx is SqliteHandle {

@@ -34,7 +34,7 @@ export function finishedByFailure(params: { readonly tenant: string; readonly id
 }
 
 export function finishedByOperator(params: JobRef, outcome: CancelOutcome | ReconcileOutcome): FinishedJob[] {
-  if (outcome.kind === 'cancelled' || (outcome.kind === 'reconciled' && outcome.job.status !== 'queued')) {
+  if (outcome.kind === 'cancelled' || (outcome.kind === 'reconciled' && outcome.job.status !== 'queued' && outcome.job.status !== 'waiting')) {
     return [{ tenant: params.scope.tenant, id: params.id }];
   }
   return [];

@@ -80,6 +80,9 @@ export const QUEUED_DEADLINE: NoAttemptEnding = Object.freeze({ status: 'dead', 
 /** A cancel of a queued job (decideCancel's cancel_now). */
 export const CANCELLED_NOW: NoAttemptEnding = Object.freeze({ status: 'cancelled', outcome: null, lastError: queueError('cancelled'), attemptCode: null });
 
+/** A waiting job whose parent ended dead or cancelled (core/dependencies.ts decideParentEnd): dead without an attempt. */
+export const DEPENDENCY_FAILED: NoAttemptEnding = Object.freeze({ status: 'dead', outcome: null, lastError: queueError('dependency_failed'), attemptCode: null });
+
 /** A cancel's answer once its decision is applied, with the job as it now stands. */
 export function cancelOutcome(decision: Exclude<CancelDecision, { kind: 'already_terminal' }>, job: JobRecord): CancelOutcome {
   return { kind: decision.kind === 'mark_running' ? 'cancel_requested' : 'cancelled', job };

@@ -31,6 +31,7 @@ export interface JobListColumns {
   readonly last_error_message: string | null;
   readonly last_error_class: string | null;
   readonly effect_started_at: number | null;
+  readonly concurrency_key: string | null;
 }
 
 export function jobListItem(
@@ -66,6 +67,7 @@ export function jobListItem(
     cancelRequested: decoded.cancelRequested,
     effectStartedAt: row.effect_started_at,
     result: decoded.result,
+    concurrencyKey: row.concurrency_key,
   };
 }
 

@@ -15,5 +15,7 @@ function sqlList(values: readonly string[], separator: string): string {
 }
 
 export const STATUS_LIST = sqlList(JOB_STATUSES, ',');
+/** The statuses migration 1 applied, frozen: migration 9 widens the CHECK to STATUS_LIST (adding `waiting`). */
+export const STATUS_LIST_V1 = sqlList(['queued', 'running', 'succeeded', 'dead', 'unknown', 'cancelled'], ',');
 export const OUTCOME_LIST = sqlList(ATTEMPT_OUTCOMES, ',');
 export const ROLE_LIST = sqlList(ROLES, ', ');

@@ -77,6 +77,12 @@ export interface JobRecord {
   readonly effectStartedAt: number | null;
   readonly checkpoint: Checkpoint | null;
   readonly result: JobResult | null;
+  /** At most one live lease per (tenant, kind, concurrencyKey), leased in enqueue order; null for none. */
+  readonly concurrencyKey: string | null;
+  /** The parents it was enqueued with that are still stored (retention may have deleted some), in enqueue order. */
+  readonly dependsOn: readonly string[];
+  /** The jobs that name it in dependsOn, the earliest MAX_LISTED_CHILDREN (core/dependencies.ts) of them. */
+  readonly children: readonly string[];
 }
 
 export interface EnqueueParams {
@@ -97,6 +103,16 @@ export interface EnqueueParams {
   readonly payloadBytes: number;
   /** canonicalJson(payload), when the caller has computed it already (the coordinator does, for the size and the hash). */
   readonly payloadJson?: string;
+  /**
+   * Parent job ids (distinct, at most MAX_DEPENDS_ON): the job waits until all have succeeded, and ends dead with
+   * dependency_failed when one ends dead or cancelled. A parent the scope below cannot see makes the store throw
+   * LeaseholdError('invalid_request') and enqueue nothing (for a batch: nothing of the batch).
+   */
+  readonly dependsOn?: readonly string[];
+  /** Producers see only their own jobs: their parents must be their own too. Absent: any job of the tenant. */
+  readonly dependsOnOwner?: string;
+  /** One live lease at a time per (tenant, kind, concurrencyKey), in enqueue order (core/dependencies.ts). */
+  readonly concurrencyKey?: string | null;
 }
 
 export type EnqueueOutcome =
@@ -128,7 +144,7 @@ export interface ResultSummary {
  * bytes, so a page's size is bounded by its length and not by what the jobs
  * hold (the list queries do not read those columns).
  */
-export type JobListItem = Omit<JobRecord, 'payload' | 'checkpoint' | 'result'> & { readonly result: ResultSummary | null };
+export type JobListItem = Omit<JobRecord, 'payload' | 'checkpoint' | 'result' | 'dependsOn' | 'children'> & { readonly result: ResultSummary | null };
 
 export interface JobPage {
   readonly jobs: readonly JobListItem[];

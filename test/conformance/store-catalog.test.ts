@@ -125,7 +125,7 @@ describe.each(backends)('store conformance ($label): catalog, stats and wake-ups
     await store.jobFail({ tenant: TENANT, id: second.id, token: second.token, error: ERROR, retryable: false, backoff: IMMEDIATE_BACKOFF });
     const third = await leaseOne(store);
     const stats = await store.stats({ tenant: TENANT });
-    expect(stats.counts).toEqual({ queued: 1, running: 1, succeeded: 1, dead: 1, unknown: 0, cancelled: 0 });
+    expect(stats.counts).toEqual({ queued: 1, running: 1, succeeded: 1, dead: 1, unknown: 0, cancelled: 0, waiting: 0 });
     // The mean wait of the three jobs that started, from their own timestamps.
     const started = await Promise.all([a.id, second.id, third.id].map((id) => getJob(store, id)));
     const waits = started.map((job) => (job.startedAt ?? Number.NaN) - job.createdAt);

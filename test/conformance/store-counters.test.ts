@@ -3,7 +3,9 @@
  * jobs and attempts after random histories (fast-check): enqueues of several
  * kinds, leases with and without a kinds filter, completions with results,
  * retried and dead failures, progress, checkpoints, cancels, requeues,
- * reconciles of unknown jobs and lease expiries. Counts per status, the wait,
+ * reconciles of unknown jobs and lease expiries, with children of earlier jobs
+ * and keyed jobs among them (waiting, released, failed with dependency_failed).
+ * Counts per status, the wait,
  * run, completion and attempt-run means, and lease expirations.
  */
 
@@ -17,7 +19,7 @@ import { backends, enqueueParams, ERROR, IMMEDIATE_BACKOFF, TENANT, useBackend, 
 const KINDS = ['a', 'b', 'c'] as const;
 
 type Step =
-  | { readonly op: 'enqueue'; readonly kind: (typeof KINDS)[number]; readonly count: number }
+  | { readonly op: 'enqueue'; readonly kind: (typeof KINDS)[number]; readonly count: number; readonly flow: 'none' | 'parent' | 'key'; readonly pick: number }
   | { readonly op: 'lease'; readonly kinds: readonly string[]; readonly max: number; readonly shortLease: boolean }
   | { readonly op: 'complete'; readonly pick: number; readonly resultBytes: number }
   | { readonly op: 'fail'; readonly pick: number; readonly retryable: boolean }
@@ -30,7 +32,13 @@ type Step =
   | { readonly op: 'expire' };
 
 const step: fc.Arbitrary<Step> = fc.oneof(
-  fc.record({ op: fc.constant('enqueue' as const), kind: fc.constantFrom(...KINDS), count: fc.integer({ min: 1, max: 4 }) }),
+  fc.record({
+    op: fc.constant('enqueue' as const),
+    kind: fc.constantFrom(...KINDS),
+    count: fc.integer({ min: 1, max: 4 }),
+    flow: fc.constantFrom('none' as const, 'parent' as const, 'key' as const),
+    pick: fc.nat(),
+  }),
   fc.record({ op: fc.constant('lease' as const), kinds: fc.subarray([...KINDS]), max: fc.integer({ min: 1, max: 3 }), shortLease: fc.boolean() }),
   fc.record({ op: fc.constant('complete' as const), pick: fc.nat(), resultBytes: fc.integer({ min: 0, max: 64 }) }),
   fc.record({ op: fc.constant('fail' as const), pick: fc.nat(), retryable: fc.boolean() }),
@@ -105,7 +113,10 @@ describe.each(backends)('store conformance ($label): counters', (factory) => {
         for (const s of steps) {
           switch (s.op) {
             case 'enqueue': {
-              const batch = Array.from({ length: s.count }, () => enqueueParams(`h${run}-${enqueued++}`, { kind: s.kind, maxAttempts: 2 }));
+              // Waiting jobs too: children of an earlier job (released, or failed with dependency_failed) and keyed jobs.
+              const parent = pickId(s.pick);
+              const flow = s.flow === 'parent' && parent !== undefined ? { dependsOn: [parent] } : s.flow === 'key' ? { concurrencyKey: `key-${s.pick % 2}` } : {};
+              const batch = Array.from({ length: s.count }, () => enqueueParams(`h${run}-${enqueued++}`, { kind: s.kind, maxAttempts: 2, ...flow }));
               for (const outcome of await store.jobEnqueueMany(batch)) if (outcome.kind === 'created') ids.push(outcome.job.id);
               break;
             }

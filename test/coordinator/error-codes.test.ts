@@ -9,6 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { ERROR_CODES, JOB_FAILURE_CODES } from '../../src/core/errors.js';
 import { FAILURE_CLASS_NAMES } from '../../src/core/failure-classes.js';
+import { JOB_STATUSES } from '../../src/core/states.js';
 
 const doc = readFileSync(fileURLToPath(new URL('../../docs/ERRORS.md', import.meta.url)), 'utf8');
 const design = readFileSync(fileURLToPath(new URL('../../docs/DESIGN.md', import.meta.url)), 'utf8');
@@ -72,6 +73,6 @@ describe('docs/DESIGN.md', () => {
 
   it('draws every state of the job in its diagram', () => {
     const diagram = /```mermaid\n([\s\S]*?)```/.exec(design)?.[1] ?? '';
-    for (const status of ['queued', 'running', 'succeeded', 'dead', 'unknown', 'cancelled']) expect(diagram).toContain(status);
+    for (const status of JOB_STATUSES) expect(diagram).toContain(status);
   });
 });

@@ -19,7 +19,7 @@ export async function allJobs(client: JobReader): Promise<Map<string, Job>> {
   do {
     const page: JobList = await client.listJobs({ limit: 1000, ...(cursor === null ? {} : { cursor }) });
     for (const job of page.jobs) {
-      jobs.set(job.id, { ...job, result: null });
+      jobs.set(job.id, { ...job, result: null, dependsOn: [], children: [] });
       if (job.result !== null) withResults.push(job.id);
     }
     cursor = page.nextCursor;

@@ -318,7 +318,8 @@ export class World {
     const fresh = await this.h.store.jobList({ scope: { tenant: 't1' }, limit: 1000 });
     this.labels.clear();
     for (const job of fresh.jobs) {
-      const label: JobIdChoice | undefined = job.owner !== 'alice' ? 'otherUser' : job.status === 'running' ? undefined : job.status;
+      // The hostile world has no waiting jobs (no dependsOn or concurrencyKey); one would have no label.
+      const label: JobIdChoice | undefined = job.owner !== 'alice' ? 'otherUser' : job.status === 'running' || job.status === 'waiting' ? undefined : job.status;
       if (label !== undefined && !this.labels.has(label)) this.labels.set(label, job.id);
     }
     if (!this.labels.has('queued')) this.labels.set('queued', await this.enqueue(this.h.keys.producer, 'email'));

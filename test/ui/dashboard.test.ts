@@ -4,7 +4,8 @@
  * over SQLite: sign in with an admin key, watch a count change live after an
  * enqueue, filter the job list, open a job and requeue it from the keyboard,
  * run a bulk requeue by filter after its confirmation, requeue a selection,
- * see a hostile payload and error message rendered as text, and pause and
+ * see a hostile payload and error message rendered as text, follow a job's
+ * parents and children, and pause and
  * resume a registered kind from the overview. The key
  * never appears in a URL, the page raises no Content-Security-Policy
  * violation, and a phone-wide screen does not scroll sideways. Screenshots go
@@ -43,6 +44,7 @@ describe('the dashboard in Chromium', () => {
   let page: Page;
   let hostileId: string;
   let unknownId: string;
+  let childId: string;
   let resultId: string;
   const seenUrls: string[] = [];
   const cspViolations: string[] = [];
@@ -59,6 +61,8 @@ describe('the dashboard in Chromium', () => {
     await deadJobs(producer, worker, 'thumbnail', 2, 'bad_image', 'not a PNG');
     [hostileId = ''] = await deadJobs(producer, worker, 'hostile', 1, 'xss_probe', `${HOSTILE} in the message`, { html: HOSTILE, note: 'a payload that must render as text' });
     [unknownId = ''] = await unknownJobs(producer, worker, 'charge', 1);
+    // Waits on the unknown job (its reconcile, below, releases it): counted neither queued nor dead.
+    childId = (await producer.enqueue({ kind: 'chained', payload: { after: 'charge' }, dependsOn: [unknownId], concurrencyKey: 'customer-1' })).job.id;
     resultId = (await producer.enqueue({ kind: 'render', payload: { page: 1 } })).job.id;
     const [rendering] = await worker.lease({ workerId: DEAD_JOB_WORKER, kinds: ['render'] });
     await worker.complete(resultId, { token: rendering?.token ?? '', result: { pages: 1, url: 'https://example.org/r/1' } });
@@ -171,6 +175,19 @@ describe('the dashboard in Chromium', () => {
     await page.getByText('Matched 2, changed 2.').waitFor();
     await page.getByText('No jobs match.').waitFor();
     expect((await live.client('admin').listJobs({ status: 'queued', kind: 'thumbnail' })).jobs).toHaveLength(2);
+  });
+
+  it('shows a job\u2019s parents and children as links, and its concurrency key', async () => {
+    await page.goto(`${live.url}/ui#/jobs/${childId}`);
+    await page.getByTestId('parents').waitFor();
+    expect(await page.getByTestId('job-status').textContent()).toBe('waiting');
+    expect(await page.getByTestId('concurrency-key').textContent()).toBe('customer-1');
+    await page.getByTestId('cancel').waitFor();
+    await page.getByTestId('parents').getByRole('link', { name: unknownId }).click();
+    await page.getByTestId('children').waitFor();
+    expect(await page.getByTestId('job-status').textContent()).toBe('unknown');
+    expect(await page.getByTestId('children').textContent()).toContain(childId);
+    await page.screenshot({ path: `${SHOTS}/job-dependencies.png`, fullPage: true });
   });
 
   it('reconciles an unknown job from its page', async () => {

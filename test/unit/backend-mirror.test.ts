@@ -66,6 +66,7 @@ const QUERIES_ONLY_IN = {
     STATS_ATTEMPT_TIMES: 'as STATS_COUNTS',
     STATS_OLDEST_AVAILABLE: 'as STATS_COUNTS',
     COUNTER_GET: 'as STATS_COUNTS',
+    JOB_PARENTS_FIND: 'SQLite reads the parents, then marks them (JOB_PARENTS_MARK) once they are all found; PostgreSQL locks and marks them in one statement and the transaction rolls back when one is missing',
   },
   postgres: {
     NOW: 'PostgreSQL\u2019s now() is the clock; SQLite\u2019s clock is injected',
@@ -85,6 +86,7 @@ const QUERIES_ONLY_IN = {
     JOB_LEASE_KINDS: 'SQLite builds the kinds-filter lease per number of kinds (jobLeaseKindsSql: a UNION ALL of per-kind walks); PostgreSQL walks the kinds of an array with LATERAL in one statement',
     JOB_LEASE_CAPPED: 'as JOB_LEASE_KINDS, with a cap per kind (SQLite: jobLeaseKindsSql(n, true))',
     KIND_FLOW_LOCK: 'row locks that make two coordinators\u2019 leases of a restricted kind take turns; SQLite\u2019s write transaction holds the database lock',
+    JOB_KEY_LOCK: 'the advisory lock that makes everything reading a concurrency key\u2019s turn take turns; SQLite\u2019s write transaction holds the database lock',
   },
 } as const;
 

@@ -204,11 +204,11 @@ describe('errors, states and classes', () => {
 
   it('describes every failure class and queue failure code in words', () => {
     for (const text of [...Object.values(FAILURE_CLASSES), ...Object.values(JOB_FAILURE_CODES)]) expect(text.length).toBeGreaterThan(10);
-    expect(Object.keys(JOB_FAILURE_CODES).sort()).toEqual(['cancelled', 'deadline_exceeded', 'effect_unknown', 'lease_expired', 'reconciled_dead', 'result_too_large']);
+    expect(Object.keys(JOB_FAILURE_CODES).sort()).toEqual(['cancelled', 'deadline_exceeded', 'dependency_failed', 'effect_unknown', 'lease_expired', 'reconciled_dead', 'result_too_large']);
   });
 
   it('knows the statuses and the roles', () => {
-    expect(JOB_STATUSES).toEqual(['queued', 'running', 'succeeded', 'dead', 'unknown', 'cancelled']);
+    expect(JOB_STATUSES).toEqual(['queued', 'running', 'succeeded', 'dead', 'unknown', 'cancelled', 'waiting']);
     expect(isJobStatus('unknown')).toBe(true);
     expect(isJobStatus('bogus')).toBe(false);
     expect(isJobStatus(1)).toBe(false);

@@ -49,6 +49,7 @@ describe('failure classes', () => {
     const job = { status: 'dead' as const, attempts: 1, maxAttempts: 3 };
     expect(inferFailureClass(job, 'lease_expired')).toBe('lease_expired');
     expect(inferFailureClass(job, 'reconciled_dead')).toBe('reconciled_dead');
+    expect(inferFailureClass(job, 'dependency_failed')).toBe('dependency_failed');
     expect(inferFailureClass(job, 'smtp_down')).toBe('permanent');
     expect(inferFailureClass({ ...job, attempts: 3 }, 'smtp_down')).toBe('attempts_exhausted');
     expect(inferFailureClass({ ...job, status: 'queued' }, 'smtp_down')).toBe('transient');
@@ -56,6 +57,6 @@ describe('failure classes', () => {
     expect(inferFailureClass({ ...job, status: 'cancelled' }, 'aborted')).toBe('cancelled');
     // A worker's code that happens to be a class name never promotes itself to "transient" or "permanent".
     expect(inferFailureClass({ ...job, status: 'queued' }, 'permanent')).toBe('transient');
-    expect(FAILURE_CLASS_NAMES).toHaveLength(9);
+    expect(FAILURE_CLASS_NAMES).toHaveLength(10);
   });
 });

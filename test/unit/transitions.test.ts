@@ -72,6 +72,7 @@ describe('decideRenew', () => {
 describe('decideCancel', () => {
   it('cancels a queued job now, marks a running one, repeats a cancel, and refuses other ends', () => {
     expect(decideCancel({ status: 'queued' })).toEqual({ kind: 'cancel_now' });
+    expect(decideCancel({ status: 'waiting' })).toEqual({ kind: 'cancel_now' });
     expect(decideCancel({ status: 'running' })).toEqual({ kind: 'mark_running' });
     expect(decideCancel({ status: 'cancelled' })).toEqual({ kind: 'already_cancelled' });
     for (const status of ['succeeded', 'dead', 'unknown'] as const) expect(decideCancel({ status })).toEqual({ kind: 'already_terminal' });

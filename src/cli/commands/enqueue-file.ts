@@ -25,7 +25,7 @@ const BATCH_LINES = 500;
 /** Well under the coordinator's 16 MiB batch body limit. */
 const BATCH_BYTES = 4 * 1024 * 1024;
 const REFUSALS_SHOWN = 20;
-const FIELDS = new Set(['idempotencyKey', 'kind', 'payload', 'maxAttempts', 'runAfter', 'priority', 'deadlineMs']);
+const FIELDS = new Set(['idempotencyKey', 'kind', 'payload', 'maxAttempts', 'runAfter', 'priority', 'deadlineMs', 'dependsOn', 'concurrencyKey']);
 
 interface Refusal {
   readonly line: number;

@@ -24,7 +24,7 @@ function say(io: Io, line: string): void {
 export const enqueueCommand: Command = {
   name: 'enqueue',
   summary: 'Enqueue a job, or every line of an NDJSON file with --file.',
-  usage: 'enqueue --kind K --payload JSON [--idempotency-key K] [--max-attempts N] [--priority N] [--run-after TIME] [--deadline-ms N] | enqueue --file jobs.ndjson',
+  usage: 'enqueue --kind K --payload JSON [--idempotency-key K] [--max-attempts N] [--priority N] [--run-after TIME] [--deadline-ms N] [--depends-on ID,…] [--concurrency-key K] | enqueue --file jobs.ndjson',
   details: [
     '--file F               one job per line, {kind, payload, …} as POST /jobs takes it (idempotencyKey optional: derived from the line); sent in batches;',
     '                       prints accepted, replayed and refused lines; exit 3 when some lines were refused, 1 when all were',
@@ -35,6 +35,8 @@ export const enqueueCommand: Command = {
     '--priority N           lower runs first (default 0)',
     '--run-after TIME       RFC 3339 time before which the job is not leased',
     '--deadline-ms N        overall deadline from now',
+    '--depends-on IDS       comma-separated parent job ids: the job waits until all have succeeded',
+    '--concurrency-key K    one job of this key (within the kind) runs at a time, in enqueue order',
     '--quiet                print only the job id (for ID=$(leasehold enqueue … --quiet))',
     ...REMOTE_DETAILS,
   ],
@@ -47,6 +49,8 @@ export const enqueueCommand: Command = {
     priority: { type: 'string' },
     'run-after': { type: 'string' },
     'deadline-ms': { type: 'string' },
+    'depends-on': { type: 'string' },
+    'concurrency-key': { type: 'string' },
     quiet: { type: 'boolean' },
     file: { type: 'string' },
   },
@@ -70,6 +74,8 @@ export const enqueueCommand: Command = {
     const deadlineMs = integerOption(values, 'deadline-ms', enqueueCommand, { min: 1, max: Number.MAX_SAFE_INTEGER });
     const runAfter = stringOption(values, 'run-after');
     const idempotencyKey = stringOption(values, 'idempotency-key') ?? randomUUID();
+    const dependsOn = stringOption(values, 'depends-on')?.split(',').map((id) => id.trim()).filter((id) => id.length > 0);
+    const concurrencyKey = stringOption(values, 'concurrency-key');
     const request = {
       kind,
       payload,
@@ -77,6 +83,8 @@ export const enqueueCommand: Command = {
       ...(priority === undefined ? {} : { priority }),
       ...(deadlineMs === undefined ? {} : { deadlineMs }),
       ...(runAfter === undefined ? {} : { runAfter }),
+      ...(dependsOn === undefined || dependsOn.length === 0 ? {} : { dependsOn }),
+      ...(concurrencyKey === undefined ? {} : { concurrencyKey }),
     };
     const answer = await withClient(enqueueCommand, values, io, (client) => client.enqueue(request, { idempotencyKey }));
     if (values['json'] === true) printJson(io, answer.job);
@@ -213,6 +221,9 @@ function printJob(io: Io, job: Job): void {
   say(io, `attempts ${job.attempts}/${job.maxAttempts}  priority ${job.priority}  epoch ${job.epoch}`);
   say(io, `created ${job.createdAt}  run after ${job.runAfter}  started ${job.startedAt ?? '-'}  finished ${job.finishedAt ?? '-'}`);
   if (job.deadlineAt !== null) say(io, `deadline ${job.deadlineAt}`);
+  if (job.concurrencyKey !== null) say(io, `concurrency key ${job.concurrencyKey}`);
+  if (job.dependsOn.length > 0) say(io, `depends on ${job.dependsOn.join(', ')}`);
+  if (job.children.length > 0) say(io, `needed by ${job.children.join(', ')}${job.children.length >= 100 ? ' (the first 100)' : ''}`);
   if (job.lastError !== null) say(io, `last error ${job.lastError.code} (${job.lastError.class}): ${job.lastError.message}`);
   if (job.progress !== null && job.progress !== undefined) say(io, `progress ${JSON.stringify(job.progress)}`);
   if (job.result !== null && job.result !== undefined) say(io, `result ${JSON.stringify(job.result)}`);

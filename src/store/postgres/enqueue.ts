@@ -5,16 +5,26 @@
  *
  * Each request is checked and serialized on its own first (`prepareEnqueue`),
  * so a bad request fails alone even when the store batches it with others.
+ *
+ * A job with dependsOn or a concurrencyKey takes insertFlowJob, one row at a
+ * time inside the caller's transaction: its parents are locked and looked up
+ * in the enqueuer's scope (one it cannot see is refused as unknown), its key
+ * is locked, and decideStart (core/dependencies.ts) says whether it starts
+ * queued, waiting or dead with dependency_failed. A batch with such a job is
+ * inserted item by item, in order, in one transaction.
  */
 
 import { canonicalJson } from '../../core/canonical-json.js';
+import { decideParentEnd, decideStart } from '../../core/dependencies.js';
 import { LeaseholdError } from '../../core/errors.js';
 import { crashPoint } from '../../core/fault-points.js';
-import { newJobId } from '../../core/ids.js';
+import { isJobId, newJobId } from '../../core/ids.js';
+import { DEPENDENCY_FAILED, lastErrorColumns } from '../lease-endings.js';
+import { keyFacts } from './dependencies.js';
 import { distinctAvailability, type Availability, type EnqueueOutcome, type EnqueueParams } from '../store.js';
 import type { PgDatabase } from './database.js';
 import * as Q from './queries.js';
-import { toJobRecord, type JobRow } from './rows.js';
+import { toJobRecord, toStatus, type JobRow } from './rows.js';
 import { bind, pgText } from './sql-fragments.js';
 
 export interface PreparedEnqueue {
@@ -44,6 +54,8 @@ export function prepareEnqueue(params: EnqueueParams): PreparedEnqueue {
     idempotencyKey: pgText(params.idempotencyKey),
     requestHash: pgText(params.requestHash),
     kind: pgText(params.kind),
+    ...(params.concurrencyKey === undefined || params.concurrencyKey === null ? {} : { concurrencyKey: pgText(params.concurrencyKey) }),
+    ...(params.dependsOnOwner === undefined ? {} : { dependsOnOwner: pgText(params.dependsOnOwner) }),
   };
   return { params: stored, payload: params.payloadJson ?? canonicalJson(params.payload ?? null) };
 }
@@ -54,8 +66,26 @@ export interface InsertedJobs {
   readonly available: readonly Availability[];
 }
 
+/** A job with parents or a key: it needs a transaction (insertJobs then takes it item by item). */
+export function hasFlow(item: PreparedEnqueue): boolean {
+  return (item.params.dependsOn?.length ?? 0) > 0 || (item.params.concurrencyKey ?? null) !== null;
+}
+
+/** Inserts `items` in order; with a job that hasFlow, `db` must be inside a transaction. */
 export async function insertJobs(db: Pick<PgDatabase, 'query'>, items: readonly PreparedEnqueue[]): Promise<InsertedJobs> {
   if (items.length === 0) return { outcomes: [], available: [] };
+  if (!items.some(hasFlow)) return insertPlainJobs(db, items);
+  const outcomes: EnqueueOutcome[] = [];
+  const available: Availability[] = [];
+  for (const item of items) {
+    const inserted = hasFlow(item) ? await insertFlowJob(db, item) : await insertPlainJobs(db, [item]);
+    outcomes.push(...inserted.outcomes);
+    available.push(...inserted.available);
+  }
+  return { outcomes, available: distinctAvailability(available) };
+}
+
+async function insertPlainJobs(db: Pick<PgDatabase, 'query'>, items: readonly PreparedEnqueue[]): Promise<InsertedJobs> {
   crashPoint('enqueue.before-commit');
   const ids = items.map(() => newJobId());
   const params = items.map((item) => item.params);
@@ -95,4 +125,60 @@ export async function insertJobs(db: Pick<PgDatabase, 'query'>, items: readonly 
     return { kind: 'replayed', job: toJobRecord(other) };
   });
   return { outcomes, available: distinctAvailability(inserted.rows) };
+}
+
+/** The job of an idempotency key that exists: a replay (same request hash) or a conflict; undefined for a new key. */
+async function existingKey(db: Pick<PgDatabase, 'query'>, p: EnqueueParams): Promise<EnqueueOutcome | undefined> {
+  const row = (await db.query<JobRow>(bind(Q.JOB_BY_KEYS, [[p.tenant], [p.owner], [p.idempotencyKey]]))).rows[0];
+  if (row === undefined) return undefined;
+  return row.request_hash === p.requestHash ? { kind: 'replayed', job: toJobRecord(row) } : { kind: 'conflict', existingJobId: row.id };
+}
+
+const UNKNOWN_PARENT = 'body/dependsOn names a job that does not exist';
+
+/** One job with parents or a key, inside the caller's transaction. */
+async function insertFlowJob(db: Pick<PgDatabase, 'query'>, item: PreparedEnqueue): Promise<InsertedJobs> {
+  const p = item.params;
+  // A key that exists answers as it always has, whatever became of the parents since.
+  const existing = await existingKey(db, p);
+  if (existing !== undefined) return { outcomes: [existing], available: [] };
+  const named = [...new Set(p.dependsOn ?? [])];
+  // Another tenant's or owner's job is as unknown as one that never existed: the answer says nothing of it.
+  if (!named.every(isJobId)) throw new LeaseholdError('invalid_request', UNKNOWN_PARENT);
+  const parents =
+    named.length === 0
+      ? []
+      : (await db.query<{ id: string; seq: number; status: string }>(bind(Q.JOB_PARENTS_MARK, [p.tenant, p.dependsOnOwner ?? null, named]))).rows;
+  if (parents.length !== named.length) throw new LeaseholdError('invalid_request', UNKNOWN_PARENT);
+  let pendingParents = 0;
+  let failedParent = false;
+  for (const parent of parents) {
+    const effect = decideParentEnd(toStatus(parent.status));
+    if (effect.kind === 'failed') failedParent = true;
+    else if (effect.kind === 'none') pendingParents++;
+  }
+  const key = p.concurrencyKey ?? null;
+  const decision = decideStart({ pendingParents, failedParent, key: await keyFacts(db, { tenant: p.tenant, kind: p.kind, key }) });
+  const status = decision.kind === 'dependency_failed' ? 'dead' : decision.kind;
+  const error = lastErrorColumns(status === 'dead' ? DEPENDENCY_FAILED : { status, outcome: null, lastError: null, attemptCode: null });
+  crashPoint('enqueue.before-commit');
+  const id = newJobId();
+  const row = (
+    await db.query<JobRow>(
+      bind(Q.JOB_INSERT_FLOW, [
+        id, p.tenant, p.owner, p.idempotencyKey, p.requestHash, p.kind, item.payload, p.payloadBytes, status,
+        p.maxAttempts, p.priority, p.runAfter, p.deadlineMs, error.code, error.message, error.errorClass,
+        status === 'waiting' ? pendingParents : 0, key,
+      ]),
+    )
+  ).rows[0];
+  if (row === undefined) {
+    // The same key committed beside this one (ON CONFLICT waited for it).
+    const other = await existingKey(db, p);
+    if (other === undefined) throw new Error('an idempotency key conflicted but its job cannot be read');
+    return { outcomes: [other], available: [] };
+  }
+  if (parents.length > 0) await db.query(bind(Q.DEPENDENCY_INSERT, [parents.map((parent) => parent.id), id]));
+  const dependsOn = [...parents].sort((a, b) => a.seq - b.seq).map((parent) => parent.id);
+  return { outcomes: [{ kind: 'created', job: { ...toJobRecord(row), dependsOn } }], available: status === 'queued' ? [{ tenant: p.tenant, kind: p.kind }] : [] };
 }

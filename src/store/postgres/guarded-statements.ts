@@ -4,7 +4,8 @@
  * mark. The WHERE clause is the 'go ahead' branch of the decide function;
  * when it matches nothing, the row is read once more and the same decide
  * function names the reason (stale, cancelled, past the deadline, a replay),
- * so answers are those the locked path would give.
+ * so answers are those the locked path would give. A completion of a job
+ * with children or a concurrency key is left to the locked path.
  */
 
 import { canonicalJson } from '../../core/canonical-json.js';
@@ -39,10 +40,25 @@ export async function renewLease(db: PgDatabase, params: RenewParams): Promise<R
 }
 
 /**
+ * What a one-statement completion answers: an outcome, or `locked` for a job the statement may not end because
+ * it has children or a concurrency key (its end moves other jobs: the caller takes the locked path).
+ */
+export type FastCompleteOutcome = CompleteOutcome | { readonly kind: 'locked' };
+
+/** decideCompletion on a peeked row, after the guarded statement matched nothing. */
+function explainCompletion(row: LockedRow, token: string): FastCompleteOutcome {
+  const decision = decideCompletion(toSnapshot(row), token, row.now_ms);
+  if (decision.kind === 'replay') return { kind: 'completed', replayed: true };
+  if (decision.kind === 'reject') return { kind: 'rejected', code: decision.code };
+  // 'commit' after the guard refused: a job the statement leaves to the locked path, or else clock rounding.
+  return row.has_children || row.concurrency_key !== null ? { kind: 'locked' } : { kind: 'rejected', code: 'stale_lease' };
+}
+
+/**
  * A batch of completions of distinct jobs whose results fit (the caller checks
  * both): one statement, then one read to explain the items it did not apply.
  */
-export async function completeDistinct(db: PgDatabase, params: readonly CompleteParams[]): Promise<readonly CompleteOutcome[]> {
+export async function completeDistinct(db: PgDatabase, params: readonly CompleteParams[]): Promise<readonly FastCompleteOutcome[]> {
   const valid = params.filter((p) => isJobId(p.id)).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
   const done = new Set<string>();
   if (valid.length > 0) {
@@ -63,18 +79,16 @@ export async function completeDistinct(db: PgDatabase, params: readonly Complete
   if (unexplained.length > 0) {
     for (const row of (await db.query<LockedRow>(bind(Q.JOB_PEEK_MANY, [unexplained]))).rows) rows.set(row.id, row);
   }
-  return params.map((p): CompleteOutcome => {
+  return params.map((p): FastCompleteOutcome => {
     if (done.has(p.id)) return { kind: 'completed', replayed: false };
     const row = rows.get(p.id);
     if (row === undefined || row.tenant !== p.tenant) return { kind: 'rejected', code: 'not_found' };
-    const decision = decideCompletion(toSnapshot(row), p.token, row.now_ms);
-    if (decision.kind === 'replay') return { kind: 'completed', replayed: true };
-    return { kind: 'rejected', code: decision.kind === 'reject' ? decision.code : 'stale_lease' };
+    return explainCompletion(row, p.token);
   });
 }
 
 /** A completion whose result fits (the caller checks the size). */
-export async function completeOne(db: PgDatabase, params: CompleteParams): Promise<CompleteOutcome> {
+export async function completeOne(db: PgDatabase, params: CompleteParams): Promise<FastCompleteOutcome> {
   const result = params.result;
   const values = [
     params.id, params.tenant, params.token,
@@ -83,9 +97,7 @@ export async function completeOne(db: PgDatabase, params: CompleteParams): Promi
   if ((await first<{ id: string }>(db, Q.JOB_COMPLETE_ONE, values)) !== undefined) return { kind: 'completed', replayed: false };
   const row = await peek(db, params.tenant, params.id);
   if (row === undefined) return { kind: 'rejected', code: 'not_found' };
-  const decision = decideCompletion(toSnapshot(row), params.token, row.now_ms);
-  if (decision.kind === 'replay') return { kind: 'completed', replayed: true };
-  return { kind: 'rejected', code: decision.kind === 'reject' ? decision.code : 'stale_lease' };
+  return explainCompletion(row, params.token);
 }
 
 export function storeCheckpoint(db: PgDatabase, params: CheckpointParams): Promise<TokenOutcome> {

@@ -3,7 +3,9 @@
  * locked rows, one failure, or a batch of expired leases, all applied by one
  * JOB_END_LEASES statement (queries.ts) whose every code, message and class
  * is a bound parameter. The decide* functions of core/transitions.ts decide;
- * the table in src/store/lease-endings.ts says what each ending stores.
+ * the table in src/store/lease-endings.ts says what each ending stores. Jobs
+ * with children or a concurrency key then move those in the same
+ * transaction (dependencies.ts).
  */
 
 import { crashPoint } from '../../core/fault-points.js';
@@ -12,6 +14,7 @@ import type { Random } from '../../core/random.js';
 import { decideCompletion, decideFailure, decideLeaseExpiry, decideResultSize, type JobSnapshot } from '../../core/transitions.js';
 import { expiryEnding, failureEnding, lastErrorColumns, resultTooLargeEnding, SUCCEEDED, type Ending, type LeaseEnding } from '../lease-endings.js';
 import type { CompleteOutcome, CompleteParams, FailOutcome, FailParams, ReapOutcome } from '../store.js';
+import { settleEnded, type EndedJob, type FlowEffects } from './dependencies.js';
 import { lockJob, type LockedRow } from './locked-rows.js';
 import type { TxClient } from './database.js';
 import * as Q from './queries.js';
@@ -70,12 +73,25 @@ export async function endLeases(tx: TxClient, endings: readonly EndLease[], live
   return moved.rows;
 }
 
-/** Completions decided in order on locked rows (a job completed twice in one batch, or a result over its limit). */
-export async function completeLockedInTx(tx: TxClient, params: readonly CompleteParams[]): Promise<CompleteOutcome[]> {
+/** The moved jobs with what their end moves next (their locked rows say whether they have children or a key). */
+export function endedJobs(rows: readonly LockedRow[], moved: readonly MovedRow[]): EndedJob[] {
+  const byId = new Map(rows.map((row) => [row.id, row]));
+  return moved.flatMap((m) => {
+    const row = byId.get(m.id);
+    return row === undefined ? [] : [{ id: m.id, tenant: row.tenant, kind: row.kind, status: m.status, concurrency_key: row.concurrency_key, has_children: row.has_children }];
+  });
+}
+
+/**
+ * Completions decided in order on locked rows (a job completed twice in one batch, a result over its limit, or
+ * a job with children or a key, whose end moves other jobs in this transaction).
+ */
+export async function completeLockedInTx(tx: TxClient, params: readonly CompleteParams[], effects: FlowEffects): Promise<CompleteOutcome[]> {
   const ids = [...new Set(params.map((p) => p.id).filter(isJobId))];
   const rows = (await tx.query<LockedRow>(bind(Q.JOB_LOCK_MANY, [ids]))).rows;
   const batch = completeBatch(params, rows);
-  await endLeases(tx, batch.endings, true);
+  const moved = await endLeases(tx, batch.endings, true);
+  await settleEnded(tx, endedJobs(rows, moved), effects);
   crashPoint('complete.inside-transaction');
   return batch.outcomes;
 }
@@ -111,7 +127,7 @@ export function completeBatch(
 }
 
 /** A worker's fail on its locked row; `kind` is the job's kind, for the announcement of a retry. */
-export async function failInTx(tx: TxClient, params: FailParams, random: Random): Promise<{ readonly outcome: FailOutcome; readonly kind: string }> {
+export async function failInTx(tx: TxClient, params: FailParams, random: Random, effects: FlowEffects): Promise<{ readonly outcome: FailOutcome; readonly kind: string }> {
   const row = await lockJob(tx, params.id, params.tenant, null);
   if (row === undefined) return { outcome: { kind: 'rejected', code: 'not_found' }, kind: '' };
   const decision = decideFailure(toSnapshot(row), params.token, { retryable: params.retryable, backoff: params.backoff, random }, row.now_ms);
@@ -122,7 +138,8 @@ export async function failInTx(tx: TxClient, params: FailParams, random: Random)
   }
   const ending = failureEnding(decision, params.error);
   const runAfter = decision.kind === 'retry' ? decision.runAfter : null;
-  await endLeases(tx, [{ id: row.id, token: params.token, ending, runAfter, result: null }], true);
+  const moved = await endLeases(tx, [{ id: row.id, token: params.token, ending, runAfter, result: null }], true);
+  await settleEnded(tx, endedJobs([row], moved), effects);
   const status = ending.status as 'queued' | 'dead' | 'cancelled' | 'unknown';
   return { outcome: { kind: 'failed', status, runAfter, replayed: false }, kind: row.kind };
 }

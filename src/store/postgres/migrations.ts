@@ -18,7 +18,7 @@
  *   every enqueue of that tenant on its row lock; stats sums instead.
  */
 
-import { OUTCOME_LIST, ROLE_LIST, STATUS_LIST } from '../schema-lists.js';
+import { OUTCOME_LIST, ROLE_LIST, STATUS_LIST, STATUS_LIST_V1 } from '../schema-lists.js';
 
 export interface Migration {
   readonly version: number;
@@ -165,7 +165,7 @@ CREATE TABLE jobs (
   kind               text        NOT NULL,
   payload            json        NOT NULL,
   payload_bytes      integer     NOT NULL CHECK (payload_bytes >= 0),
-  status             text        NOT NULL CHECK (status IN (${STATUS_LIST})),
+  status             text        NOT NULL CHECK (status IN (${STATUS_LIST_V1})),
   attempts           integer     NOT NULL DEFAULT 0 CHECK (attempts >= 0),
   max_attempts       integer     NOT NULL CHECK (max_attempts >= 1),
   priority           integer     NOT NULL DEFAULT 0,
@@ -357,6 +357,32 @@ CREATE TABLE kind_windows (
   PRIMARY KEY (tenant, name)
 );
 CREATE INDEX schedules_due ON schedules (next_at, tenant) WHERE next_at IS NOT NULL;`,
+  },
+  {
+    version: 9,
+    name: 'dependencies_and_keys',
+    // The status `waiting` and the columns of dependencies and per-key ordering (core/dependencies.ts).
+    // pending_parents: parents not yet succeeded (only a waiting job counts any; a dead or cancelled one keeps
+    // what it had); has_children: some job names this one in dependsOn, so its end looks for waiting children.
+    // job_dependencies' primary key finds a parent's children, its second index a child's parents.
+    // jobs_key_turn holds a key's jobs that hold its turn in enqueue order (its head runs next), jobs_key_active
+    // those queued or running; both hold keyed jobs only, so jobs without a key add no entry.
+    sql: `ALTER TABLE jobs DROP CONSTRAINT jobs_status_check;
+ALTER TABLE jobs ADD CONSTRAINT jobs_status_check CHECK (status IN (${STATUS_LIST}));
+ALTER TABLE jobs ADD COLUMN pending_parents integer NOT NULL DEFAULT 0 CHECK (pending_parents >= 0);
+ALTER TABLE jobs ADD COLUMN has_children boolean NOT NULL DEFAULT false;
+ALTER TABLE jobs ADD COLUMN concurrency_key text;
+ALTER TABLE jobs ADD CONSTRAINT jobs_pending_parents_waiting CHECK (pending_parents = 0 OR status IN ('waiting', 'dead', 'cancelled'));
+CREATE TABLE job_dependencies (
+  parent_id uuid NOT NULL REFERENCES jobs (id),
+  child_id  uuid NOT NULL REFERENCES jobs (id),
+  PRIMARY KEY (parent_id, child_id)
+);
+CREATE INDEX job_dependencies_child ON job_dependencies (child_id);
+CREATE INDEX jobs_key_turn ON jobs (tenant, kind, concurrency_key, seq)
+  WHERE concurrency_key IS NOT NULL AND status IN ('queued', 'waiting', 'running');
+CREATE INDEX jobs_key_active ON jobs (tenant, kind, concurrency_key, seq)
+  WHERE concurrency_key IS NOT NULL AND status IN ('queued', 'running');`,
   },
   {
     version: 10,

@@ -19,6 +19,7 @@ import { isJobId, newLeaseToken } from '../../core/ids.js';
 import { systemRandom, type Random } from '../../core/random.js';
 import { decideResultSize } from '../../core/transitions.js';
 import type * as S from '../store.js';
+import { distinctAvailability } from '../store.js';
 import { listPage, openCursor } from '../list-cursor.js';
 import { finishedByCompletion, finishedByFailure, finishedByOperator, reapFinishedSome } from '../finished-jobs.js';
 import { Watchers } from './availability.js';
@@ -26,11 +27,12 @@ import * as C from './catalog-queries.js';
 import { openDatabase, type PgDatabase, type TxClient } from './database.js';
 import { countByKind, leaseAllowance, windowAfter } from '../flow-limits.js';
 import { kindFlowState, type KindFlowColumns } from '../row-records.js';
-import { insertJobs, prepareEnqueue, type PreparedEnqueue } from './enqueue.js';
+import { hasFlow, insertJobs, prepareEnqueue, type PreparedEnqueue } from './enqueue.js';
 import { completeDistinct, completeOne, markEffectStarted, renewLease, storeCheckpoint } from './guarded-statements.js';
 import { completeLockedInTx, failInTx } from './lease-endings.js';
 import { dropSchema } from './migrate.js';
-import { cancelInTx, reapInTx, reconcileInTx, requeueInTx, type Announced, type ReapCounts } from './operator-actions.js';
+import { cancelInTx, reapInTx, reconcileInTx, requeueInTx, type ReapCounts } from './operator-actions.js';
+import { flowEffects, type FlowEffects } from './dependencies.js';
 import { translatePgError } from './errors.js';
 import * as Q from './queries.js';
 import { readNextDue } from './next-due.js';
@@ -236,7 +238,14 @@ export class PostgresStore implements S.Store {
   // --- enqueue and reads ----------------------------------------------------
 
   async jobEnqueue(params: S.EnqueueParams): Promise<S.EnqueueOutcome> {
-    return this.enqueuer.submit(prepareEnqueue(params));
+    const item = prepareEnqueue(params);
+    // A job with parents or a key needs its own transaction (enqueue.ts); the others share statements.
+    if (hasFlow(item)) {
+      const [outcome] = await this.insert([item]);
+      if (outcome === undefined) throw new Error('an enqueue returned no outcome');
+      return outcome;
+    }
+    return this.enqueuer.submit(item);
   }
 
   async jobEnqueueMany(params: readonly S.EnqueueParams[]): Promise<readonly S.EnqueueOutcome[]> {
@@ -358,21 +367,37 @@ export class PostgresStore implements S.Store {
       if (outcome === undefined) throw new Error('complete returned no outcome');
       return outcome;
     }
-    return this.finishing([params], await completeOne(this.db, params));
+    const outcome = await completeOne(this.db, params);
+    if (outcome.kind !== 'locked') return this.finishing([params], outcome);
+    // A job with children or a key: its end moves other jobs in the same transaction.
+    return this.finishing([params], (await this.completeLocked([params]))[0] ?? { kind: 'rejected', code: 'not_found' });
   }
 
   async jobCompleteMany(params: readonly S.CompleteParams[]): Promise<readonly S.CompleteOutcome[]> {
     if (params.length === 0) return [];
     // The common batch (each job once, every result within its limit) is one statement.
     const distinct = new Set(params.map((p) => p.id)).size === params.length;
-    if (distinct && !params.some(resultTooLarge)) return this.finishing(params, await completeDistinct(this.db, params));
+    if (distinct && !params.some(resultTooLarge)) {
+      const fast = await completeDistinct(this.db, params);
+      const locked = params.filter((_, i) => fast[i]?.kind === 'locked');
+      if (locked.length === 0) return this.finishing(params, fast as readonly S.CompleteOutcome[]);
+      // Jobs with children or a key end on the locked path, whose transaction moves those.
+      const lockedOutcomes = await this.completeLocked(locked);
+      let next = 0;
+      const merged = fast.map((outcome): S.CompleteOutcome => (outcome.kind === 'locked' ? (lockedOutcomes[next++] ?? { kind: 'rejected', code: 'not_found' }) : outcome));
+      return this.finishing(params, merged);
+    }
     // Otherwise decide item by item, in order, on locked rows.
-    return this.finishing(params, await this.db.transaction((tx) => completeLockedInTx(tx, params)));
+    return this.finishing(params, await this.completeLocked(params));
+  }
+
+  private async completeLocked(params: readonly S.CompleteParams[]): Promise<readonly S.CompleteOutcome[]> {
+    return this.flowing((tx, effects) => completeLockedInTx(tx, params, effects));
   }
 
   async jobFail(params: S.FailParams): Promise<S.FailOutcome> {
     if (!isJobId(params.id)) return { kind: 'rejected', code: 'not_found' };
-    const { outcome, kind } = await this.db.transaction((tx) => failInTx(tx, params, this.random));
+    const { outcome, kind } = await this.flowing((tx, effects) => failInTx(tx, params, this.random, effects));
     if (outcome.kind === 'failed' && outcome.status === 'queued' && !outcome.replayed) this.announce([{ tenant: params.tenant, kind }]);
     this.announceFinished(finishedByFailure(params, outcome));
     return outcome;
@@ -392,19 +417,19 @@ export class PostgresStore implements S.Store {
 
   async jobRequeue(params: S.RequeueParams): Promise<S.RequeueOutcome> {
     if (!isJobId(params.id)) return { kind: 'rejected', code: 'not_found' };
-    return this.announced(await this.db.transaction((tx) => requeueInTx(tx, params)));
+    return this.flowing((tx, effects) => requeueInTx(tx, params, effects));
   }
 
   async jobCancel(params: S.JobRef): Promise<S.CancelOutcome> {
     if (!isJobId(params.id)) return { kind: 'rejected', code: 'not_found' };
-    const outcome = await this.db.transaction((tx) => cancelInTx(tx, params));
+    const outcome = await this.flowing((tx, effects) => cancelInTx(tx, params, effects));
     this.announceFinished(finishedByOperator(params, outcome));
     return outcome;
   }
 
   async jobReconcile(params: S.ReconcileParams): Promise<S.ReconcileOutcome> {
     if (!isJobId(params.id)) return { kind: 'rejected', code: 'not_found' };
-    const outcome = this.announced(await this.db.transaction((tx) => reconcileInTx(tx, params)));
+    const outcome = await this.flowing((tx, effects) => reconcileInTx(tx, params, effects));
     this.announceFinished(finishedByOperator(params, outcome));
     return outcome;
   }
@@ -449,7 +474,7 @@ export class PostgresStore implements S.Store {
 
   /** Applies due lease expiries and passed deadlines of every tenant, one batch, in one transaction. */
   private async reap(): Promise<ReapCounts> {
-    const counts = this.announced(await this.db.transaction((tx) => reapInTx(tx, null, REAP_BATCH)));
+    const counts = await this.flowing((tx, effects) => reapInTx(tx, null, REAP_BATCH, effects));
     if (reapFinishedSome(counts)) this.announceFinished(null);
     return counts;
   }
@@ -487,9 +512,25 @@ export class PostgresStore implements S.Store {
   }
 
   private async insert(items: readonly PreparedEnqueue[]): Promise<readonly S.EnqueueOutcome[]> {
-    const inserted = await insertJobs(this.db, items);
+    // A job with parents or a key locks them and inserts row by row: one transaction for the whole batch.
+    const inserted = items.some(hasFlow) ? await this.db.transaction((tx) => insertJobs(tx, items)) : await insertJobs(this.db, items);
     this.announce(inserted.available);
     return inserted.outcomes;
+  }
+
+  /**
+   * A transaction whose write may move other jobs (dependencies.ts): once it commits, the jobs it made available
+   * are announced, and when it ended waiting jobs (dependency_failed) every waiter for a finished job looks again.
+   */
+  private async flowing<T>(work: (tx: TxClient, effects: FlowEffects) => Promise<T>): Promise<T> {
+    let effects = flowEffects();
+    const result = await this.db.transaction((tx) => {
+      effects = flowEffects();
+      return work(tx, effects);
+    });
+    this.announce(distinctAvailability(effects.available));
+    if (effects.cascaded) this.announceFinished(null);
+    return result;
   }
 
   private async first<R extends object>(query: NamedQuery, values: readonly unknown[]): Promise<R | undefined> {
@@ -504,11 +545,6 @@ export class PostgresStore implements S.Store {
 
   private announce(jobs: readonly S.Availability[]): void {
     this.watchers.announceAvailable(jobs);
-  }
-
-  private announced<T>(result: Announced<T>): T {
-    this.announce(result.wakes);
-    return result.outcome;
   }
 }
 

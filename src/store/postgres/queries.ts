@@ -9,7 +9,7 @@
  * Key, kind, listing and stats statements live in catalog-queries.ts.
  */
 
-import { interval, JOB_COLUMNS, JOB_WITH_RESULT_FROM, ms, namedQuery, NOW_MS, RESTRICTED_KIND, RESULT_COLUMNS, ts } from './sql-fragments.js';
+import { interval, JOB_COLUMNS, JOB_RELATIONS, JOB_WITH_RESULT_FROM, ms, namedQuery, NOW_MS, RESTRICTED_KIND, RESULT_COLUMNS, ts } from './sql-fragments.js';
 
 export const NOW = namedQuery('lh_now', `SELECT ${NOW_MS}`);
 
@@ -39,7 +39,7 @@ export const JOB_INSERT_MANY = namedQuery(
 /** The existing rows for idempotency keys that did not insert. */
 export const JOB_BY_KEYS = namedQuery(
   'lh_job_by_keys',
-  `SELECT ${JOB_COLUMNS}, ${RESULT_COLUMNS}
+  `SELECT ${JOB_COLUMNS}, ${RESULT_COLUMNS}, ${JOB_RELATIONS}
      FROM unnest($1::text[], $2::text[], $3::text[]) AS k(tenant, owner, idempotency_key)
      JOIN ${JOB_WITH_RESULT_FROM}
        ON j.tenant = k.tenant AND j.owner = k.owner AND j.idempotency_key = k.idempotency_key`,
@@ -47,8 +47,109 @@ export const JOB_BY_KEYS = namedQuery(
 
 export const JOB_GET = namedQuery(
   'lh_job_get',
-  `SELECT ${JOB_COLUMNS}, ${RESULT_COLUMNS} FROM ${JOB_WITH_RESULT_FROM}
+  `SELECT ${JOB_COLUMNS}, ${RESULT_COLUMNS}, ${JOB_RELATIONS} FROM ${JOB_WITH_RESULT_FROM}
     WHERE j.id = $1 AND j.tenant = $2 AND ($3::text IS NULL OR j.owner = $3)`,
+);
+
+/**
+ * A job with dependsOn or a concurrencyKey (enqueue.ts insertFlowJob), one row inside a transaction: its status
+ * comes from decideStart, and a job dead at once (dependency_failed, $14… bound) is finished at its acceptance.
+ */
+export const JOB_INSERT_FLOW = namedQuery(
+  'lh_job_insert_flow',
+  `INSERT INTO jobs AS j (id, tenant, owner, idempotency_key, request_hash, kind, payload, payload_bytes, status,
+                         max_attempts, priority, run_after, deadline_ms, deadline_at, created_at, finished_at,
+                         last_error_code, last_error_message, last_error_class, pending_parents, concurrency_key)
+   VALUES ($1::uuid, $2, $3, $4, $5, $6, $7::json, $8, $9::text, $10, $11, coalesce(${ts('$12')}, now()), $13::bigint,
+           now() + $13::bigint * interval '1 millisecond', now(), CASE WHEN $9::text = 'dead' THEN now() END, $14, $15, $16, $17, $18)
+   ON CONFLICT (tenant, owner, idempotency_key) DO NOTHING
+   RETURNING ${JOB_COLUMNS}`,
+);
+
+/**
+ * The named parents ($3) the enqueuer may see, locked in id order and marked as having children: a parent's end
+ * (which locks its row first) then either committed before and is read here, or sees the mark and this child.
+ */
+export const JOB_PARENTS_MARK = namedQuery(
+  'lh_job_parents_mark',
+  `WITH p AS (
+     SELECT id, seq, status, has_children FROM jobs
+      WHERE tenant = $1 AND ($2::text IS NULL OR owner = $2) AND id = ANY($3::uuid[]) ORDER BY id FOR UPDATE
+   ), marked AS (
+     -- A parent marked already is not written again (a parent of many children would gain a row version each).
+     UPDATE jobs j SET has_children = true FROM p WHERE j.id = p.id AND NOT p.has_children
+   )
+   SELECT id::text AS id, seq::float8 AS seq, status FROM p`,
+);
+
+export const DEPENDENCY_INSERT = namedQuery(
+  'lh_dependency_insert',
+  `INSERT INTO job_dependencies (parent_id, child_id) SELECT unnest($1::uuid[]), $2::uuid`,
+);
+
+/** A requeued job's parents that have not succeeded (a purged parent no longer counts). */
+export const JOB_PENDING_PARENTS = namedQuery(
+  'lh_job_pending_parents',
+  `SELECT count(*)::int AS n FROM job_dependencies d JOIN jobs p ON p.id = d.parent_id WHERE d.child_id = $1 AND p.status <> 'succeeded'`,
+);
+
+/**
+ * Serializes, until the transaction ends, everything that reads a key's turn and acts on it: an enqueue of the
+ * key, a keyed job's end releasing the next, a child of the key released by its last parent. Without it an
+ * enqueue could miss an end committing beside it (and wait for ever) or two enqueues could both start queued.
+ */
+export const JOB_KEY_LOCK = namedQuery(
+  'lh_job_key_lock',
+  `SELECT pg_advisory_xact_lock(hashtextextended($1::text || chr(1) || $2::text || chr(1) || $3::text, 0)) AS locked`,
+);
+
+const KEY_TURN = `status IN ('queued', 'waiting', 'running')`;
+const KEY_ACTIVE = `status IN ('queued', 'running')`;
+
+/**
+ * A key's two probes (KeyFacts): an earlier job holding its turn (jobs_key_turn), another queued or running
+ * (jobs_key_active). Each is the first row in seq order rather than an EXISTS: the order is the index's, so the
+ * planner walks the index and stops at one entry, where for an EXISTS over a hot key it may prefer a sequential
+ * scan that reads the table until it meets a match.
+ */
+export const JOB_KEY_FACTS = namedQuery(
+  'lh_job_key_facts',
+  `SELECT (SELECT seq FROM jobs WHERE tenant = $1 AND kind = $2 AND concurrency_key = $3 AND ${KEY_TURN} AND seq < $4::bigint
+            ORDER BY seq LIMIT 1) IS NOT NULL AS earlier_holder,
+          (SELECT seq FROM jobs WHERE tenant = $1 AND kind = $2 AND concurrency_key = $3 AND ${KEY_ACTIVE} AND seq <> $4::bigint
+            ORDER BY seq LIMIT 1) IS NOT NULL AS other_active`,
+);
+
+const FLOW_COLUMNS = `j.id::text AS id, j.seq::float8 AS seq, j.tenant, j.kind, j.status, j.pending_parents, j.concurrency_key, j.has_children`;
+
+/** The earliest job of a key that holds its turn: the next to run once the turn passes. */
+export const JOB_KEY_HEAD = namedQuery(
+  'lh_job_key_head',
+  `SELECT ${FLOW_COLUMNS} FROM jobs j WHERE j.tenant = $1 AND j.kind = $2 AND j.concurrency_key = $3 AND j.${KEY_TURN} ORDER BY j.seq LIMIT 1`,
+);
+
+/** A parent succeeded: its waiting children have one pending parent fewer. */
+export const JOB_DEPENDENCY_SATISFY = namedQuery(
+  'lh_job_dependency_satisfy',
+  `UPDATE jobs j SET pending_parents = j.pending_parents - 1
+     FROM job_dependencies d WHERE d.parent_id = $1 AND j.id = d.child_id AND j.status = 'waiting'
+   RETURNING ${FLOW_COLUMNS}`,
+);
+
+/** A parent ended dead or cancelled: its waiting children end with DEPENDENCY_FAILED ($2…, lease-endings.ts). */
+export const JOB_DEPENDENCY_FAIL = namedQuery(
+  'lh_job_dependency_fail',
+  `UPDATE jobs j SET status = $2, finished_at = now(), last_error_code = $3, last_error_message = $4, last_error_class = $5
+     FROM job_dependencies d WHERE d.parent_id = $1 AND j.id = d.child_id AND j.status = 'waiting'
+   RETURNING ${FLOW_COLUMNS}`,
+);
+
+/** decideRelease's 'release': no parent pending and the key's turn. Available now, or at its own later run-after. */
+export const JOB_RELEASE = namedQuery(
+  'lh_job_release',
+  `UPDATE jobs j SET status = 'queued', run_after = GREATEST(j.run_after, now())
+    WHERE j.id = $1 AND j.status = 'waiting' AND j.pending_parents = 0
+   RETURNING j.id`,
 );
 
 /** The snapshot a decide* function reads, locked for the rest of the transaction. */
@@ -213,6 +314,12 @@ export const JOB_RENEW = namedQuery(
 );
 
 /**
+ * The one-statement completions take jobs without children or a key only: the others have jobs to move in the
+ * same transaction (dependencies.ts), so guarded-statements.ts sends them to the locked path.
+ */
+const WITHOUT_FLOW = `NOT j.has_children AND j.concurrency_key IS NULL`;
+
+/**
  * Complete in one statement, mirroring decideCompletion's 'commit' branch
  * (live lease and deadline not passed): the job, its result and its attempt
  * row change together.
@@ -223,7 +330,7 @@ export const JOB_COMPLETE_ONE = namedQuery(
      UPDATE jobs j SET status = 'succeeded', finished_at = now(), lease_expires_at = NULL, last_outcome = 'succeeded',
             last_error_code = NULL, last_error_message = NULL, last_error_class = NULL
       WHERE j.id = $1 AND j.tenant = $2 AND j.status = 'running' AND j.lease_token = $3 AND j.lease_expires_at > now()
-        AND (j.deadline_at IS NULL OR j.deadline_at > now())
+        AND (j.deadline_at IS NULL OR j.deadline_at > now()) AND ${WITHOUT_FLOW}
      RETURNING j.id, j.epoch
    ), result_row AS (
      INSERT INTO job_results (job_id, content_type, body, checksum, size_bytes)
@@ -250,7 +357,7 @@ export const JOB_COMPLETE_MANY = namedQuery(
             last_error_code = NULL, last_error_message = NULL, last_error_class = NULL
        FROM c
       WHERE j.id = c.id AND j.tenant = c.tenant AND j.status = 'running' AND j.lease_token = c.token
-        AND j.lease_expires_at > now() AND (j.deadline_at IS NULL OR j.deadline_at > now())
+        AND j.lease_expires_at > now() AND (j.deadline_at IS NULL OR j.deadline_at > now()) AND ${WITHOUT_FLOW}
      RETURNING j.id, j.epoch
    ), result_rows AS (
      INSERT INTO job_results (job_id, content_type, body, checksum, size_bytes)
@@ -332,25 +439,25 @@ export const JOB_QUEUED_DEADLINE = namedQuery(
     WHERE j.id IN (SELECT id FROM jobs WHERE status = 'queued' AND deadline_at <= now() AND ($1::text IS NULL OR tenant = $1)
                    LIMIT $2 FOR UPDATE SKIP LOCKED)
       AND j.status = 'queued' AND j.deadline_at <= now()
-   RETURNING j.id`,
+   RETURNING ${FLOW_COLUMNS}`,
 );
 
-/** dead (requeue) or unknown (reconcile → requeue) → queued with a fresh budget and deadline. */
+/** dead (requeue) or unknown (reconcile → requeue) → queued or waiting ($4, decideStart) with a fresh budget and deadline. */
 export const JOB_REQUEUE = namedQuery(
   'lh_job_requeue',
-  `UPDATE jobs j SET status = 'queued', attempts = 0, max_attempts = $2, run_after = now(),
+  `UPDATE jobs j SET status = $4, pending_parents = $5, attempts = 0, max_attempts = $2, run_after = now(),
           deadline_at = now() + ${interval('j.deadline_ms')},
           finished_at = NULL, lease_expires_at = NULL, cancel_requested = false, effect_started_at = NULL
     WHERE j.id = $1 AND j.status = $3
    RETURNING j.id`,
 );
 
-/** A queued job cancelled at once; $2… are CANCELLED_NOW's status and last error (lease-endings.ts). */
+/** A queued or waiting job cancelled at once; $2… are CANCELLED_NOW's status and last error (lease-endings.ts). */
 export const JOB_CANCEL_NOW = namedQuery(
   'lh_job_cancel_now',
   `UPDATE jobs j SET status = $2, finished_at = now(), lease_expires_at = NULL,
           last_error_code = $3, last_error_message = $4, last_error_class = $5
-    WHERE j.id = $1 AND j.status = 'queued'
+    WHERE j.id = $1 AND j.status IN ('queued', 'waiting')
    RETURNING j.id`,
 );
 

@@ -4,7 +4,9 @@
  * finished jobs oldest first from jobs_finished (status, finished_at), locking
  * them with SKIP LOCKED so an operator's concurrent requeue of a dead job is
  * never waited for (the re-checked WHERE drops a job whose status changed),
- * then delete their attempts, result and the jobs. There is no storage
+ * then delete their attempts, result, dependency edges and the jobs. A
+ * finished parent whose children still wait (a requeued child counts a dead
+ * parent as pending) is kept until they no longer do. There is no storage
  * counter to move: stats sums what remains. Freed space is reclaimed by
  * autovacuum (the settings that matter are in docs/SCALING.md).
  */
@@ -17,10 +19,14 @@ const PERIOD = `COALESCE(CASE WHEN NOT $3::boolean THEN NULL WHEN $1 = 'succeede
     WHEN $1 = 'cancelled' THEN k.retention_cancelled_ms ELSE k.retention_dead_ms END, $2::bigint)`;
 
 // $6 (the earliest cutoff any kind could have) bounds the index walk; the joined kind row decides each job.
+// A parent's waiting children are looked up by a scalar subquery, run per row for parents only: as a NOT EXISTS
+// the planner hashed it, which would read every waiting job once a parent is in the batch.
 const MATCHING = `FROM jobs j LEFT JOIN kinds k ON k.tenant = j.tenant AND k.kind = j.kind
   WHERE j.status IN ('succeeded', 'cancelled', 'dead') AND j.status = $1 AND j.finished_at <= now() - $6::bigint * interval '1 millisecond'
     AND j.finished_at <= now() - ${PERIOD} * interval '1 millisecond'
-    AND ($4::text IS NULL OR j.tenant = $4) AND ($5::text IS NULL OR j.kind = $5)`;
+    AND ($4::text IS NULL OR j.tenant = $4) AND ($5::text IS NULL OR j.kind = $5)
+    AND (NOT j.has_children OR (SELECT count(*) FROM (SELECT 1 FROM job_dependencies d JOIN jobs c ON c.id = d.child_id
+      WHERE d.parent_id = j.id AND c.status = 'waiting' LIMIT 1) AS w) = 0)`;
 
 export const JOB_PURGE_SHORTEST_PERIOD = namedQuery(
   'lh_job_purge_shortest_period',
@@ -37,6 +43,10 @@ export const JOB_PURGE_COUNT = namedQuery('lh_job_purge_count', `SELECT COUNT(*)
 
 export const JOB_PURGE_ATTEMPTS = namedQuery('lh_job_purge_attempts', `DELETE FROM job_attempts WHERE job_id = ANY($1::uuid[])`);
 export const JOB_PURGE_RESULTS = namedQuery('lh_job_purge_results', `DELETE FROM job_results WHERE job_id = ANY($1::uuid[])`);
+export const JOB_PURGE_DEPENDENCIES = namedQuery(
+  'lh_job_purge_dependencies',
+  `DELETE FROM job_dependencies WHERE parent_id = ANY($1::uuid[]) OR child_id = ANY($1::uuid[])`,
+);
 export const JOB_PURGE_JOBS = namedQuery('lh_job_purge_jobs', `DELETE FROM jobs WHERE id = ANY($1::uuid[])`);
 
 /** The kinds-table values ($12..$14 of lh_kind_upsert) of a kind's retention periods. */
@@ -60,6 +70,7 @@ export async function purgeBatch(db: PgDatabase, params: JobPurgeParams): Promis
     if (ids.length === 0) return 0;
     await tx.query(bind(JOB_PURGE_ATTEMPTS, [ids]));
     await tx.query(bind(JOB_PURGE_RESULTS, [ids]));
+    await tx.query(bind(JOB_PURGE_DEPENDENCIES, [ids]));
     await tx.query(bind(JOB_PURGE_JOBS, [ids]));
     return ids.length;
   });

@@ -26,6 +26,11 @@ export interface JobRow extends JobListColumns, SnapshotColumns {
   readonly result_content_type?: string | null;
   readonly result_body?: Buffer | null;
   readonly result_checksum?: string | null;
+  readonly pending_parents: number;
+  readonly has_children: boolean;
+  /** Read by JOB_RELATIONS only (single-job reads); absent elsewhere. */
+  readonly depends_on?: readonly string[];
+  readonly children?: readonly string[];
 }
 
 export function toStatus(value: string): JobStatus {
@@ -54,10 +59,19 @@ function toResult(row: JobRow): JobResult | null {
 }
 
 /** The columns of the list query (LIST_COLUMNS): no payload, checkpoint state or result body. */
-export type JobListRow = Omit<JobRow, 'payload' | 'checkpoint_state' | 'result_body' | 'result_checksum'> & { readonly result_bytes: number | null };
+export type JobListRow = Omit<JobRow, 'payload' | 'checkpoint_state' | 'result_body' | 'result_checksum' | 'pending_parents' | 'has_children'> & {
+  readonly result_bytes: number | null;
+};
 
 export function toJobRecord(row: JobRow): JobRecord {
-  return { ...toJobListItem({ ...row, result_bytes: null }), payload: row.payload, checkpoint: toCheckpoint(row), result: toResult(row) };
+  return {
+    ...toJobListItem({ ...row, result_bytes: null }),
+    payload: row.payload,
+    checkpoint: toCheckpoint(row),
+    result: toResult(row),
+    dependsOn: row.depends_on ?? [],
+    children: row.children ?? [],
+  };
 }
 
 export function toJobListItem(row: JobListRow): JobListItem {

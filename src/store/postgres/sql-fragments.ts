@@ -6,6 +6,7 @@
  */
 
 import type { QueryConfig } from 'pg';
+import { MAX_LISTED_CHILDREN } from '../../core/dependencies.js';
 
 export interface NamedQuery {
   readonly name: string;
@@ -73,7 +74,17 @@ export const JOB_COLUMNS = `
   j.lease_owner, ${ms('j.lease_expires_at')} AS lease_expires_at, j.epoch, j.lease_token, j.last_outcome,
   ${ms('j.created_at')} AS created_at, ${ms('j.started_at')} AS started_at, ${ms('j.finished_at')} AS finished_at,
   j.last_error_code, j.last_error_message, j.last_error_class, j.progress, j.cancel_requested,
-  ${ms('j.effect_started_at')} AS effect_started_at, j.checkpoint_step, j.checkpoint_state`;
+  ${ms('j.effect_started_at')} AS effect_started_at, j.checkpoint_step, j.checkpoint_state,
+  j.concurrency_key, j.pending_parents, j.has_children`;
+
+/**
+ * A job's parents (those still stored, in enqueue order) and its first children, from alias `j`: read by the
+ * single-job reads only (JOB_GET, JOB_BY_KEYS), never by a lease or a listing.
+ */
+export const JOB_RELATIONS = `
+  ARRAY(SELECT d.parent_id::text FROM job_dependencies d JOIN jobs p ON p.id = d.parent_id WHERE d.child_id = j.id ORDER BY p.seq) AS depends_on,
+  ARRAY(SELECT d.child_id::text FROM job_dependencies d JOIN jobs c ON c.id = d.child_id WHERE d.parent_id = j.id
+         ORDER BY c.seq LIMIT ${MAX_LISTED_CHILDREN}) AS children`;
 
 /** What a listing reads, from `jobs j` and `job_results r`: no payload, checkpoint state or result body. */
 export const LIST_COLUMNS = `
@@ -83,7 +94,7 @@ export const LIST_COLUMNS = `
   j.lease_owner, ${ms('j.lease_expires_at')} AS lease_expires_at, j.epoch, j.lease_token, j.last_outcome,
   ${ms('j.created_at')} AS created_at, ${ms('j.started_at')} AS started_at, ${ms('j.finished_at')} AS finished_at,
   j.last_error_code, j.last_error_message, j.last_error_class, j.progress, j.cancel_requested,
-  ${ms('j.effect_started_at')} AS effect_started_at, j.checkpoint_step,
+  ${ms('j.effect_started_at')} AS effect_started_at, j.checkpoint_step, j.concurrency_key,
   r.content_type AS result_content_type, r.size_bytes AS result_bytes`;
 
 /** The result columns, from alias `r` (a LEFT JOIN, so all may be NULL). */

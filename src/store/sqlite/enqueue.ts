@@ -1,13 +1,22 @@
 /**
  * Enqueue for SQLite, inside the write transaction: an idempotency key that
  * exists answers as a replay (same request hash) or a conflict; a new one
- * inserts the job and counts its payload in the tenant's storage.
+ * inserts the job and counts its payload in the tenant's storage. A job with
+ * dependsOn or a concurrencyKey takes enqueueFlowJob: its parents are looked
+ * up in the enqueuer's scope (one it cannot see is refused as unknown), and
+ * decideStart (core/dependencies.ts) says whether it starts queued, waiting
+ * or dead with dependency_failed.
  */
 
 import { canonicalJson } from '../../core/canonical-json.js';
+import { decideParentEnd, decideStart } from '../../core/dependencies.js';
+import { LeaseholdError } from '../../core/errors.js';
 import { crashPoint } from '../../core/fault-points.js';
 import { newJobId } from '../../core/ids.js';
+import type { JobStatus } from '../../core/states.js';
+import { DEPENDENCY_FAILED, lastErrorColumns } from '../lease-endings.js';
 import type { EnqueueOutcome, EnqueueParams, JobRecord } from '../store.js';
+import { keyFacts } from './dependencies.js';
 import { reloadJobById } from './locked-rows.js';
 import type { Statements } from './queries.js';
 import { lazyStatements } from './database.js';
@@ -21,6 +30,7 @@ export function enqueueInTx(st: Statements, params: EnqueueParams, now: number):
     if (existing.request_hash !== params.requestHash) return { kind: 'conflict', existingJobId: existing.id };
     return { kind: 'replayed', job: reloadJobById(st, existing.id) };
   }
+  if ((params.dependsOn?.length ?? 0) > 0 || (params.concurrencyKey ?? null) !== null) return enqueueFlowJob(st, params, now);
   const id = newJobId(now);
   const runAfter = params.runAfter ?? now;
   const deadlineAt = params.deadlineMs === null ? null : now + params.deadlineMs;
@@ -43,13 +53,22 @@ export function enqueueInTx(st: Statements, params: EnqueueParams, now: number):
   st.counterAddStorage.run(params.tenant, params.payloadBytes);
   crashPoint('enqueue.before-commit');
   // Built from what was inserted rather than read back: enqueue is the hottest write.
-  const job: JobRecord = {
+  return { kind: 'created', job: insertedJob(id, params, { status: 'queued', runAfter, deadlineAt, now, dependsOn: [] }) };
+}
+
+function insertedJob(
+  id: string,
+  params: EnqueueParams,
+  fields: { readonly status: JobStatus; readonly runAfter: number; readonly deadlineAt: number | null; readonly now: number; readonly dependsOn: readonly string[] },
+): JobRecord {
+  const { status, runAfter, deadlineAt, now } = fields;
+  return {
     id,
     tenant: params.tenant,
     owner: params.owner,
     kind: params.kind,
     payload: params.payload ?? null,
-    status: 'queued',
+    status,
     attempts: 0,
     maxAttempts: params.maxAttempts,
     priority: params.priority,
@@ -60,15 +79,72 @@ export function enqueueInTx(st: Statements, params: EnqueueParams, now: number):
     epoch: 0,
     createdAt: now,
     startedAt: null,
-    finishedAt: null,
-    lastError: null,
+    finishedAt: status === 'dead' ? now : null,
+    lastError: status === 'dead' ? DEPENDENCY_FAILED.lastError : null,
     progress: null,
     cancelRequested: false,
     effectStartedAt: null,
     checkpoint: null,
     result: null,
+    concurrencyKey: params.concurrencyKey ?? null,
+    dependsOn: fields.dependsOn,
+    children: [],
   };
-  return { kind: 'created', job };
+}
+
+/** A job with parents or a key (the idempotency key is new). */
+function enqueueFlowJob(st: Statements, params: EnqueueParams, now: number): EnqueueOutcome {
+  const named = [...new Set(params.dependsOn ?? [])];
+  const parents = (named.length === 0 ? [] : st.jobParentsFind.all({ tenant: params.tenant, owner: params.dependsOnOwner ?? null, ids: JSON.stringify(named) })) as {
+    seq: number;
+    id: string;
+    status: JobStatus;
+  }[];
+  // Another tenant's or owner's job is as unknown as one that never existed: the answer says nothing of it.
+  if (parents.length !== named.length) throw new LeaseholdError('invalid_request', 'body/dependsOn names a job that does not exist');
+  let pendingParents = 0;
+  let failedParent = false;
+  for (const parent of parents) {
+    const effect = decideParentEnd(parent.status);
+    if (effect.kind === 'failed') failedParent = true;
+    else if (effect.kind === 'none') pendingParents++;
+  }
+  const key = params.concurrencyKey ?? null;
+  const decision = decideStart({ pendingParents, failedParent, key: keyFacts(st, { tenant: params.tenant, kind: params.kind, key }) });
+  const status: JobStatus = decision.kind === 'dependency_failed' ? 'dead' : decision.kind;
+  const id = newJobId(now);
+  const runAfter = params.runAfter ?? now;
+  const deadlineAt = params.deadlineMs === null ? null : now + params.deadlineMs;
+  const error = lastErrorColumns(status === 'dead' ? DEPENDENCY_FAILED : { status, outcome: null, lastError: null, attemptCode: null });
+  const inserted = st.jobInsertFlow.get({
+    id,
+    tenant: params.tenant,
+    owner: params.owner,
+    idempotencyKey: params.idempotencyKey,
+    requestHash: params.requestHash,
+    kind: params.kind,
+    payload: params.payloadJson ?? canonicalJson(params.payload ?? null),
+    payloadBytes: params.payloadBytes,
+    status,
+    maxAttempts: params.maxAttempts,
+    priority: params.priority,
+    runAfter,
+    deadlineMs: params.deadlineMs,
+    deadlineAt,
+    now,
+    ...error,
+    pendingParents: status === 'waiting' ? pendingParents : 0,
+    concurrencyKey: key,
+  }) as { seq: number };
+  if (parents.length > 0) {
+    const seqs = JSON.stringify(parents.map((p) => p.seq));
+    st.dependencyInsert.run({ child: inserted.seq, parents: seqs });
+    st.jobParentsMark.run({ parents: seqs });
+  }
+  st.counterAddStorage.run(params.tenant, params.payloadBytes);
+  crashPoint('enqueue.before-commit');
+  const dependsOn = [...parents].sort((a, b) => a.seq - b.seq).map((p) => p.id);
+  return { kind: 'created', job: insertedJob(id, params, { status, runAfter, deadlineAt, now, dependsOn }) };
 }
 
 const onConnections = new WeakMap<Db, Statements>();

@@ -28,6 +28,10 @@ function upToDate(db: Database, migrations: readonly Migration[]): boolean {
 
 export function migrate(db: Database, clock: Clock, migrations: readonly Migration[] = MIGRATIONS): void {
   if (upToDate(db, migrations)) return;
+  // A table rebuild (migration 9) drops a table that others reference: foreign keys are off while migrations
+  // run (the pragma has no effect inside a transaction, so before BEGIN) and checked before the commit.
+  const foreignKeys = db.pragma('foreign_keys', { simple: true }) as number;
+  db.pragma('foreign_keys = OFF');
   db.exec('BEGIN IMMEDIATE');
   try {
     db.exec(SQL.migrationsTable);
@@ -37,9 +41,13 @@ export function migrate(db: Database, clock: Clock, migrations: readonly Migrati
       db.exec(migration.sql);
       db.prepare(SQL.migrationRecord).run(migration.version, migration.name, clock.now());
     }
+    const violations = db.pragma('foreign_key_check') as unknown[];
+    if (violations.length > 0) throw new Error(`the migrations left ${violations.length} foreign key violations`);
     db.exec('COMMIT');
   } catch (error) {
     if (db.inTransaction) db.exec('ROLLBACK');
     throw error;
+  } finally {
+    db.pragma(`foreign_keys = ${foreignKeys === 1 ? 'ON' : 'OFF'}`);
   }
 }

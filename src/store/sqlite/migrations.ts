@@ -5,7 +5,7 @@
  * triggers, so a bug in code cannot write a state the design forbids.
  */
 
-import { OUTCOME_LIST, ROLE_LIST, STATUS_LIST } from '../schema-lists.js';
+import { OUTCOME_LIST, ROLE_LIST, STATUS_LIST, STATUS_LIST_V1 } from '../schema-lists.js';
 
 export interface Migration {
   readonly version: number;
@@ -41,6 +41,31 @@ function addJobTerms(row: 'NEW' | 'OLD', sign: '' | '-'): string {
 /** The tenant of an attempt row, for the per-tenant attempt terms. */
 const attemptTenant = (row: string): string => `(SELECT tenant FROM jobs WHERE seq = ${row}.job_seq)`;
 
+/** The counter triggers on jobs (migration 5; created again by the rebuild of migration 9). */
+const JOB_COUNTER_TRIGGERS = `CREATE TRIGGER job_counters_insert AFTER INSERT ON jobs BEGIN
+  ${addJobTerms('NEW', '')}
+END;
+CREATE TRIGGER job_counters_update AFTER UPDATE OF status, started_at, finished_at ON jobs
+  WHEN OLD.status IS NOT NEW.status OR OLD.started_at IS NOT NEW.started_at OR OLD.finished_at IS NOT NEW.finished_at BEGIN
+  ${addJobTerms('OLD', '-')}
+  ${addJobTerms('NEW', '')}
+END;
+CREATE TRIGGER job_counters_delete AFTER DELETE ON jobs BEGIN
+  ${addJobTerms('OLD', '-')}
+END;`;
+
+/** The attempt triggers, which read jobs (migration 5; dropped and created again around the rebuild of migration 9). */
+const ATTEMPT_COUNTER_TRIGGERS = `-- An attempt's run time counts once it has ended. Deleting a job deletes its attempts first.
+CREATE TRIGGER attempt_counters_end AFTER UPDATE OF ended_at ON job_attempts
+  WHEN OLD.ended_at IS NULL AND NEW.ended_at IS NOT NULL BEGIN
+  INSERT INTO tenant_counters (tenant, ended_attempts, attempt_run_ms) VALUES (${attemptTenant('NEW')}, 1, NEW.ended_at - NEW.started_at)
+    ON CONFLICT (tenant) DO UPDATE SET ended_attempts = ended_attempts + 1, attempt_run_ms = attempt_run_ms + excluded.attempt_run_ms;
+END;
+CREATE TRIGGER attempt_counters_delete AFTER DELETE ON job_attempts WHEN OLD.ended_at IS NOT NULL BEGIN
+  UPDATE tenant_counters SET ended_attempts = ended_attempts - 1, attempt_run_ms = attempt_run_ms - (OLD.ended_at - OLD.started_at)
+    WHERE tenant = ${attemptTenant('OLD')};
+END;`;
+
 const JOB_COUNTERS_SQL = `
 CREATE TABLE job_counters (
   tenant        TEXT    NOT NULL,
@@ -52,27 +77,8 @@ CREATE TABLE job_counters (
 ALTER TABLE tenant_counters ADD COLUMN ended_attempts INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE tenant_counters ADD COLUMN attempt_run_ms INTEGER NOT NULL DEFAULT 0;
 
-CREATE TRIGGER job_counters_insert AFTER INSERT ON jobs BEGIN
-  ${addJobTerms('NEW', '')}
-END;
-CREATE TRIGGER job_counters_update AFTER UPDATE OF status, started_at, finished_at ON jobs
-  WHEN OLD.status IS NOT NEW.status OR OLD.started_at IS NOT NEW.started_at OR OLD.finished_at IS NOT NEW.finished_at BEGIN
-  ${addJobTerms('OLD', '-')}
-  ${addJobTerms('NEW', '')}
-END;
-CREATE TRIGGER job_counters_delete AFTER DELETE ON jobs BEGIN
-  ${addJobTerms('OLD', '-')}
-END;
--- An attempt's run time counts once it has ended. Deleting a job deletes its attempts first.
-CREATE TRIGGER attempt_counters_end AFTER UPDATE OF ended_at ON job_attempts
-  WHEN OLD.ended_at IS NULL AND NEW.ended_at IS NOT NULL BEGIN
-  INSERT INTO tenant_counters (tenant, ended_attempts, attempt_run_ms) VALUES (${attemptTenant('NEW')}, 1, NEW.ended_at - NEW.started_at)
-    ON CONFLICT (tenant) DO UPDATE SET ended_attempts = ended_attempts + 1, attempt_run_ms = attempt_run_ms + excluded.attempt_run_ms;
-END;
-CREATE TRIGGER attempt_counters_delete AFTER DELETE ON job_attempts WHEN OLD.ended_at IS NOT NULL BEGIN
-  UPDATE tenant_counters SET ended_attempts = ended_attempts - 1, attempt_run_ms = attempt_run_ms - (OLD.ended_at - OLD.started_at)
-    WHERE tenant = ${attemptTenant('OLD')};
-END;
+${JOB_COUNTER_TRIGGERS}
+${ATTEMPT_COUNTER_TRIGGERS}
 
 -- Existing rows, counted once.
 INSERT INTO job_counters (tenant, kind, status, ${JOB_TERMS.map(([column]) => column).join(', ')})
@@ -84,6 +90,108 @@ UPDATE tenant_counters SET (ended_attempts, attempt_run_ms) = (
 
 -- The oldest available job of a tenant, whatever its priority: the head of this index.
 CREATE INDEX jobs_queued_by_run_after ON jobs (tenant, run_after) WHERE status = 'queued';
+`;
+
+/** Migration 1's trigger on job_results, which reads jobs (dropped and created again around the rebuild of migration 9). */
+const RESULTS_ONLY_FOR_SUCCEEDED = `-- A result exists only for a succeeded job: the completion transaction marks
+-- the job first and inserts the result second.
+CREATE TRIGGER job_results_only_for_succeeded
+BEFORE INSERT ON job_results
+WHEN (SELECT status FROM jobs WHERE seq = NEW.job_seq) IS NOT 'succeeded'
+BEGIN
+  SELECT RAISE(ABORT, 'result for a job that is not succeeded');
+END;`;
+
+/** The columns of jobs after migration 8, in table order: what the rebuild of migration 9 copies. */
+const JOB_COLUMNS_V8 = `seq, id, tenant, owner, idempotency_key, request_hash, kind, payload, payload_bytes, status, attempts, max_attempts,
+  priority, run_after, deadline_ms, deadline_at, lease_owner, lease_expires_at, epoch, lease_token, last_outcome, created_at,
+  started_at, finished_at, last_error_code, last_error_message, progress, cancel_requested, effect_started_at, checkpoint_step,
+  checkpoint_state, last_error_class`;
+
+/**
+ * Migration 9: the status `waiting` and the columns of dependencies and per-key ordering (core/dependencies.ts).
+ * SQLite cannot alter a CHECK, so jobs is rebuilt by the documented procedure (create the new table, copy, drop,
+ * rename, create every index and trigger again), with foreign keys off for the migration (migrate.ts) and checked
+ * before it commits. The triggers of other tables that read jobs are dropped first: a rename refuses a schema
+ * in which a trigger names a table that does not exist at that moment.
+ */
+const DEPENDENCIES_SQL = `
+DROP TRIGGER job_results_only_for_succeeded;
+DROP TRIGGER attempt_counters_end;
+DROP TRIGGER attempt_counters_delete;
+CREATE TABLE jobs_v9 (
+  seq               INTEGER PRIMARY KEY,
+  id                TEXT    NOT NULL UNIQUE,
+  tenant            TEXT    NOT NULL,
+  owner             TEXT    NOT NULL,
+  idempotency_key   TEXT    NOT NULL,
+  request_hash      TEXT    NOT NULL,
+  kind              TEXT    NOT NULL,
+  payload           TEXT    NOT NULL,
+  payload_bytes     INTEGER NOT NULL CHECK (payload_bytes >= 0),
+  status            TEXT    NOT NULL CHECK (status IN (${STATUS_LIST})),
+  attempts          INTEGER NOT NULL DEFAULT 0 CHECK (attempts >= 0),
+  max_attempts      INTEGER NOT NULL CHECK (max_attempts >= 1),
+  priority          INTEGER NOT NULL DEFAULT 0,
+  run_after         INTEGER NOT NULL,
+  deadline_ms       INTEGER CHECK (deadline_ms IS NULL OR deadline_ms > 0),
+  deadline_at       INTEGER,
+  lease_owner       TEXT,
+  lease_expires_at  INTEGER,
+  epoch             INTEGER NOT NULL DEFAULT 0 CHECK (epoch >= 0),
+  lease_token       TEXT,
+  last_outcome      TEXT CHECK (last_outcome IS NULL OR last_outcome IN (${OUTCOME_LIST})),
+  created_at        INTEGER NOT NULL,
+  started_at        INTEGER,
+  finished_at       INTEGER,
+  last_error_code   TEXT,
+  last_error_message TEXT,
+  progress          TEXT,
+  cancel_requested  INTEGER NOT NULL DEFAULT 0 CHECK (cancel_requested IN (0, 1)),
+  effect_started_at INTEGER,
+  checkpoint_step   INTEGER CHECK (checkpoint_step IS NULL OR checkpoint_step >= 0),
+  checkpoint_state  TEXT,
+  last_error_class  TEXT,
+  -- Parents not yet succeeded; only a waiting job counts any (a dead or cancelled one keeps what it had).
+  pending_parents   INTEGER NOT NULL DEFAULT 0 CHECK (pending_parents >= 0),
+  -- Some job names this one in dependsOn: its end looks for waiting children.
+  has_children      INTEGER NOT NULL DEFAULT 0 CHECK (has_children IN (0, 1)),
+  concurrency_key   TEXT,
+  CHECK (status <> 'running' OR (lease_token IS NOT NULL AND lease_expires_at IS NOT NULL)),
+  CHECK (attempts <= max_attempts OR status <> 'running'),
+  CHECK (pending_parents = 0 OR status IN ('waiting', 'dead', 'cancelled')),
+  UNIQUE (tenant, owner, idempotency_key)
+);
+INSERT INTO jobs_v9 (${JOB_COLUMNS_V8}) SELECT ${JOB_COLUMNS_V8} FROM jobs;
+DROP TABLE jobs;
+ALTER TABLE jobs_v9 RENAME TO jobs;
+CREATE INDEX jobs_available ON jobs (tenant, priority DESC, run_after, seq) WHERE status = 'queued';
+CREATE INDEX jobs_lease_expiry ON jobs (lease_expires_at) WHERE status = 'running';
+CREATE INDEX jobs_queued_deadline ON jobs (deadline_at) WHERE status = 'queued' AND deadline_at IS NOT NULL;
+CREATE INDEX jobs_by_status ON jobs (tenant, status, seq);
+CREATE INDEX jobs_by_owner ON jobs (tenant, owner, seq);
+CREATE INDEX jobs_available_by_kind ON jobs (tenant, kind, priority DESC, run_after, seq) WHERE status = 'queued';
+CREATE INDEX jobs_by_tenant ON jobs (tenant, seq);
+CREATE INDEX jobs_queued_by_run_after ON jobs (tenant, run_after) WHERE status = 'queued';
+CREATE INDEX jobs_delayed ON jobs (tenant, kind, run_after) WHERE status = 'queued';
+CREATE INDEX jobs_finished ON jobs (status, finished_at) WHERE status IN ('succeeded', 'cancelled', 'dead');
+${JOB_COUNTER_TRIGGERS}
+${ATTEMPT_COUNTER_TRIGGERS}
+${RESULTS_ONLY_FOR_SUCCEEDED}
+
+-- Edges parent → child. The primary key finds a parent's children (its end), the second index a child's parents.
+CREATE TABLE job_dependencies (
+  parent_seq INTEGER NOT NULL REFERENCES jobs (seq),
+  child_seq  INTEGER NOT NULL REFERENCES jobs (seq),
+  PRIMARY KEY (parent_seq, child_seq)
+) WITHOUT ROWID;
+CREATE INDEX job_dependencies_child ON job_dependencies (child_seq);
+-- A key's jobs that hold its turn, in enqueue order (the head is the next to run), and those queued or running.
+-- Both hold keyed jobs only, so jobs without a key add no entry.
+CREATE INDEX jobs_key_turn ON jobs (tenant, kind, concurrency_key, seq)
+  WHERE concurrency_key IS NOT NULL AND status IN ('queued', 'waiting', 'running');
+CREATE INDEX jobs_key_active ON jobs (tenant, kind, concurrency_key, seq)
+  WHERE concurrency_key IS NOT NULL AND status IN ('queued', 'running');
 `;
 
 export const MIGRATIONS: readonly Migration[] = [
@@ -101,7 +209,7 @@ CREATE TABLE jobs (
   kind              TEXT    NOT NULL,
   payload           TEXT    NOT NULL,
   payload_bytes     INTEGER NOT NULL CHECK (payload_bytes >= 0),
-  status            TEXT    NOT NULL CHECK (status IN (${STATUS_LIST})),
+  status            TEXT    NOT NULL CHECK (status IN (${STATUS_LIST_V1})),
   attempts          INTEGER NOT NULL DEFAULT 0 CHECK (attempts >= 0),
   max_attempts      INTEGER NOT NULL CHECK (max_attempts >= 1),
   priority          INTEGER NOT NULL DEFAULT 0,
@@ -143,14 +251,7 @@ CREATE TABLE job_results (
   size_bytes   INTEGER NOT NULL CHECK (size_bytes >= 0)
 );
 
--- A result exists only for a succeeded job: the completion transaction marks
--- the job first and inserts the result second.
-CREATE TRIGGER job_results_only_for_succeeded
-BEFORE INSERT ON job_results
-WHEN (SELECT status FROM jobs WHERE seq = NEW.job_seq) IS NOT 'succeeded'
-BEGIN
-  SELECT RAISE(ABORT, 'result for a job that is not succeeded');
-END;
+${RESULTS_ONLY_FOR_SUCCEEDED}
 
 CREATE TABLE job_attempts (
   job_seq    INTEGER NOT NULL REFERENCES jobs (seq),
@@ -278,6 +379,11 @@ CREATE TABLE kind_windows (
   PRIMARY KEY (tenant, name)
 ) WITHOUT ROWID;
 CREATE INDEX schedules_due ON schedules (next_at, tenant) WHERE next_at IS NOT NULL;`,
+  },
+  {
+    version: 9,
+    name: 'dependencies_and_keys',
+    sql: DEPENDENCIES_SQL,
   },
   {
     version: 10,

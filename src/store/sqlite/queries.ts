@@ -6,15 +6,25 @@
  */
 
 import type { Statement } from 'better-sqlite3';
+import { MAX_LISTED_CHILDREN } from '../../core/dependencies.js';
+
+/** The statuses that hold a concurrency key's turn (core/dependencies.ts holdsKeyTurn): the predicate of jobs_key_turn. */
+const KEY_TURN = `status IN ('queued', 'waiting', 'running')`;
+/** The predicate of jobs_key_active: a key's job that is queued or running. */
+const KEY_ACTIVE = `status IN ('queued', 'running')`;
 
 const JOB_COLUMNS = `j.seq, j.id, j.tenant, j.owner, j.kind, j.payload, j.status, j.attempts, j.max_attempts, j.priority,
   j.run_after, j.deadline_at, j.deadline_ms, j.lease_owner, j.lease_expires_at, j.epoch, j.lease_token, j.last_outcome,
   j.created_at, j.started_at, j.finished_at, j.last_error_code, j.last_error_message, j.last_error_class, j.progress, j.cancel_requested,
-  j.effect_started_at, j.checkpoint_step, j.checkpoint_state, j.request_hash`;
+  j.effect_started_at, j.checkpoint_step, j.checkpoint_state, j.request_hash, j.concurrency_key, j.pending_parents, j.has_children,
+  (SELECT json_group_array(id) FROM (SELECT p.id FROM job_dependencies d JOIN jobs p ON p.seq = d.parent_seq
+    WHERE d.child_seq = j.seq ORDER BY d.parent_seq)) AS depends_on,
+  (SELECT json_group_array(id) FROM (SELECT c.id FROM job_dependencies d JOIN jobs c ON c.seq = d.child_seq
+    WHERE d.parent_seq = j.seq ORDER BY d.child_seq LIMIT ${MAX_LISTED_CHILDREN})) AS children`;
 
 /** Just what the decide* functions and the guarded writes need: no payload, progress or checkpoint to copy out. */
 const SNAPSHOT_COLUMNS = `j.seq, j.tenant, j.kind, j.status, j.attempts, j.max_attempts, j.run_after, j.deadline_at, j.lease_expires_at, j.epoch,
-  j.lease_token, j.last_outcome, j.cancel_requested, j.effect_started_at`;
+  j.lease_token, j.last_outcome, j.cancel_requested, j.effect_started_at, j.concurrency_key, j.has_children`;
 
 const RESULT_COLUMNS = 'r.content_type AS result_content_type, r.body AS result_body, r.checksum AS result_checksum';
 
@@ -22,7 +32,7 @@ const RESULT_COLUMNS = 'r.content_type AS result_content_type, r.body AS result_
 const LIST_COLUMNS = `j.seq, j.id, j.tenant, j.owner, j.kind, j.status, j.attempts, j.max_attempts, j.priority,
   j.run_after, j.deadline_at, j.deadline_ms, j.lease_owner, j.lease_expires_at, j.epoch, j.lease_token, j.last_outcome,
   j.created_at, j.started_at, j.finished_at, j.last_error_code, j.last_error_message, j.last_error_class, j.progress, j.cancel_requested,
-  j.effect_started_at, j.checkpoint_step, j.request_hash, r.content_type AS result_content_type, r.size_bytes AS result_bytes`;
+  j.effect_started_at, j.checkpoint_step, j.request_hash, j.concurrency_key, r.content_type AS result_content_type, r.size_bytes AS result_bytes`;
 
 /** A kind with a pause or a limit: the predicate of the kinds_flow index (migration 7), repeated so that queries use it. */
 const RESTRICTED = `(paused = 1 OR max_concurrent IS NOT NULL OR rate_limit IS NOT NULL)`;
@@ -94,6 +104,47 @@ export const SQL = {
       max_attempts, priority, run_after, deadline_ms, deadline_at, created_at)
     VALUES (@id, @tenant, @owner, @idempotencyKey, @requestHash, @kind, @payload, @payloadBytes, 'queued',
       @maxAttempts, @priority, @runAfter, @deadlineMs, @deadlineAt, @now)`,
+  /**
+   * A job with dependsOn or a concurrencyKey (enqueue.ts enqueueFlowJob): its status comes from decideStart, and a
+   * job dead at once (dependency_failed) is finished at its acceptance.
+   */
+  jobInsertFlow: `INSERT INTO jobs (id, tenant, owner, idempotency_key, request_hash, kind, payload, payload_bytes, status,
+      max_attempts, priority, run_after, deadline_ms, deadline_at, created_at, finished_at, last_error_code, last_error_message,
+      last_error_class, pending_parents, concurrency_key)
+    VALUES (@id, @tenant, @owner, @idempotencyKey, @requestHash, @kind, @payload, @payloadBytes, @status,
+      @maxAttempts, @priority, @runAfter, @deadlineMs, @deadlineAt, @now, CASE WHEN @status = 'dead' THEN @now END, @code, @message,
+      @errorClass, @pendingParents, @concurrencyKey)
+    RETURNING seq`,
+  /** The named parents (@ids: a JSON array) the enqueuer may see. */
+  jobParentsFind: `SELECT seq, id, status FROM jobs
+    WHERE tenant = @tenant AND (@owner IS NULL OR owner = @owner) AND id IN (SELECT value FROM json_each(@ids))`,
+  /** Parents (@parents: a JSON array of seqs) are marked as having children, so that their end looks for them. */
+  jobParentsMark: `UPDATE jobs SET has_children = 1 WHERE seq IN (SELECT value FROM json_each(@parents)) AND has_children = 0`,
+  dependencyInsert: `INSERT INTO job_dependencies (parent_seq, child_seq) SELECT value, @child FROM json_each(@parents)`,
+  /** A requeued job's parents that have not succeeded (a purged parent no longer counts). */
+  jobPendingParents: `SELECT COUNT(*) AS n FROM job_dependencies d JOIN jobs p ON p.seq = d.parent_seq
+    WHERE d.child_seq = ? AND p.status <> 'succeeded'`,
+  /** Two probes of a key (KeyFacts): an earlier job holding its turn, another job queued or running (as PostgreSQL's, first rows in seq order). */
+  jobKeyFacts: `SELECT
+      (SELECT seq FROM jobs INDEXED BY jobs_key_turn WHERE tenant = @tenant AND kind = @kind AND concurrency_key = @key
+        AND ${KEY_TURN} AND seq < @seq ORDER BY seq LIMIT 1) IS NOT NULL AS earlier_holder,
+      (SELECT seq FROM jobs INDEXED BY jobs_key_active WHERE tenant = @tenant AND kind = @kind AND concurrency_key = @key
+        AND ${KEY_ACTIVE} AND seq <> @seq ORDER BY seq LIMIT 1) IS NOT NULL AS other_active`,
+  /** The earliest job of a key that holds its turn: the next to run once the turn passes. */
+  jobKeyHead: `SELECT seq, tenant, kind, status, pending_parents, concurrency_key, has_children FROM jobs INDEXED BY jobs_key_turn
+    WHERE tenant = @tenant AND kind = @kind AND concurrency_key = @key AND ${KEY_TURN} ORDER BY seq LIMIT 1`,
+  /** A parent succeeded: its waiting children have one pending parent fewer. */
+  jobDependencySatisfy: `UPDATE jobs SET pending_parents = pending_parents - 1
+    WHERE seq IN (SELECT child_seq FROM job_dependencies WHERE parent_seq = @parent) AND status = 'waiting'
+    RETURNING seq, tenant, kind, status, pending_parents, concurrency_key, has_children`,
+  /** A parent ended dead or cancelled: its waiting children end with DEPENDENCY_FAILED (lease-endings.ts). */
+  jobDependencyFail: `UPDATE jobs SET status = @status, finished_at = @now,
+      last_error_code = @code, last_error_message = @message, last_error_class = @errorClass
+    WHERE seq IN (SELECT child_seq FROM job_dependencies WHERE parent_seq = @parent) AND status = 'waiting'
+    RETURNING seq, tenant, kind, status, pending_parents, concurrency_key, has_children`,
+  /** decideRelease's 'release': no parent pending and the key's turn. It becomes available now, or at its own later run-after. */
+  jobRelease: `UPDATE jobs SET status = 'queued', run_after = MAX(run_after, @now)
+    WHERE seq = @seq AND status = 'waiting' AND pending_parents = 0`,
   counterAddStorage: `INSERT INTO tenant_counters (tenant, storage_bytes) VALUES (?, ?)
     ON CONFLICT (tenant) DO UPDATE SET storage_bytes = storage_bytes + excluded.storage_bytes`,
   counterAddExpirations: `INSERT INTO tenant_counters (tenant, lease_expirations) VALUES (?, 1)
@@ -152,7 +203,8 @@ export const SQL = {
   /** Queued jobs past their deadline are never leased (the lease WHERE); this ends them with QUEUED_DEADLINE. */
   jobQueuedDeadline: `UPDATE jobs SET status = @status, finished_at = @now,
       last_error_code = @code, last_error_message = @message, last_error_class = @errorClass
-    WHERE status = 'queued' AND deadline_at IS NOT NULL AND deadline_at <= @now`,
+    WHERE status = 'queued' AND deadline_at IS NOT NULL AND deadline_at <= @now
+    RETURNING seq, tenant, kind, status, pending_parents, concurrency_key, has_children`,
 
   jobRenew: `UPDATE jobs SET lease_expires_at = @leaseExpiresAt, progress = COALESCE(@progress, progress)
     WHERE seq = @seq AND status = 'running' AND lease_token = @token AND lease_expires_at > @now`,
@@ -164,13 +216,14 @@ export const SQL = {
     WHERE seq = @seq AND status = 'running' AND lease_token = @token AND lease_expires_at > @now`,
   jobEffectStarted: `UPDATE jobs SET effect_started_at = COALESCE(effect_started_at, @now)
     WHERE seq = @seq AND status = 'running' AND lease_token = @token AND lease_expires_at > @now`,
-  jobRequeue: `UPDATE jobs SET status = 'queued', attempts = 0, max_attempts = @maxAttempts, run_after = @now,
+  /** @status: queued or waiting (decideStart, for a job with parents or a key), with its parents not yet succeeded. */
+  jobRequeue: `UPDATE jobs SET status = @status, pending_parents = @pendingParents, attempts = 0, max_attempts = @maxAttempts, run_after = @now,
       deadline_at = CASE WHEN deadline_ms IS NULL THEN NULL ELSE @now + deadline_ms END,
       finished_at = NULL, lease_expires_at = NULL, cancel_requested = 0, effect_started_at = NULL
     WHERE seq = @seq AND status = @fromStatus`,
   jobCancelNow: `UPDATE jobs SET status = @status, finished_at = @now, lease_expires_at = NULL,
       last_error_code = @code, last_error_message = @message, last_error_class = @errorClass
-    WHERE seq = @seq AND status = 'queued'`,
+    WHERE seq = @seq AND status IN ('queued', 'waiting')`,
   jobCancelRequest: `UPDATE jobs SET cancel_requested = 1 WHERE seq = @seq AND status = 'running'`,
   /** An unknown job reconciled as succeeded or dead (reconcileEnding); a requeue uses jobRequeue. */
   jobReconcile: `UPDATE jobs SET status = @status, finished_at = @now,

@@ -3,8 +3,12 @@
  * jobs_finished (status, finished_at) oldest first from the earliest cutoff
  * any kind could have, and stops after `limit` matches; the job's kind row
  * (its own period) is joined per row. The batch's attempts, result and job
- * rows go in the same transaction as the tenant's storage counter, so that
+ * rows (and its dependency edges) go in the same transaction as the tenant's storage counter, so that
  * transaction holds the write lock for one bounded batch (docs/SCALING.md).
+ *
+ * A finished parent whose children still wait (a requeued child counts a dead
+ * parent as pending) is kept until they no longer do: deleting it would leave
+ * them waiting for ever.
  *
  * Freed pages: databases created by this store use auto_vacuum=INCREMENTAL
  * (set before the first table exists; an existing database keeps its mode
@@ -30,7 +34,9 @@ const PERIOD = `COALESCE(CASE WHEN @kindRetention = 0 THEN NULL WHEN @status = '
 // The literal IN list lets the planner use the partial index jobs_finished; @floor bounds the walk.
 const MATCHING = `FROM jobs j LEFT JOIN kinds k ON k.tenant = j.tenant AND k.kind = j.kind
   WHERE j.status IN ('succeeded', 'cancelled', 'dead') AND j.status = @status AND j.finished_at <= @floor
-    AND j.finished_at <= @now - ${PERIOD} AND (@tenant IS NULL OR j.tenant = @tenant) AND (@kind IS NULL OR j.kind = @kind)`;
+    AND j.finished_at <= @now - ${PERIOD} AND (@tenant IS NULL OR j.tenant = @tenant) AND (@kind IS NULL OR j.kind = @kind)
+    AND (j.has_children = 0 OR NOT EXISTS (SELECT 1 FROM job_dependencies d JOIN jobs c ON c.seq = d.child_seq
+      WHERE d.parent_seq = j.seq AND c.status = 'waiting'))`;
 
 export const RETENTION_SQL = {
   jobPurgeShortestPeriod: `SELECT MIN(CASE @status WHEN 'succeeded' THEN retention_succeeded_ms WHEN 'cancelled' THEN retention_cancelled_ms
@@ -41,6 +47,8 @@ export const RETENTION_SQL = {
   jobPurgeCount: `SELECT COUNT(*) AS n ${MATCHING}`,
   jobPurgeAttempts: `DELETE FROM job_attempts WHERE job_seq IN (SELECT value FROM json_each(?))`,
   jobPurgeResults: `DELETE FROM job_results WHERE job_seq IN (SELECT value FROM json_each(?))`,
+  jobPurgeDependencies: `DELETE FROM job_dependencies WHERE parent_seq IN (SELECT value FROM json_each(@seqs))
+    OR child_seq IN (SELECT value FROM json_each(@seqs))`,
   jobPurgeJobs: `DELETE FROM jobs WHERE seq IN (SELECT value FROM json_each(?))`,
   counterSubtractStorage: `UPDATE tenant_counters SET storage_bytes = storage_bytes - ? WHERE tenant = ?`,
 } as const;
@@ -76,6 +84,7 @@ export class RetentionStatements {
     const seqs = JSON.stringify(rows.map((row) => row.seq));
     this.statements.jobPurgeAttempts.run(seqs);
     this.statements.jobPurgeResults.run(seqs);
+    this.statements.jobPurgeDependencies.run({ seqs });
     this.statements.jobPurgeJobs.run(seqs);
     const bytesByTenant = new Map<string, number>();
     for (const row of rows) bytesByTenant.set(row.tenant, (bytesByTenant.get(row.tenant) ?? 0) + row.bytes);

@@ -41,6 +41,12 @@ export interface JobRow {
   checkpoint_step: number | null;
   checkpoint_state: string | null;
   request_hash: string;
+  concurrency_key: string | null;
+  pending_parents: number;
+  has_children: number;
+  /** JSON arrays of ids (queries.ts JOB_COLUMNS). */
+  depends_on: string;
+  children: string;
 }
 
 /** The columns of SQL.jobLock and SQL.jobsExpiredLeases. */
@@ -60,6 +66,8 @@ export type SnapshotRow = Pick<
   | 'last_outcome'
   | 'cancel_requested'
   | 'effect_started_at'
+  | 'concurrency_key'
+  | 'has_children'
 >;
 
 export interface JobWithResultRow extends JobRow {
@@ -69,7 +77,7 @@ export interface JobWithResultRow extends JobRow {
 }
 
 /** The columns of the list statements: no payload, checkpoint state or result body. */
-export type JobListRow = Omit<JobRow, 'payload' | 'checkpoint_state'> & { result_content_type: string | null; result_bytes: number | null };
+export type JobListRow = Omit<JobRow, 'payload' | 'checkpoint_state' | 'pending_parents' | 'has_children' | 'depends_on' | 'children'> & { result_content_type: string | null; result_bytes: number | null };
 
 export interface LeasedRow {
   seq: number;
@@ -117,6 +125,8 @@ export function toJobRecord(row: JobWithResultRow): JobRecord {
       row.result_checksum === null || row.result_body === null || row.result_content_type === null
         ? null
         : { contentType: row.result_content_type, body: row.result_body, checksum: row.result_checksum },
+    dependsOn: JSON.parse(row.depends_on) as string[],
+    children: JSON.parse(row.children) as string[],
   };
 }
 

@@ -26,6 +26,7 @@ import { distinctAvailability } from '../store.js';
 import { listPage, openCursor } from '../list-cursor.js';
 import { finishedByCompletion, finishedByFailure, finishedByOperator, reapFinishedSome } from '../finished-jobs.js';
 import { Watchers } from './availability.js';
+import { flowEffects, type FlowEffects } from './dependencies.js';
 import { enqueueInTx, enqueueOnConnection } from './enqueue.js';
 import { groupCommitWriter, loadCursorSecret, openDatabase, prepareStatements } from './database.js';
 import { translate } from './errors.js';
@@ -301,9 +302,9 @@ export class SqliteStore implements S.Store {
 
   async jobLease(params: S.LeaseParams): Promise<readonly S.LeasedJob[]> {
     let reapEnded = false;
-    const leased = await this.writeAnnouncing((now, available) => {
+    const leased = await this.writeFlow((now, effects) => {
       // Expired leases of every tenant are settled here (one indexed probe), so an expired job is claimable at once.
-      reapEnded = reapFinishedSome(reapInTx(this.statements, now, available));
+      reapEnded = reapFinishedSome(reapInTx(this.statements, now, effects));
       // Duplicates are dropped, so no kind is walked twice.
       const kinds = params.kinds !== undefined && params.kinds.length > 0 ? [...new Set(params.kinds)] : null;
       const bindings = { tenant: params.tenant, workerId: params.workerId, leaseMs: params.leaseMs, max: params.max, now };
@@ -368,19 +369,19 @@ export class SqliteStore implements S.Store {
   }
 
   async jobComplete(params: S.CompleteParams): Promise<S.CompleteOutcome> {
-    const outcome = await this.write((now) => completeInTx(this.statements, params, now));
+    const outcome = await this.writeFlow((now, effects) => completeInTx(this.statements, params, now, effects));
     this.watchers.announceFinished(finishedByCompletion([params], [outcome]));
     return outcome;
   }
 
   async jobCompleteMany(params: readonly S.CompleteParams[]): Promise<readonly S.CompleteOutcome[]> {
-    const outcomes = await this.write((now) => params.map((p) => completeInTx(this.statements, p, now)));
+    const outcomes = await this.writeFlow((now, effects) => params.map((p) => completeInTx(this.statements, p, now, effects)));
     this.watchers.announceFinished(finishedByCompletion(params, outcomes));
     return outcomes;
   }
 
   async jobFail(params: S.FailParams): Promise<S.FailOutcome> {
-    const outcome = await this.writeAnnouncing((now, available) => failInTx(this.statements, params, this.random, now, available));
+    const outcome = await this.writeFlow((now, effects) => failInTx(this.statements, params, this.random, now, effects));
     this.watchers.announceFinished(finishedByFailure(params, outcome));
     return outcome;
   }
@@ -396,23 +397,23 @@ export class SqliteStore implements S.Store {
   // --- operator actions -----------------------------------------------------
 
   jobRequeue(params: S.RequeueParams): Promise<S.RequeueOutcome> {
-    return this.writeAnnouncing((now, available) => requeueInTx(this.statements, params, now, available));
+    return this.writeFlow((now, effects) => requeueInTx(this.statements, params, now, effects));
   }
 
   async jobCancel(params: S.JobRef): Promise<S.CancelOutcome> {
-    const outcome = await this.write((now) => cancelInTx(this.statements, params, now));
+    const outcome = await this.writeFlow((now, effects) => cancelInTx(this.statements, params, now, effects));
     this.watchers.announceFinished(finishedByOperator(params, outcome));
     return outcome;
   }
 
   async jobReconcile(params: S.ReconcileParams): Promise<S.ReconcileOutcome> {
-    const outcome = await this.writeAnnouncing((now, available) => reconcileInTx(this.statements, params, now, available));
+    const outcome = await this.writeFlow((now, effects) => reconcileInTx(this.statements, params, now, effects));
     this.watchers.announceFinished(finishedByOperator(params, outcome));
     return outcome;
   }
 
   async jobReapExpired(): Promise<S.ReapOutcome> {
-    const counts = await this.writeAnnouncing((now, available) => reapInTx(this.statements, now, available));
+    const counts = await this.writeFlow((now, effects) => reapInTx(this.statements, now, effects));
     if (reapFinishedSome(counts)) this.watchers.announceFinished(null);
     return counts;
   }
@@ -485,6 +486,22 @@ export class SqliteStore implements S.Store {
       () => undefined,
     );
     return promise;
+  }
+
+  /**
+   * writeAnnouncing for the writes that may move other jobs (dependencies.ts): the jobs it made available are
+   * announced, and when it ended waiting jobs (dependency_failed) every waiter for a finished job looks again.
+   */
+  private async writeFlow<T>(operation: (now: number, effects: FlowEffects) => T): Promise<T> {
+    let cascaded = false;
+    const result = await this.writeAnnouncing((now, available) => {
+      const effects = flowEffects(available);
+      const value = operation(now, effects);
+      cascaded = effects.cascaded;
+      return value;
+    });
+    if (cascaded) this.watchers.announceFinished(null);
+    return result;
   }
 
   private read<T>(operation: () => T): T {

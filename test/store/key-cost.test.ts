@@ -1,0 +1,157 @@
+/**
+ * What per-key ordering and dependencies cost a lease, on both backends,
+ * beside 1,000 keyed jobs waiting behind one busy key, 450 more behind 50
+ * other keys and 500 children waiting on a running parent — all of a
+ * higher priority than the free jobs, so a lease that saw them would take
+ * them first. Waiting jobs are outside the queued indexes, so the lease
+ * statements read O(max) rows of jobs; a key's probes (its head, an earlier
+ * holder, another active job) are index probes of jobs_key_turn and
+ * jobs_key_active that stop at their first row.
+ */
+
+import Database from 'better-sqlite3';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import * as Q from '../../src/store/postgres/queries.js';
+import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
+import { SQL } from '../../src/store/sqlite/queries.js';
+import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import type { EnqueueParams, Store } from '../../src/store/store.js';
+import { planNodes, type PlanNode } from '../support/pg-plan.js';
+
+const HOT = 1_000;
+const KEYS = 50;
+const PER_KEY = 10;
+const CHILDREN = 500;
+const FREE = 300;
+const TENANT = 't1';
+
+function job(key: string, overrides: Partial<EnqueueParams> = {}): EnqueueParams {
+  return { tenant: TENANT, owner: 'u', idempotencyKey: key, requestHash: key, kind: 'k', payload: { key }, maxAttempts: 3, priority: 10, runAfter: null, deadlineMs: null, payloadBytes: 8, ...overrides };
+}
+
+/** The busy keys' first jobs and the parent are leased (running), everything behind them waits; FREE plain jobs are queued. */
+async function seed(store: Store): Promise<void> {
+  const [parent] = await store.jobEnqueueMany([job('parent', { kind: 'setup' })]);
+  if (parent?.kind !== 'created') throw new Error('no parent');
+  for (let start = 0; start < HOT; start += 500) {
+    await store.jobEnqueueMany(Array.from({ length: 500 }, (_, i) => job(`hot-${start + i}`, { concurrencyKey: 'hot' })));
+  }
+  await store.jobEnqueueMany(Array.from({ length: KEYS * PER_KEY }, (_, i) => job(`key-${i}`, { concurrencyKey: `key-${i % KEYS}` })));
+  for (let start = 0; start < CHILDREN; start += 500) {
+    await store.jobEnqueueMany(Array.from({ length: 500 }, (_, i) => job(`child-${start + i}`, { kind: 'report', dependsOn: [parent.job.id] })));
+  }
+  // Every job a lease may take now: the heads of the keys and the parent.
+  const leased = await store.jobLease({ tenant: TENANT, workerId: 'seed', leaseMs: 600_000, max: 1_000 });
+  expect(leased).toHaveLength(1 + 1 + KEYS);
+  await store.jobEnqueueMany(Array.from({ length: FREE }, (_, i) => job(`free-${i}`, { kind: 'free', priority: 0 })));
+  expect((await store.stats({ tenant: TENANT })).counts).toMatchObject({ waiting: HOT - 1 + KEYS * (PER_KEY - 1) + CHILDREN, queued: FREE, running: 2 + KEYS });
+}
+
+describe('lease cost beside waiting keyed jobs and children (sqlite)', () => {
+  let dir: string;
+  let path: string;
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'lh-key-cost-'));
+    path = join(dir, 'jobs.db');
+    const store = SqliteStore.open({ path });
+    await seed(store);
+    await store.close();
+  }, 120_000);
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  function plan(db: Database.Database, sql: string, bindings: Record<string, unknown>): string {
+    return (db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(bindings) as { detail: string }[]).map((row) => row.detail).join('\n');
+  }
+
+  it('walks jobs_available for the lease, and probes a key through its partial indexes', () => {
+    const db = new Database(path, { readonly: true });
+    try {
+      db.function('lh_token', () => 'x');
+      const lease = plan(db, SQL.jobLeaseAnyKind, { tenant: TENANT, workerId: 'w', leaseMs: 1_000, max: 10, now: Date.now() });
+      expect(lease).toMatch(/jobs_available \(tenant=\?/);
+      expect(lease).not.toMatch(/SCAN jobs/);
+      const facts = plan(db, SQL.jobKeyFacts, { tenant: TENANT, kind: 'k', key: 'hot', seq: 1 });
+      expect(facts).toMatch(/jobs_key_turn \(tenant=\? AND kind=\? AND concurrency_key=\? AND seq<\?\)/);
+      expect(facts).toMatch(/jobs_key_active \(tenant=\? AND kind=\? AND concurrency_key=\?\)/);
+      expect(facts).not.toMatch(/TEMP B-TREE/);
+      expect(plan(db, SQL.jobKeyHead, { tenant: TENANT, kind: 'k', key: 'hot' })).toMatch(/jobs_key_turn \(tenant=\? AND kind=\? AND concurrency_key=\?\)/);
+      expect(plan(db, SQL.jobDependencySatisfy, { parent: 1 })).toMatch(/job_dependencies/);
+      expect(plan(db, SQL.jobDependencySatisfy, { parent: 1 })).not.toMatch(/SCAN (jobs|job_dependencies)/);
+    } finally {
+      db.close();
+    }
+  });
+
+  it('leases the free jobs, none of the waiting ones', async () => {
+    const store = SqliteStore.open({ path });
+    try {
+      const leased = await store.jobLease({ tenant: TENANT, workerId: 'w', leaseMs: 60_000, max: 10 });
+      expect(leased.map((j) => j.kind)).toEqual(Array.from({ length: 10 }, () => 'free'));
+    } finally {
+      await store.close();
+    }
+  });
+});
+
+const url = process.env['DATABASE_URL'] ?? '';
+
+describe.skipIf(url === '')('lease cost beside waiting keyed jobs and children (postgres)', () => {
+  const schema = `lh_test_key_cost_${randomBytes(6).toString('hex')}`;
+  let store: PostgresStore;
+  let client: pg.Client;
+
+  beforeAll(async () => {
+    store = await PostgresStore.connect({ connectionString: url, schema, poolSize: 2 });
+    await seed(store);
+    client = new pg.Client({ connectionString: url, options: `-c search_path=${schema}` });
+    await client.connect();
+    await client.query('ANALYZE jobs');
+    await client.query('ANALYZE job_dependencies');
+  }, 120_000);
+  afterAll(async () => {
+    await client?.end();
+    await store?.close();
+    await PostgresStore.dropSchema({ connectionString: url, schema });
+  });
+
+  /** Rows each scan of jobs read, over all its loops (no sequential scan allowed). */
+  async function jobRowsRead(text: string, values: readonly unknown[]): Promise<number[]> {
+    await client.query('BEGIN');
+    try {
+      const explained = await client.query<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>(`EXPLAIN (ANALYZE, FORMAT JSON) ${text}`, [...values]);
+      const root = explained.rows[0]?.['QUERY PLAN'][0].Plan as PlanNode;
+      const scans = [...planNodes(root)].filter((node) => node['Relation Name'] === 'jobs' && /Scan/.test(node['Node Type']));
+      expect(scans.some((node) => node['Node Type'] === 'Seq Scan')).toBe(false);
+      return scans.map((node) => (node['Actual Rows'] + (node['Rows Removed by Filter'] ?? 0)) * node['Actual Loops']);
+    } finally {
+      await client.query('ROLLBACK');
+    }
+  }
+
+  const tokens = Array.from({ length: 10 }, (_, i) => `token-${i}`);
+  const sum = (reads: readonly number[]): number => reads.reduce((a, b) => a + b, 0);
+
+  it('reads O(max) rows of jobs for a lease, with or without a kinds filter, none of them waiting', async () => {
+    // The pick walks 10 queued entries; the claim reads the 10 picked rows again. No waiting job is read.
+    expect(sum(await jobRowsRead(Q.JOB_LEASE_ANY_KIND.text, [TENANT, 10, tokens, 'w', 60_000]))).toBeLessThanOrEqual(10 + 10 + 2);
+    expect(sum(await jobRowsRead(Q.JOB_LEASE_KINDS.text, [TENANT, 10, tokens, 'w', 60_000, ['k', 'report', 'free']]))).toBeLessThanOrEqual(10 + 10 + 2);
+  });
+
+  it('probes a key and its head through the partial indexes, stopping at the first row', async () => {
+    for (const key of ['hot', 'key-7']) {
+      for (const read of await jobRowsRead(Q.JOB_KEY_FACTS.text, [TENANT, 'k', key, Number.MAX_SAFE_INTEGER])) expect(read).toBeLessThanOrEqual(1);
+      for (const read of await jobRowsRead(Q.JOB_KEY_HEAD.text, [TENANT, 'k', key])) expect(read).toBeLessThanOrEqual(1);
+    }
+  });
+
+  it('leases the free jobs, none of the waiting ones', async () => {
+    const leased = await store.jobLease({ tenant: TENANT, workerId: 'w', leaseMs: 60_000, max: 10 });
+    expect(leased.map((j) => j.kind)).toEqual(Array.from({ length: 10 }, () => 'free'));
+  });
+});
