@@ -65,7 +65,7 @@ const CROSS_PROCESS_POLL_MS = 50;
 
 async function openSqlite(path: string): Promise<Opened> {
   const { SqliteStore } = await import('../store/sqlite/sqlite-store.js');
-  const store = SqliteStore.open({ path, crossProcessPollMs: CROSS_PROCESS_POLL_MS });
+  const store = SqliteStore.open({ path, crossProcessPollMs: CROSS_PROCESS_POLL_MS, watchWalFile: true });
   return { store, transactional: { sqlite: (db, params) => store.enqueueOnConnection(db, params) } };
 }
 

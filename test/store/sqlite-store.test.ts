@@ -245,7 +245,7 @@ describe('noticing another connection\'s commits', () => {
   it('hears them through the watch on the -wal file, with the safety poll too slow to matter', async () => {
     const path = join(dir, 'jobs.db');
     // A poll of ten minutes: only the file watch can wake this store within the test.
-    const watching = SqliteStore.open({ path, crossProcessPollMs: 600_000 });
+    const watching = SqliteStore.open({ path, crossProcessPollMs: 600_000, watchWalFile: true });
     const writer = SqliteStore.open({ path });
     try {
       let wakeUps = 0;
@@ -274,7 +274,7 @@ describe('noticing another connection\'s commits', () => {
     const { createInterface } = await import('node:readline');
     const { pathToFileURL } = await import('node:url');
     const path = join(dir, 'jobs.db');
-    const watching = SqliteStore.open({ path, crossProcessPollMs: 600_000 });
+    const watching = SqliteStore.open({ path, crossProcessPollMs: 600_000, watchWalFile: true });
     const storeModule = pathToFileURL(join(process.cwd(), 'dist/src/store/sqlite/sqlite-store.js')).href;
     // Enqueues one job for each line it reads; the commit's fsync follows the writes the watch hears.
     const script = `

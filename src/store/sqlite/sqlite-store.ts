@@ -56,6 +56,12 @@ export interface SqliteStoreOptions {
   readonly busyTimeoutMs?: number;
   /** How often to look for commits made by other processes while someone watches for work. */
   readonly crossProcessPollMs?: number;
+  /**
+   * Also watch the -wal file to hear other processes' commits within a millisecond or two (availability.ts).
+   * The library sets it: its workers and application share a file across processes. A coordinator alone on its
+   * file would only pay for hearing its own writes, so it is off by default.
+   */
+  readonly watchWalFile?: boolean;
   /** Open read-only (inspection tools). */
   readonly readonly?: boolean;
 }
@@ -88,6 +94,7 @@ export class SqliteStore implements S.Store {
     private readonly db: Db,
     private readonly clock: Clock,
     crossProcessPollMs: number,
+    watchWalFile: boolean,
     busyTimeoutMs: number,
     private readonly random: Random,
   ) {
@@ -96,7 +103,7 @@ export class SqliteStore implements S.Store {
     this.nextDue = new NextDueReader(db);
     this.retention = new RetentionStatements(db);
     this.schedules = new ScheduleStatements(db);
-    this.watchers = new Watchers(() => db.pragma('data_version', { simple: true }) as number, crossProcessPollMs, db.memory ? null : `${db.name}-wal`);
+    this.watchers = new Watchers(() => db.pragma('data_version', { simple: true }) as number, crossProcessPollMs, watchWalFile && !db.memory ? `${db.name}-wal` : null);
     this.cursorSecret = loadCursorSecret(db, this.statements);
     this.writer = groupCommitWriter(db, clock, busyTimeoutMs);
   }
@@ -105,7 +112,7 @@ export class SqliteStore implements S.Store {
     const clock = options.clock ?? systemClock;
     const busyTimeoutMs = Math.max(0, Math.floor(options.busyTimeoutMs ?? 5000));
     const db = openDatabase({ path: options.path, readonly: options.readonly ?? false, busyTimeoutMs, clock });
-    return new SqliteStore(db, clock, options.crossProcessPollMs ?? 50, busyTimeoutMs, options.random ?? systemRandom);
+    return new SqliteStore(db, clock, options.crossProcessPollMs ?? 50, options.watchWalFile ?? false, busyTimeoutMs, options.random ?? systemRandom);
   }
 
   async now(): Promise<number> {
