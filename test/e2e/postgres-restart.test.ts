@@ -182,7 +182,7 @@ describe.skipIf(databaseUrl === undefined || databaseUrl === '')('PostgreSQL res
       const total = tally.accepted.size;
       await waitFor('every accepted job to succeed', async () => (await admin.stats()).counts['succeeded'] === total, { timeoutMs: 30_000, intervalMs: 100 });
       const counts = (await admin.stats()).counts;
-      expect(counts).toEqual({ queued: 0, running: 0, succeeded: total, dead: 0, unknown: 0, cancelled: 0 });
+      expect(counts).toEqual({ queued: 0, waiting: 0, running: 0, succeeded: total, dead: 0, unknown: 0, cancelled: 0 });
 
       const jobs = await allJobs(admin);
       // One job per accepted key: no retried enqueue made a second one.
