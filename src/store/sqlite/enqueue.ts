@@ -31,11 +31,19 @@ export function enqueueInTx(st: Statements, params: EnqueueParams, now: number):
     return { kind: 'replayed', job: reloadJobById(st, existing.id) };
   }
   if ((params.dependsOn?.length ?? 0) > 0 || (params.concurrencyKey ?? null) !== null) return enqueueFlowJob(st, params, now);
-  const id = newJobId(now);
-  const runAfter = params.runAfter ?? now;
-  const deadlineAt = params.deadlineMs === null ? null : now + params.deadlineMs;
-  st.jobInsert.run({
-    id,
+  const row = newJobRow(params, now);
+  const { id, runAfter, deadlineAt } = row;
+  st.jobInsert.run(row);
+  st.counterAddStorage.run(params.tenant, params.payloadBytes);
+  crashPoint('enqueue.before-commit');
+  // Built from what was inserted rather than read back: enqueue is the hottest write.
+  return { kind: 'created', job: insertedJob(id, params, { status: 'queued', runAfter, deadlineAt, now, dependsOn: [] }) };
+}
+
+/** The bindings of a new job's row that every insert shares: its id, the request's columns, and its times. */
+function newJobRow(params: EnqueueParams, now: number) {
+  return {
+    id: newJobId(now),
     tenant: params.tenant,
     owner: params.owner,
     idempotencyKey: params.idempotencyKey,
@@ -45,15 +53,11 @@ export function enqueueInTx(st: Statements, params: EnqueueParams, now: number):
     payloadBytes: params.payloadBytes,
     maxAttempts: params.maxAttempts,
     priority: params.priority,
-    runAfter,
+    runAfter: params.runAfter ?? now,
     deadlineMs: params.deadlineMs,
-    deadlineAt,
+    deadlineAt: params.deadlineMs === null ? null : now + params.deadlineMs,
     now,
-  });
-  st.counterAddStorage.run(params.tenant, params.payloadBytes);
-  crashPoint('enqueue.before-commit');
-  // Built from what was inserted rather than read back: enqueue is the hottest write.
-  return { kind: 'created', job: insertedJob(id, params, { status: 'queued', runAfter, deadlineAt, now, dependsOn: [] }) };
+  };
 }
 
 function insertedJob(
@@ -112,26 +116,12 @@ function enqueueFlowJob(st: Statements, params: EnqueueParams, now: number): Enq
   const key = params.concurrencyKey ?? null;
   const decision = decideStart({ pendingParents, failedParent, key: keyFacts(st, { tenant: params.tenant, kind: params.kind, key }) });
   const status: JobStatus = decision.kind === 'dependency_failed' ? 'dead' : decision.kind;
-  const id = newJobId(now);
-  const runAfter = params.runAfter ?? now;
-  const deadlineAt = params.deadlineMs === null ? null : now + params.deadlineMs;
+  const row = newJobRow(params, now);
+  const { id, runAfter, deadlineAt } = row;
   const error = lastErrorColumns(status === 'dead' ? DEPENDENCY_FAILED : { status, outcome: null, lastError: null, attemptCode: null });
   const inserted = st.jobInsertFlow.get({
-    id,
-    tenant: params.tenant,
-    owner: params.owner,
-    idempotencyKey: params.idempotencyKey,
-    requestHash: params.requestHash,
-    kind: params.kind,
-    payload: params.payloadJson ?? canonicalJson(params.payload ?? null),
-    payloadBytes: params.payloadBytes,
+    ...row,
     status,
-    maxAttempts: params.maxAttempts,
-    priority: params.priority,
-    runAfter,
-    deadlineMs: params.deadlineMs,
-    deadlineAt,
-    now,
     ...error,
     pendingParents: status === 'waiting' ? pendingParents : 0,
     concurrencyKey: key,
