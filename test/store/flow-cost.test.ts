@@ -21,7 +21,7 @@ import { jobLeaseKindsSql, SQL } from '../../src/store/sqlite/queries.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import type { EnqueueParams, Store } from '../../src/store/store.js';
 import { kindParams } from '../support/kind-records.js';
-import { planNodes, type PlanNode } from '../support/pg-plan.js';
+import { jobRowsRead as readJobRows } from '../support/pg-plan.js';
 
 const BACKLOG = 20_000;
 const TENANT = 't1';
@@ -111,19 +111,7 @@ describe.skipIf(url === '')('lease cost beside a paused kind\u2019s backlog (pos
   });
 
 
-  /** Rows each scan of jobs read, over all its loops. */
-  async function jobRowsRead(text: string, values: readonly unknown[]): Promise<number[]> {
-    await client.query('BEGIN');
-    try {
-      const explained = await client.query<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>(`EXPLAIN (ANALYZE, FORMAT JSON) ${text}`, [...values]);
-      const root = explained.rows[0]?.['QUERY PLAN'][0].Plan as PlanNode;
-      const scans = [...planNodes(root)].filter((node) => node['Relation Name'] === 'jobs' && /Scan/.test(node['Node Type']));
-      expect(scans.some((node) => node['Node Type'] === 'Seq Scan')).toBe(false);
-      return scans.map((node) => (node['Actual Rows'] + (node['Rows Removed by Filter'] ?? 0)) * node['Actual Loops']);
-    } finally {
-      await client.query('ROLLBACK');
-    }
-  }
+  const jobRowsRead = (text: string, values: readonly unknown[]): Promise<number[]> => readJobRows(client, text, values);
 
   const tokens = Array.from({ length: 10 }, (_, i) => `token-${i}`);
 

@@ -21,7 +21,7 @@ import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
 import { SQL } from '../../src/store/sqlite/queries.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import type { EnqueueParams, Store } from '../../src/store/store.js';
-import { planNodes, type PlanNode } from '../support/pg-plan.js';
+import { jobRowsRead as readJobRows } from '../support/pg-plan.js';
 
 const HOT = 1_000;
 const KEYS = 50;
@@ -120,19 +120,7 @@ describe.skipIf(url === '')('lease cost beside waiting keyed jobs and children (
     await PostgresStore.dropSchema({ connectionString: url, schema });
   });
 
-  /** Rows each scan of jobs read, over all its loops (no sequential scan allowed). */
-  async function jobRowsRead(text: string, values: readonly unknown[]): Promise<number[]> {
-    await client.query('BEGIN');
-    try {
-      const explained = await client.query<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>(`EXPLAIN (ANALYZE, FORMAT JSON) ${text}`, [...values]);
-      const root = explained.rows[0]?.['QUERY PLAN'][0].Plan as PlanNode;
-      const scans = [...planNodes(root)].filter((node) => node['Relation Name'] === 'jobs' && /Scan/.test(node['Node Type']));
-      expect(scans.some((node) => node['Node Type'] === 'Seq Scan')).toBe(false);
-      return scans.map((node) => (node['Actual Rows'] + (node['Rows Removed by Filter'] ?? 0)) * node['Actual Loops']);
-    } finally {
-      await client.query('ROLLBACK');
-    }
-  }
+  const jobRowsRead = (text: string, values: readonly unknown[]): Promise<number[]> => readJobRows(client, text, values);
 
   const tokens = Array.from({ length: 10 }, (_, i) => `token-${i}`);
   const sum = (reads: readonly number[]): number => reads.reduce((a, b) => a + b, 0);
