@@ -4,12 +4,13 @@
  * sharing one file.
  */
 import Database from 'better-sqlite3';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { DEFAULT_BACKOFF } from '../../src/core/backoff.js';
 import { ManualClock } from '../../src/core/clock.js';
+import { sharedFilesOf, Watchers } from '../../src/store/sqlite/availability.js';
 import { SQL } from '../../src/store/sqlite/queries.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import type { EnqueueParams } from '../../src/store/store.js';
@@ -267,6 +268,34 @@ describe('noticing another connection\'s commits', () => {
     } finally {
       await writer.close();
       await watching.close();
+    }
+  });
+  it('hears a store\'s commits through its commit signal file, without the -wal watch', async () => {
+    const path = join(dir, 'jobs.db');
+    const writer = SqliteStore.open({ path, watchWalFile: true });
+    const reader = new Database(path, { readonly: true });
+    // Only the signal can wake these watchers: their -wal file does not exist and the poll is ten minutes.
+    const watchers = new Watchers(() => reader.pragma('data_version', { simple: true }) as number, 600_000, {
+      wal: join(dir, 'no-such-file-wal'),
+      signal: sharedFilesOf(path).signal,
+    });
+    try {
+      let woken: (() => void) | null = null;
+      const stop = watchers.watchAvailable(() => woken?.());
+      for (let i = 0; i < 5; i++) {
+        const heard = new Promise<'heard'>((resolve) => {
+          woken = () => resolve('heard');
+        });
+        await writer.jobEnqueue(enqueueParams(`signalled-${i}`));
+        const outcome = await Promise.race([heard, new Promise<'silent'>((resolve) => setTimeout(() => resolve('silent'), 2_000))]);
+        expect(outcome).toBe('heard');
+      }
+      stop();
+      expect(statSync(sharedFilesOf(path).signal).size).toBe(1);
+    } finally {
+      watchers.close();
+      reader.close();
+      await writer.close();
     }
   });
   it('hears another process\'s commits too, which become visible only after their -wal writes', async () => {

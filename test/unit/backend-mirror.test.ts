@@ -27,6 +27,7 @@ const FILES_ONLY_IN = {
   sqlite: {
     'sqlite-store.ts': 'the store class (postgres-store.ts)',
     'group-commit.ts': 'one transaction and one fsync for every write that arrived together; PostgreSQL commits per statement',
+    'lease-statements.ts': 'the lease statements prepared per LIMIT, since a bound LIMIT makes SQLite prepare a statement again at every run; PostgreSQL binds $2',
     'stats-reader.ts': 'the statistics scan every job of a tenant, so they run on a worker thread with its own connection; PostgreSQL runs STATS on the pool',
   },
   postgres: {

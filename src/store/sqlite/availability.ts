@@ -5,20 +5,69 @@
  * data_version, which changes only when another connection committed and
  * says nothing of what, so every waiter is told to look (null).
  *
- * When to read data_version: a commit appends frames to the `-wal` file, and
- * a file watch (inotify on Linux) hears those writes. They come just before
- * the commit is visible (its fsync and the WAL index update follow), so a
- * write starts a short burst of reads 1 ms apart that outlasts the commit.
- * An idle file costs nothing; a slow timer (pollMs) remains as the safety net
- * for file systems where the watch hears nothing.
+ * When to read data_version: every store that shares its file with other
+ * processes writes one byte to the commit signal file (`<db>-signal`) right
+ * after each commit, and a file watch (inotify on Linux) on it reads
+ * data_version at once: the commit is visible by then, so one read suffices.
+ * Commits by connections that are not stores (an application's own handle)
+ * do not signal; they append frames to the `-wal` file, which is watched too.
+ * Those writes come just before their commit is visible (its fsync and the
+ * WAL index update follow), so a write starts a short burst of reads 1 ms
+ * apart that outlasts the commit. An idle file costs nothing; a slow timer
+ * (pollMs) remains as the safety net for file systems where no watch hears.
  */
 
-import { watch, type FSWatcher } from 'node:fs';
+import { closeSync, openSync, watch, writeSync, type FSWatcher } from 'node:fs';
 import type { Availability, AvailabilityListener, FinishedJob, FinishedListener } from '../store.js';
 import { FinishedListeners } from '../finished-jobs.js';
 
 /** How long after a write to the -wal file data_version is read every millisecond: longer than a commit's fsync. */
 const WRITE_BURST_MS = 20;
+
+/** The files beside a database that other processes' commits are heard through. */
+export interface SharedFiles {
+  /** The `-wal` file: written by every connection's commit, just before the commit is visible. */
+  readonly wal: string;
+  /** The commit signal file: written by stores right after their commits (CommitSignal). */
+  readonly signal: string;
+}
+
+export function sharedFilesOf(databasePath: string): SharedFiles {
+  return { wal: `${databasePath}-wal`, signal: `${databasePath}-signal` };
+}
+
+const SIGNAL_BYTE = Buffer.from([1]);
+
+/**
+ * The writing side of the commit signal: one byte written at offset 0 of `<db>-signal` after each commit,
+ * which every watching process's inotify hears. About one system call per commit; the file stays one byte.
+ */
+export class CommitSignal {
+  private fd: number | null;
+
+  constructor(path: string) {
+    try {
+      this.fd = openSync(path, 'w');
+    } catch {
+      // A directory this process may not write in: the others hear the -wal file instead.
+      this.fd = null;
+    }
+  }
+
+  send(): void {
+    if (this.fd === null) return;
+    try {
+      writeSync(this.fd, SIGNAL_BYTE, 0, 1, 0);
+    } catch {
+      // A full or failing disk shows in the next commit; the signal only saves the watchers a millisecond.
+    }
+  }
+
+  close(): void {
+    if (this.fd !== null) closeSync(this.fd);
+    this.fd = null;
+  }
+}
 
 export class Watchers {
   private readonly available = new Set<AvailabilityListener>();
@@ -26,6 +75,7 @@ export class Watchers {
   private dataVersion = 0;
   private pollTimer: NodeJS.Timeout | null = null;
   private fileWatch: FSWatcher | null = null;
+  private signalWatch: FSWatcher | null = null;
   private burstTimer: NodeJS.Timeout | null = null;
   private burstUntil = 0;
   private closed = false;
@@ -33,8 +83,8 @@ export class Watchers {
   constructor(
     private readonly readDataVersion: () => number,
     private readonly pollMs: number,
-    /** The database's `-wal` file, watched for other processes' writes; null for none (an in-memory database). */
-    private readonly walPath: string | null = null,
+    /** The database's `-wal` and signal files, watched for other processes' commits; null for none (an in-memory database). */
+    private readonly files: SharedFiles | null = null,
   ) {}
 
   watchAvailable(listener: AvailabilityListener): () => void {
@@ -80,20 +130,28 @@ export class Watchers {
   }
 
   private startFileWatch(): void {
-    if (this.walPath === null) return;
+    if (this.files === null) return;
+    this.fileWatch = this.watchFile(this.files.wal, () => this.startBurst());
+    this.signalWatch = this.watchFile(this.files.signal, () => this.noticeOtherCommits());
+  }
+
+  /** A watch on one file, or null where there is none (no such file yet, or no watch on this file system): the poll alone then. */
+  private watchFile(path: string, onChange: () => void): FSWatcher | null {
     try {
-      const fileWatch = watch(this.walPath, { persistent: false }, () => this.startBurst());
+      const fileWatch = watch(path, { persistent: false }, onChange);
       // The file went away (journal mode changed, the database deleted): the safety poll carries on.
-      fileWatch.on('error', () => this.stopFileWatch());
-      this.fileWatch = fileWatch;
+      fileWatch.on('error', () => fileWatch.close());
+      return fileWatch;
     } catch {
-      // No -wal file yet, or no watch on this file system: the poll alone.
+      return null;
     }
   }
 
   private stopFileWatch(): void {
     this.fileWatch?.close();
     this.fileWatch = null;
+    this.signalWatch?.close();
+    this.signalWatch = null;
     if (this.burstTimer !== null) clearTimeout(this.burstTimer);
     this.burstTimer = null;
   }

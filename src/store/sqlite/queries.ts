@@ -253,6 +253,16 @@ export const STATS_SQL = {
 } as const;
 
 /**
+ * A lease statement (jobLeaseAnyKind, jobLeaseKindsSql) with `max` written in place of @max: a bound LIMIT
+ * makes SQLite prepare the statement again at every run (lease-statements.ts). `max` is a count the protocol
+ * has checked; anything but a positive integer is refused here too, since it becomes SQL text.
+ */
+export function withLeaseMax(sql: string, max: number): string {
+  if (!Number.isSafeInteger(max) || max < 1) throw new RangeError(`a lease takes a positive whole number of jobs, not ${String(max)}`);
+  return sql.replace(/@max\b/g, String(max));
+}
+
+/**
  * The lease of a kinds filter with `kindCount` kinds (bound as @k0, @k1, …): each kind's available jobs are
  * walked in lease order on jobs_available_by_kind, at most @max of each, and the best @max of those are claimed.
  * It reads O(max × kinds) index entries, never another kind's backlog. One statement per kind count.

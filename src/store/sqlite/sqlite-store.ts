@@ -16,7 +16,7 @@
  * reaper) — the same files as the PostgreSQL backend's.
  */
 
-import type { Database as Db, Statement } from 'better-sqlite3';
+import type { Database as Db } from 'better-sqlite3';
 import { canonicalJson } from '../../core/canonical-json.js';
 import { systemClock, type Clock } from '../../core/clock.js';
 import { systemRandom, type Random } from '../../core/random.js';
@@ -25,7 +25,7 @@ import type * as S from '../store.js';
 import { distinctAvailability } from '../store.js';
 import { listPage, openCursor } from '../list-cursor.js';
 import { finishedByCompletion, finishedByFailure, finishedByOperator, reapFinishedSome } from '../finished-jobs.js';
-import { Watchers } from './availability.js';
+import { CommitSignal, sharedFilesOf, Watchers } from './availability.js';
 import { flowEffects, type FlowEffects } from './dependencies.js';
 import { enqueueInTx, enqueueOnConnection } from './enqueue.js';
 import { groupCommitWriter, loadCursorSecret, openDatabase, prepareStatements } from './database.js';
@@ -34,7 +34,8 @@ import type { GroupCommit } from './group-commit.js';
 import { markEffectStarted, renewLease, storeCheckpoint } from './guarded-statements.js';
 import { completeInTx, failInTx } from './lease-endings.js';
 import { cancelInTx, reapInTx, reconcileInTx, requeueInTx } from './operator-actions.js';
-import { jobLeaseKindsSql, type Statements } from './queries.js';
+import { LeaseStatements } from './lease-statements.js';
+import type { Statements } from './queries.js';
 import { countByKind, leaseAllowance, windowAfter } from '../flow-limits.js';
 import { kindFlowState, type KindFlowColumns } from '../row-records.js';
 import { StatsReader } from './stats-reader.js';
@@ -57,9 +58,10 @@ export interface SqliteStoreOptions {
   /** How often to look for commits made by other processes while someone watches for work. */
   readonly crossProcessPollMs?: number;
   /**
-   * Also watch the -wal file to hear other processes' commits within a millisecond or two (availability.ts).
-   * The library sets it: its workers and application share a file across processes. A coordinator alone on its
-   * file would only pay for hearing its own writes, so it is off by default.
+   * Hear other processes' commits as they happen (availability.ts): write the commit signal file (`<db>-signal`)
+   * after each commit, and watch it and the -wal file. The library sets it: its workers and application share a
+   * file across processes. A coordinator alone on its file would only pay for hearing its own writes, so it is
+   * off by default.
    */
   readonly watchWalFile?: boolean;
   /** Open read-only (inspection tools). */
@@ -77,13 +79,13 @@ function kindBindings(distinctKinds: readonly string[]): Record<string, string> 
 export class SqliteStore implements S.Store {
   readonly backend = 'sqlite' as const;
   private readonly statements: Statements;
-  /** The kinds-filter lease statements, by kind count, prepared on first use. */
-  private readonly leaseKindsStatements = new Map<number, Statement>();
-  /** The restricted path's capped lease statements, by kind count. */
-  private readonly leaseCappedStatements = new Map<number, Statement>();
+  /** The lease statements, prepared on first use per kind count and max. */
+  private readonly leases: LeaseStatements;
   private readonly writer: GroupCommit;
   private readonly statsReader: StatsReader;
   private readonly watchers: Watchers;
+  /** Tells the other processes on the file of each commit (library mode); null when no one else is expected. */
+  private readonly signal: CommitSignal | null;
   private closed = false;
   private readonly cursorSecret: Buffer;
   private readonly nextDue: NextDueReader;
@@ -100,12 +102,16 @@ export class SqliteStore implements S.Store {
   ) {
     this.statsReader = new StatsReader(db.name, busyTimeoutMs);
     this.statements = prepareStatements(db);
+    this.leases = new LeaseStatements(db);
     this.nextDue = new NextDueReader(db);
     this.retention = new RetentionStatements(db);
     this.schedules = new ScheduleStatements(db);
-    this.watchers = new Watchers(() => db.pragma('data_version', { simple: true }) as number, crossProcessPollMs, watchWalFile && !db.memory ? `${db.name}-wal` : null);
+    const shared = watchWalFile && !db.memory ? sharedFilesOf(db.name) : null;
+    // Created before anything watches it, so every store of the file can watch it from its first wait.
+    this.signal = shared === null || db.readonly ? null : new CommitSignal(shared.signal);
+    this.watchers = new Watchers(() => db.pragma('data_version', { simple: true }) as number, crossProcessPollMs, shared);
     this.cursorSecret = loadCursorSecret(db, this.statements);
-    this.writer = groupCommitWriter(db, clock, busyTimeoutMs);
+    this.writer = groupCommitWriter(db, clock, busyTimeoutMs, () => this.signal?.send());
   }
 
   static open(options: SqliteStoreOptions): SqliteStore {
@@ -133,7 +139,10 @@ export class SqliteStore implements S.Store {
    */
   enqueueOnConnection(db: Db, params: S.EnqueueParams): S.EnqueueOutcome {
     const outcome = enqueueOnConnection(db, params, this.clock.now());
-    setImmediate(() => this.watchers.noticeOtherCommits());
+    setImmediate(() => {
+      this.watchers.noticeOtherCommits();
+      this.signal?.send();
+    });
     return outcome;
   }
 
@@ -142,6 +151,7 @@ export class SqliteStore implements S.Store {
     this.closed = true;
     this.watchers.close();
     this.writer.close();
+    this.signal?.close();
     this.db.close();
     await this.statsReader.close();
   }
@@ -298,15 +308,6 @@ export class SqliteStore implements S.Store {
 
   // --- the lease protocol ---------------------------------------------------
 
-  private leaseKindsStatement(kindCount: number): Statement {
-    let statement = this.leaseKindsStatements.get(kindCount);
-    if (statement === undefined) {
-      statement = this.db.prepare(jobLeaseKindsSql(kindCount));
-      this.leaseKindsStatements.set(kindCount, statement);
-    }
-    return statement;
-  }
-
   async jobLease(params: S.LeaseParams): Promise<readonly S.LeasedJob[]> {
     let reapEnded = false;
     const leased = await this.writeFlow((now, effects) => {
@@ -315,11 +316,8 @@ export class SqliteStore implements S.Store {
       // Duplicates are dropped, so no kind is walked twice.
       const kinds = params.kinds !== undefined && params.kinds.length > 0 ? [...new Set(params.kinds)] : null;
       const bindings = { tenant: params.tenant, workerId: params.workerId, leaseMs: params.leaseMs, max: params.max, now };
-      let rows = (
-        kinds === null
-          ? this.statements.jobLeaseAnyKind.all(bindings)
-          : this.leaseKindsStatement(kinds.length).all({ ...bindings, ...kindBindings(kinds) })
-      ) as LeasedRow[];
+      const lease = this.leases.lease(kinds === null ? 0 : kinds.length, params.max);
+      let rows = (kinds === null ? lease.all(bindings) : lease.all({ ...bindings, ...kindBindings(kinds) })) as LeasedRow[];
       // Nothing leased: either nothing is available, or a kind it may take is paused or limited (the statement's guard).
       if (rows.length === 0) rows = this.leaseRestricted(bindings, kinds);
       rows.sort((a, b) => b.priority - a.priority || a.run_after - b.run_after || a.seq - b.seq);
@@ -352,7 +350,7 @@ export class SqliteStore implements S.Store {
     }
     if (caps.length === 0) return [];
     const capBindings = Object.fromEntries(caps.flatMap(([kind, cap], i) => [[`k${i}`, kind], [`m${i}`, cap]]));
-    const rows = this.leaseCappedStatement(caps.length).all({ ...bindings, ...capBindings }) as LeasedRow[];
+    const rows = this.leases.cappedLease(caps.length).all({ ...bindings, ...capBindings }) as LeasedRow[];
     for (const [kind, count] of countByKind(rows)) {
       const state = restricted.get(kind);
       if (state === undefined || state.rate === null) continue;
@@ -360,15 +358,6 @@ export class SqliteStore implements S.Store {
       this.statements.kindWindowSet.run({ tenant: bindings.tenant, kind, start: window.start, count: window.count });
     }
     return rows;
-  }
-
-  private leaseCappedStatement(kindCount: number): Statement {
-    let statement = this.leaseCappedStatements.get(kindCount);
-    if (statement === undefined) {
-      statement = this.db.prepare(jobLeaseKindsSql(kindCount, true));
-      this.leaseCappedStatements.set(kindCount, statement);
-    }
-    return statement;
   }
 
   jobRenew(params: S.RenewParams): Promise<S.RenewOutcome> {

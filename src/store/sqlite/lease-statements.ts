@@ -1,0 +1,56 @@
+/**
+ * The lease statements, prepared on first use with their LIMIT written into
+ * the text. SQLite's planner reads the value of a bound LIMIT (better-sqlite3
+ * builds SQLite with STAT4), so binding @max marks the prepared statement
+ * expired and every run prepared it again: about 0.25–0.4 ms a lease on a
+ * 2-core VM, several times what the lease itself costs (docs/SCALING.md §1.5).
+ * One statement per (kind count, max) pair, the most recently used KEPT of
+ * them, so a caller that varies max pays a prepare per new value and no more
+ * memory than KEPT statements.
+ *
+ * The restricted path's capped statement keeps its caps bound (a cap per kind
+ * would multiply the statements); only tenants with paused or limited kinds
+ * take it.
+ */
+
+import type { Database as Db, Statement } from 'better-sqlite3';
+import { jobLeaseKindsSql, SQL, withLeaseMax } from './queries.js';
+
+/** How many unrestricted lease statements are kept prepared. */
+const KEPT = 256;
+
+export class LeaseStatements {
+  private readonly unrestricted = new Map<string, Statement>();
+  private readonly capped = new Map<number, Statement>();
+
+  constructor(private readonly db: Db) {}
+
+  /** The unrestricted lease of at most `max` jobs: of any kind (kindCount 0) or of `kindCount` kinds bound as @k0, @k1, …. */
+  lease(kindCount: number, max: number): Statement {
+    const key = `${kindCount}/${max}`;
+    const found = this.unrestricted.get(key);
+    if (found !== undefined) {
+      // Most recently used last: the first key is the one to drop.
+      this.unrestricted.delete(key);
+      this.unrestricted.set(key, found);
+      return found;
+    }
+    const statement = this.db.prepare(withLeaseMax(kindCount === 0 ? SQL.jobLeaseAnyKind : jobLeaseKindsSql(kindCount), max));
+    this.unrestricted.set(key, statement);
+    if (this.unrestricted.size > KEPT) {
+      const oldest = this.unrestricted.keys().next().value;
+      if (oldest !== undefined) this.unrestricted.delete(oldest);
+    }
+    return statement;
+  }
+
+  /** The restricted path's lease of `kindCount` kinds with a cap each (jobLeaseKindsSql(n, true)). */
+  cappedLease(kindCount: number): Statement {
+    let statement = this.capped.get(kindCount);
+    if (statement === undefined) {
+      statement = this.db.prepare(jobLeaseKindsSql(kindCount, true));
+      this.capped.set(kindCount, statement);
+    }
+    return statement;
+  }
+}
