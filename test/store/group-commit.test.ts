@@ -127,3 +127,37 @@ it('fails every caller of a batch re-run one by one (an operation threw) whose C
   expect((db.prepare('SELECT COUNT(*) AS n FROM t').get() as { n: number }).n).toBe(0);
   expect(await writer.run(insert(3))).toBe(1);
 });
+
+it('tries again for the write lock as soon as it may be free, not at its retry timer', async () => {
+  const holder = new Database(join(dir, 'gc.db'));
+  const waiting = new GroupCommit({
+    db,
+    now: () => 0,
+    translateError: (error) => error,
+    isFatal: () => false,
+    beginWithoutWaiting: () => {
+      db.pragma('busy_timeout = 0');
+      db.exec('BEGIN IMMEDIATE');
+    },
+    isBusy: (error) => (error as { code?: string }).code === 'SQLITE_BUSY',
+    lockWaitMs: 60_000,
+    // Ten minutes between tries: only lockMayBeFree can let the batch in within the test.
+    lockRetryDelayMs: () => 600_000,
+  });
+  try {
+    holder.exec('BEGIN IMMEDIATE');
+    const committed = waiting.run(insert(7));
+    // Let the batch find the lock taken and go back to wait.
+    for (let i = 0; i < 3; i++) await new Promise((resolve) => setImmediate(resolve));
+    waiting.lockMayBeFree();
+    holder.exec('COMMIT');
+    waiting.lockMayBeFree();
+    const outcome = await Promise.race([committed.then(() => 'committed'), new Promise((resolve) => setTimeout(() => resolve('still waiting'), 2_000))]);
+    expect(outcome).toBe('committed');
+    expect((db.prepare('SELECT COUNT(*) AS n FROM t WHERE v = 7').get() as { n: number }).n).toBe(1);
+  } finally {
+    if (holder.inTransaction) holder.exec('ROLLBACK');
+    holder.close();
+    waiting.close();
+  }
+});

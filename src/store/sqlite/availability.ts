@@ -45,7 +45,7 @@ const SIGNAL_BYTE = Buffer.from([1]);
 export class CommitSignal {
   private fd: number | null;
 
-  constructor(path: string) {
+  constructor(private readonly path: string) {
     try {
       this.fd = openSync(path, 'w');
     } catch {
@@ -60,6 +60,20 @@ export class CommitSignal {
       writeSync(this.fd, SIGNAL_BYTE, 0, 1, 0);
     } catch {
       // A full or failing disk shows in the next commit; the signal only saves the watchers a millisecond.
+    }
+  }
+
+  /**
+   * Calls `listener` at each signal of any store on the file, this one's included (the group commit's
+   * wait for the write lock: the lock is free right after a commit). Returns the function that stops it.
+   */
+  hear(listener: () => void): () => void {
+    try {
+      const fileWatch = watch(this.path, { persistent: false }, listener);
+      fileWatch.on('error', () => fileWatch.close());
+      return () => fileWatch.close();
+    } catch {
+      return () => undefined;
     }
   }
 

@@ -49,6 +49,8 @@ export interface GroupCommitOptions {
   readonly isBusy?: (error: unknown) => boolean;
   /** How long a batch may wait for another connection's write lock before it is refused. */
   readonly lockWaitMs?: number;
+  /** The pause before the `retry`th try for the lock (from 0); by default 1, 2, 4, 8, then 16 ms. */
+  readonly lockRetryDelayMs?: (retry: number) => number;
 }
 
 /** Longest pause between two tries for the write lock. */
@@ -62,6 +64,7 @@ export class GroupCommit {
   private waitingForLock = false;
   private lockBusySince: number | undefined;
   private lockRetries = 0;
+  private lockRetryTimer: NodeJS.Timeout | undefined;
   private readonly maxBatch: number;
 
   constructor(private readonly options: GroupCommitOptions) {
@@ -91,6 +94,8 @@ export class GroupCommit {
   }
 
   close(): void {
+    clearTimeout(this.lockRetryTimer);
+    this.waitingForLock = false;
     this.drain();
     this.closed = true;
   }
@@ -134,12 +139,25 @@ export class GroupCommit {
     }
     this.queue = [...batch, ...this.queue];
     this.waitingForLock = true;
-    const delay = Math.min(MAX_LOCK_RETRY_DELAY_MS, 2 ** this.lockRetries++);
-    setTimeout(() => {
-      this.waitingForLock = false;
-      this.flush();
-    }, delay);
+    const retry = this.lockRetries++;
+    const delay = this.options.lockRetryDelayMs?.(retry) ?? Math.min(MAX_LOCK_RETRY_DELAY_MS, 2 ** retry);
+    this.lockRetryTimer = setTimeout(() => this.retryNow(), delay);
     return true;
+  }
+
+  /**
+   * Another connection has just committed (its commit signal was heard), so the write lock it held is free:
+   * a batch waiting for the lock tries again now rather than at its timer.
+   */
+  lockMayBeFree(): void {
+    if (this.waitingForLock) this.retryNow();
+  }
+
+  private retryNow(): void {
+    clearTimeout(this.lockRetryTimer);
+    this.lockRetryTimer = undefined;
+    this.waitingForLock = false;
+    this.flush();
   }
 
   private runBatch(batch: readonly Pending[], isolate: boolean, mayBlock: boolean): 'done' | 'isolate' | 'waiting' {

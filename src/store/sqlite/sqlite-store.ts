@@ -86,6 +86,7 @@ export class SqliteStore implements S.Store {
   private readonly watchers: Watchers;
   /** Tells the other processes on the file of each commit (library mode); null when no one else is expected. */
   private readonly signal: CommitSignal | null;
+  private readonly stopHearingCommits: () => void;
   private closed = false;
   private readonly cursorSecret: Buffer;
   private readonly nextDue: NextDueReader;
@@ -112,6 +113,7 @@ export class SqliteStore implements S.Store {
     this.watchers = new Watchers(() => db.pragma('data_version', { simple: true }) as number, crossProcessPollMs, shared);
     this.cursorSecret = loadCursorSecret(db, this.statements);
     this.writer = groupCommitWriter(db, clock, busyTimeoutMs, () => this.signal?.send());
+    this.stopHearingCommits = this.signal?.hear(() => this.writer.lockMayBeFree()) ?? (() => undefined);
   }
 
   static open(options: SqliteStoreOptions): SqliteStore {
@@ -151,6 +153,7 @@ export class SqliteStore implements S.Store {
     this.closed = true;
     this.watchers.close();
     this.writer.close();
+    this.stopHearingCommits();
     this.signal?.close();
     this.db.close();
     await this.statsReader.close();
