@@ -398,4 +398,15 @@ ALTER TABLE job_attempts SET (autovacuum_vacuum_scale_factor = 0, autovacuum_vac
 ALTER TABLE job_results SET (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 5000,
   autovacuum_vacuum_cost_delay = 1);`,
   },
+  {
+    version: 11,
+    name: 'keep_table_files',
+    // Vacuum leaves the churning tables' files at their high-water mark: the space of purged rows at the end
+    // of a file is what the next hour's jobs fill, and giving it back takes an ACCESS EXCLUSIVE lock on the
+    // table, which stops every lease and enqueue while it is held (and is replayed on standbys).
+    // `VACUUM (TRUNCATE) jobs` still returns it by hand (docs/SCALING.md §4).
+    sql: `ALTER TABLE jobs SET (vacuum_truncate = false);
+ALTER TABLE job_attempts SET (vacuum_truncate = false);
+ALTER TABLE job_results SET (vacuum_truncate = false);`,
+  },
 ];

@@ -392,4 +392,11 @@ CREATE INDEX schedules_due ON schedules (next_at, tenant) WHERE next_at IS NOT N
     // (database.ts) and retention's incremental_vacuum return the pages that deletes free.
     sql: `SELECT 1;`,
   },
+  {
+    version: 11,
+    name: 'keep_table_files',
+    // PostgreSQL's vacuum_truncate. SQLite's file is managed by auto_vacuum = INCREMENTAL and retention's
+    // incremental_vacuum, which take no lock beyond the write lock of a retention batch.
+    sql: `SELECT 1;`,
+  },
 ];
