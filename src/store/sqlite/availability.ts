@@ -38,6 +38,18 @@ export function sharedFilesOf(databasePath: string): SharedFiles {
 
 const SIGNAL_BYTE = Buffer.from([1]);
 
+/** A watch on one file, or null where there is none (no such file yet, or no watch on this file system): the poll alone then. */
+function watchFile(path: string, onChange: () => void): FSWatcher | null {
+  try {
+    const fileWatch = watch(path, { persistent: false }, onChange);
+    // The file went away (journal mode changed, the database deleted): the safety poll carries on.
+    fileWatch.on('error', () => fileWatch.close());
+    return fileWatch;
+  } catch {
+    return null;
+  }
+}
+
 /**
  * The writing side of the commit signal: one byte written at offset 0 of `<db>-signal` after each commit,
  * which every watching process's inotify hears. About one system call per commit; the file stays one byte.
@@ -68,13 +80,8 @@ export class CommitSignal {
    * wait for the write lock: the lock is free right after a commit). Returns the function that stops it.
    */
   hear(listener: () => void): () => void {
-    try {
-      const fileWatch = watch(this.path, { persistent: false }, listener);
-      fileWatch.on('error', () => fileWatch.close());
-      return () => fileWatch.close();
-    } catch {
-      return () => undefined;
-    }
+    const fileWatch = watchFile(this.path, listener);
+    return () => fileWatch?.close();
   }
 
   close(): void {
@@ -145,20 +152,8 @@ export class Watchers {
 
   private startFileWatch(): void {
     if (this.files === null) return;
-    this.fileWatch = this.watchFile(this.files.wal, () => this.startBurst());
-    this.signalWatch = this.watchFile(this.files.signal, () => this.noticeOtherCommits());
-  }
-
-  /** A watch on one file, or null where there is none (no such file yet, or no watch on this file system): the poll alone then. */
-  private watchFile(path: string, onChange: () => void): FSWatcher | null {
-    try {
-      const fileWatch = watch(path, { persistent: false }, onChange);
-      // The file went away (journal mode changed, the database deleted): the safety poll carries on.
-      fileWatch.on('error', () => fileWatch.close());
-      return fileWatch;
-    } catch {
-      return null;
-    }
+    this.fileWatch = watchFile(this.files.wal, () => this.startBurst());
+    this.signalWatch = watchFile(this.files.signal, () => this.noticeOtherCommits());
   }
 
   private stopFileWatch(): void {
