@@ -20,6 +20,8 @@ export const CURSOR_SECRET_BYTES = 32;
 const IV_BYTES = 12;
 const TAG_BYTES = 16;
 const SEQ_BYTES = 8;
+/** A cursor begins with a letter: base64url may begin with '-', which a command line reads as an option (`--cursor -x…`). */
+const CURSOR_PREFIX = 'c';
 
 function binding(params: JobListParams): Buffer {
   return Buffer.from(JSON.stringify([params.scope.tenant, params.scope.owner ?? null, params.status ?? null, params.kind ?? null]), 'utf8');
@@ -35,14 +37,15 @@ export function sealCursor(secret: Buffer, params: JobListParams, seq: number): 
   cipher.setAAD(binding(params));
   const plain = Buffer.alloc(SEQ_BYTES);
   plain.writeBigUInt64BE(BigInt(seq));
-  return Buffer.concat([iv, cipher.update(plain), cipher.final(), cipher.getAuthTag()]).toString('base64url');
+  return CURSOR_PREFIX + Buffer.concat([iv, cipher.update(plain), cipher.final(), cipher.getAuthTag()]).toString('base64url');
 }
 
 /** The position a cursor of this very listing seals; throws 400 invalid_request for any other string. */
 export function openCursor(secret: Buffer, params: JobListParams, cursor: string): number {
-  const raw = /^[A-Za-z0-9_-]+$/.test(cursor) ? Buffer.from(cursor, 'base64url') : Buffer.alloc(0);
+  const sealed = cursor.startsWith(CURSOR_PREFIX) ? cursor.slice(CURSOR_PREFIX.length) : '';
+  const raw = /^[A-Za-z0-9_-]+$/.test(sealed) ? Buffer.from(sealed, 'base64url') : Buffer.alloc(0);
   // Canonical encoding only: base64 tolerates trailing characters, a cursor does not.
-  if (raw.length !== IV_BYTES + SEQ_BYTES + TAG_BYTES || raw.toString('base64url') !== cursor) throw invalidCursor();
+  if (raw.length !== IV_BYTES + SEQ_BYTES + TAG_BYTES || raw.toString('base64url') !== sealed) throw invalidCursor();
   try {
     const decipher = createDecipheriv('aes-256-gcm', secret, raw.subarray(0, IV_BYTES), { authTagLength: TAG_BYTES });
     decipher.setAAD(binding(params));

@@ -298,7 +298,7 @@ describe.each(targets)('Worker over a Queue, on the store directly ($name)', (ta
   }
 });
 
-/** A second process with its own Queue on the file: enqueues one job when told, and says when it committed. */
+/** A second process with its own Queue on the file: enqueues one job when told, and says when it called enqueue. */
 function enqueuer(db: string): { readonly process: ChildProcess; line(prefix: string): Promise<string> } {
   const library = pathToFileURL(resolve(import.meta.dirname, '../../dist/src/index.js')).href;
   const script = `
@@ -308,8 +308,10 @@ function enqueuer(db: string): { readonly process: ChildProcess; line(prefix: st
     console.log('ready');
     for await (const line of createInterface({ input: process.stdin })) {
       if (line === 'go') {
+        // The moment before the call: the other process may start the job before this await resumes.
+        const calledAt = Date.now();
         await queue.enqueue({ kind: 'ping', payload: {}, idempotencyKey: 'from-another-process' });
-        console.log('enqueued ' + Date.now());
+        console.log('enqueued ' + calledAt);
       }
     }
     await queue.close();
