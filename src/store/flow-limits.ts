@@ -83,3 +83,41 @@ export function countByKind(jobs: readonly { readonly kind: string }[]): Map<str
   for (const job of jobs) counts.set(job.kind, (counts.get(job.kind) ?? 0) + 1);
   return counts;
 }
+
+/** Most distinct queued kinds a restricted lease without a kinds filter walks. */
+export const MAX_QUEUED_KINDS = 1_000;
+
+/** A kind a restricted lease walks, with how many of its jobs it may take. */
+export interface LeaseCap {
+  readonly kind: string;
+  readonly cap: number;
+}
+
+/**
+ * What a restricted lease of up to `max` may take of each candidate kind, in the candidates' order: an
+ * unrestricted kind up to `max`, a restricted one what leaseAllowance gives; kinds allowed nothing are left out.
+ */
+export function leaseCaps(candidates: readonly string[], restricted: ReadonlyMap<string, KindFlowState>, max: number, now: number): LeaseCap[] {
+  const caps: LeaseCap[] = [];
+  for (const kind of candidates) {
+    const state = restricted.get(kind);
+    const cap = state === undefined ? max : leaseAllowance(state, max, now);
+    if (cap > 0) caps.push({ kind, cap });
+  }
+  return caps;
+}
+
+/** The rate windows a restricted lease moves: each rate-limited kind it leased jobs of, with its window after them. */
+export function windowsMoved(
+  leased: readonly { readonly kind: string }[],
+  restricted: ReadonlyMap<string, KindFlowState>,
+  now: number,
+): { readonly kind: string; readonly start: number; readonly count: number }[] {
+  const moved: { kind: string; start: number; count: number }[] = [];
+  for (const [kind, count] of countByKind(leased)) {
+    const state = restricted.get(kind);
+    if (state === undefined || state.rate === null) continue;
+    moved.push({ kind, ...windowAfter(state, count, now) });
+  }
+  return moved;
+}

@@ -36,7 +36,7 @@ describe.each(backends)('a shared coordinator under hostile tenants ($name)', (b
     return { value, ms: performance.now() - started };
   }
 
-  it('answers a catastrophic pattern at once, and /healthz meanwhile, both under 50 ms', async () => {
+  it('answers a catastrophic pattern at once, and /healthz meanwhile, both under 200 ms', async () => {
     const harness = await start();
     const schema = { type: 'object', properties: { s: { type: 'string', pattern: '^(a+)+$' } } };
     expect((await putKind(harness, 'evil', { payloadSchema: schema })).statusCode).toBe(200);
@@ -55,8 +55,10 @@ describe.each(backends)('a shared coordinator under hostile tenants ($name)', (b
       expect(errorCode(answer.value)).toBe('invalid_payload');
       expect(health.value.statusCode).toBe(200);
       console.log(`pattern ^(a+)+$ with ${length} characters: answer ${answer.ms.toFixed(1)} ms, /healthz ${health.ms.toFixed(1)} ms (${backend.name})`);
-      expect(answer.ms).toBeLessThan(50);
-      expect(health.ms).toBeLessThan(50);
+      // A backtracking engine blocks the event loop about a second at 24 characters, so 200 ms still tells them
+      // apart while leaving room for a loaded machine (51 ms was seen at load 4 to 6; alone it is a few ms).
+      expect(answer.ms).toBeLessThan(200);
+      expect(health.ms).toBeLessThan(200);
     }
     // The pattern still matches what it should.
     expect((await enqueue(harness.app, harness.keys.producer, { kind: 'evil', payload: { s: 'a'.repeat(40) } })).statusCode).toBe(202);

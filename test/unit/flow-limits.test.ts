@@ -9,7 +9,7 @@
 
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { countByKind, holdReason, leaseAllowance, windowAfter, type KindFlowState } from '../../src/store/flow-limits.js';
+import { countByKind, holdReason, leaseAllowance, leaseCaps, windowAfter, windowsMoved, type KindFlowState } from '../../src/store/flow-limits.js';
 import { restrictedNextDue } from '../../src/store/next-due.js';
 
 const base: KindFlowState = { kind: 'k', paused: false, maxConcurrent: null, rate: null, running: 0, windowStart: null, windowCount: 0 };
@@ -30,6 +30,22 @@ describe('flow limits', () => {
     expect(windowAfter(rated, 1, 500)).toEqual({ start: 100, count: 3 });
     expect(windowAfter(rated, 3, 1_100)).toEqual({ start: 1_100, count: 3 });
     expect(windowAfter({ ...rated, windowStart: null, windowCount: 0 }, 2, 50)).toEqual({ start: 50, count: 2 });
+  });
+
+  it('caps each candidate kind of a restricted lease in order, leaving out the kinds allowed nothing, and moves only rate windows', () => {
+    const restricted = new Map<string, KindFlowState>([
+      ['paused', { ...base, kind: 'paused', paused: true }],
+      ['slots', { ...base, kind: 'slots', maxConcurrent: 3, running: 1 }],
+      ['rated', { ...base, kind: 'rated', rate: { limit: 4, perMs: 1_000 }, windowStart: 0, windowCount: 1 }],
+    ]);
+    expect(leaseCaps(['free', 'paused', 'slots', 'rated'], restricted, 10, 500)).toEqual([
+      { kind: 'free', cap: 10 },
+      { kind: 'slots', cap: 2 },
+      { kind: 'rated', cap: 3 },
+    ]);
+    const leased = [{ kind: 'free' }, { kind: 'slots' }, { kind: 'rated' }, { kind: 'rated' }];
+    expect(windowsMoved(leased, restricted, 500)).toEqual([{ kind: 'rated', start: 0, count: 3 }]);
+    expect(windowsMoved([], restricted, 500)).toEqual([]);
   });
 
   it('says what a held poll waits for', () => {

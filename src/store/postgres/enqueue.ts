@@ -14,6 +14,7 @@
  * inserted item by item, in order, in one transaction.
  */
 
+import type pg from 'pg';
 import { canonicalJson } from '../../core/canonical-json.js';
 import { decideParentEnd, decideStart } from '../../core/dependencies.js';
 import { LeaseholdError } from '../../core/errors.js';
@@ -181,4 +182,30 @@ async function insertFlowJob(db: Pick<PgDatabase, 'query'>, item: PreparedEnqueu
   if (parents.length > 0) await db.query(bind(Q.DEPENDENCY_INSERT, [parents.map((parent) => parent.id), id]));
   const dependsOn = [...parents].sort((a, b) => a.seq - b.seq).map((parent) => parent.id);
   return { outcomes: [{ kind: 'created', job: { ...toJobRecord(row), dependsOn } }], available: status === 'queued' ? [{ tenant: p.tenant, kind: p.kind }] : [] };
+}
+
+/**
+ * Enqueue on an application's own connection, inside the transaction it has open: the job, its reserved key
+ * and its NOTIFY (`notification`) exist only if that transaction commits. The statements run with the store's
+ * schema as the transaction's search_path, set back afterwards.
+ */
+export async function enqueueOnClient(
+  client: pg.ClientBase,
+  schema: string,
+  notification: (available: readonly Availability[]) => pg.QueryConfig,
+  params: EnqueueParams,
+): Promise<EnqueueOutcome> {
+  const previous = (await client.query<{ search_path: string }>('SHOW search_path')).rows[0]?.search_path ?? 'public';
+  await client.query(`SELECT set_config('search_path', $1, true)`, [schema]);
+  try {
+    // Unnamed statements: a statement prepared on the application's connection must not outlive this search_path.
+    const onClient = { query: <R extends pg.QueryResultRow>(config: pg.QueryConfig) => client.query<R>({ text: config.text, ...(config.values === undefined ? {} : { values: config.values }) }) };
+    const inserted = await insertJobs(onClient, [prepareEnqueue(params)]);
+    if (inserted.available.length > 0) await client.query(notification(inserted.available));
+    const [outcome] = inserted.outcomes;
+    if (outcome === undefined) throw new Error('an enqueue returned no outcome');
+    return outcome;
+  } finally {
+    await client.query(`SELECT set_config('search_path', $1, true)`, [previous]);
+  }
 }

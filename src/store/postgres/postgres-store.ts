@@ -14,8 +14,7 @@
  */
 
 import type pg from 'pg';
-import { canonicalJson } from '../../core/canonical-json.js';
-import { isJobId, newLeaseToken } from '../../core/ids.js';
+import { isJobId } from '../../core/ids.js';
 import { systemRandom, type Random } from '../../core/random.js';
 import { decideResultSize } from '../../core/transitions.js';
 import type * as S from '../store.js';
@@ -25,10 +24,10 @@ import { finishedByCompletion, finishedByFailure, finishedByOperator, reapFinish
 import { Watchers } from './availability.js';
 import * as C from './catalog-queries.js';
 import { openDatabase, type PgDatabase, type TxClient } from './database.js';
-import { countByKind, leaseAllowance, windowAfter } from '../flow-limits.js';
-import { kindFlowState, type KindFlowColumns } from '../row-records.js';
-import { hasFlow, insertJobs, prepareEnqueue, type PreparedEnqueue } from './enqueue.js';
+import { enqueueOnClient, hasFlow, insertJobs, prepareEnqueue, type PreparedEnqueue } from './enqueue.js';
 import { completeDistinct, completeOne, markEffectStarted, renewLease, storeCheckpoint } from './guarded-statements.js';
+import { setKindPaused, upsertKind } from './kinds.js';
+import { Leases } from './lease.js';
 import { completeLockedInTx, failInTx } from './lease-endings.js';
 import { dropSchema } from './migrate.js';
 import { cancelInTx, reapInTx, reconcileInTx, requeueInTx, type ReapCounts } from './operator-actions.js';
@@ -38,16 +37,15 @@ import * as Q from './queries.js';
 import { readNextDue } from './next-due.js';
 import { deleteSchedule, dueSchedules, earliestSchedule, fireInTx, getSchedule, listSchedules, upsertSchedule } from './schedules.js';
 import type * as Sch from '../schedules.js';
-import { purgeBatch, purgeCount, retentionValues, vacuumWhenAutovacuumOff } from './retention.js';
+import { purgeBatch, purgeCount, vacuumWhenAutovacuumOff } from './retention.js';
 import type { NextDue, NextDueParams } from '../next-due.js';
-import { NO_KIND_RETENTION, type JobPurgeCountParams, type JobPurgeOutcome, type JobPurgeParams } from '../retention.js';
+import type { JobPurgeCountParams, JobPurgeOutcome, JobPurgeParams } from '../retention.js';
 import {
   toApiKeyRecord,
   toAttemptRecord,
   toJobListItem,
   toJobRecord,
   toKindRecord,
-  toLeasedJob,
   toTenantStats,
   type ApiKeyRow,
   type AttemptRow,
@@ -79,12 +77,6 @@ export interface PostgresStoreOptions {
 /** Most single enqueues folded into one statement. */
 const ENQUEUE_BATCH = 500;
 
-/** Most distinct queued kinds a restricted lease without a kinds filter walks. */
-const MAX_QUEUED_KINDS = 1_000;
-
-/** Lease filters remembered as having a restricted kind in reach (a round trip saved each); forgotten all at once beyond this. */
-const MAX_REMEMBERED_REACHES = 10_000;
-
 /** How many expired leases one reaper transaction handles. */
 const REAP_BATCH = 500;
 
@@ -94,12 +86,7 @@ export class PostgresStore implements S.Store {
   /** Concurrent single enqueues share statements (and WAL flushes). */
   private readonly enqueuer: StatementBatcher<PreparedEnqueue, S.EnqueueOutcome>;
   private closed = false;
-  /**
-   * Tenant and kinds filter of leases that last found a restricted kind in reach: they skip the unrestricted
-   * statement (which would only say so) and go to the restricted path. That path forgets the entry when it
-   * finds no restricted kind any more, so a lifted limit costs one restricted lease, never a wrong one.
-   */
-  private readonly restrictedReach = new Set<string>();
+  private readonly leases: Leases;
 
   private readonly schema: string;
 
@@ -113,6 +100,7 @@ export class PostgresStore implements S.Store {
   ) {
     this.schema = connection.schema;
     this.watchers = new Watchers(db, connection);
+    this.leases = new Leases(db);
     // Half the pool, so batched enqueues leave connections for leases and completions.
     this.enqueuer = new StatementBatcher((items) => this.insert(items), Math.max(1, Math.floor(poolSize / 2)), ENQUEUE_BATCH);
   }
@@ -173,24 +161,16 @@ export class PostgresStore implements S.Store {
   }
 
   async kindUpsert(params: S.KindUpsertParams): Promise<S.KindRecord> {
-    const schema = params.payloadSchema === undefined || params.payloadSchema === null ? null : canonicalJson(params.payloadSchema);
-    const values = [
-      params.tenant, params.kind, schema, params.maxPayloadBytes, params.maxAttempts, params.leaseMs,
-      params.backoff.baseMs, params.backoff.maxMs, params.deadlineMs, params.maxResultBytes, params.maxCheckpointBytes,
-      ...retentionValues(params.retention ?? NO_KIND_RETENTION),
-      params.maxConcurrent ?? null, params.rate?.limit ?? null, params.rate?.perMs ?? null,
-    ];
-    const record = toKindRecord(await this.one<KindRow>(C.KIND_UPSERT, values));
+    const record = await upsertKind(this.db, params);
     // A new limit (or none) may admit jobs that were held back: parked polls of the kind lease again.
     this.announce([{ tenant: params.tenant, kind: params.kind }]);
     return record;
   }
 
   async kindSetPaused(params: S.KindPauseParams): Promise<S.KindRecord | null> {
-    const row = await this.first<KindRow>(C.KIND_SET_PAUSED, [params.tenant, params.kind, params.paused]);
-    if (row === undefined) return null;
-    if (!params.paused) this.announce([{ tenant: params.tenant, kind: params.kind }]);
-    return toKindRecord(row);
+    const record = await setKindPaused(this.db, params);
+    if (record !== null && !params.paused) this.announce([{ tenant: params.tenant, kind: params.kind }]);
+    return record;
   }
 
   async kindGet(params: { readonly tenant: string; readonly kind: string }): Promise<S.KindRecord | null> {
@@ -275,67 +255,7 @@ export class PostgresStore implements S.Store {
   async jobLease(params: S.LeaseParams): Promise<readonly S.LeasedJob[]> {
     const due = await this.first<{ due: boolean }>(Q.DUE_PROBE, []);
     if (due?.due === true) await this.reap();
-    const tokens = Array.from({ length: params.max }, () => newLeaseToken());
-    const base = [params.tenant, params.max, tokens, params.workerId, params.leaseMs];
-    const kinds = params.kinds !== undefined && params.kinds.length > 0 ? [...new Set(params.kinds)] : null;
-    const reach = `${params.tenant}\u0000${kinds === null ? '*' : [...kinds].sort().join('\u0000')}`;
-    // A lease whose last attempt found a restricted kind in reach goes to the restricted path at once.
-    if (this.restrictedReach.has(reach)) return this.db.transaction((tx) => this.leaseRestricted(tx, reach, params.tenant, base, params.max, kinds));
-    const query = kinds === null ? bind(Q.JOB_LEASE_ANY_KIND, base) : bind(Q.JOB_LEASE_KINDS, [...base, kinds]);
-    const rows = (await this.db.query<JobRow & { held: boolean }>(query)).rows;
-    // The statement always answers a row saying whether a kind it may take is restricted (then it leased nothing).
-    if (rows[0]?.held === true) return this.db.transaction((tx) => this.leaseRestricted(tx, reach, params.tenant, base, params.max, kinds));
-    return rows.filter((row) => row.id !== null).map(toLeasedJob);
-  }
-
-  /** Remembers whether the lease of `reach` (tenant and kinds filter) has a restricted kind in reach, bounded. */
-  private noteReach(reach: string, restricted: boolean): void {
-    if (!restricted) {
-      this.restrictedReach.delete(reach);
-      return;
-    }
-    if (this.restrictedReach.size >= MAX_REMEMBERED_REACHES) this.restrictedReach.clear();
-    this.restrictedReach.add(reach);
-  }
-
-  /**
-   * The lease of a tenant with restricted kinds, in one transaction: lock their kinds rows (KIND_FLOW_LOCK),
-   * read the counts after the lock (KIND_FLOW_STATE), give each candidate kind what its limits allow
-   * (leaseAllowance), walk the kinds with those caps, and move the rate windows by what was leased.
-   */
-  private async leaseRestricted(
-    tx: TxClient,
-    reach: string,
-    tenant: string,
-    base: readonly unknown[],
-    max: number,
-    kinds: readonly string[] | null,
-  ): Promise<readonly S.LeasedJob[]> {
-    await tx.query(bind(Q.KIND_FLOW_LOCK, [tenant, kinds]));
-    const stateRows = (await tx.query<KindFlowColumns & { now_ms: number }>(bind(Q.KIND_FLOW_STATE, [tenant]))).rows;
-    const now = stateRows[0]?.now_ms ?? 0;
-    const restricted = new Map(stateRows.map(kindFlowState).filter((state) => kinds === null || kinds.includes(state.kind)).map((state) => [state.kind, state]));
-    this.noteReach(reach, restricted.size > 0);
-    const candidates = kinds ?? (await tx.query<{ kind: string }>(bind(Q.JOB_QUEUED_KINDS, [tenant, MAX_QUEUED_KINDS]))).rows.map((row) => row.kind);
-    const capped: string[] = [];
-    const caps: number[] = [];
-    for (const kind of candidates) {
-      const state = restricted.get(kind);
-      const cap = state === undefined ? max : leaseAllowance(state, max, now);
-      if (cap > 0) {
-        capped.push(kind);
-        caps.push(cap);
-      }
-    }
-    if (capped.length === 0) return [];
-    const rows = (await tx.query<JobRow>(bind(Q.JOB_LEASE_CAPPED, [...base, capped, caps]))).rows;
-    for (const [kind, count] of countByKind(rows)) {
-      const state = restricted.get(kind);
-      if (state === undefined || state.rate === null) continue;
-      const window = windowAfter(state, count, now);
-      await tx.query(bind(Q.KIND_WINDOW_SET, [tenant, kind, window.start, window.count]));
-    }
-    return rows.map(toLeasedJob);
+    return this.leases.lease(params);
   }
 
   async jobNextDue(params: NextDueParams): Promise<NextDue | null> {
@@ -490,25 +410,9 @@ export class PostgresStore implements S.Store {
     this.watchers.announceFinished(jobs);
   }
 
-  /**
-   * Enqueue inside the application's own transaction on its own connection (a library Queue's
-   * enqueueInTransaction): the job, its reserved key and its NOTIFY exist only if that transaction commits.
-   * The statements run with this store's schema as the transaction's search_path, set back afterwards.
-   */
-  async enqueueOnClient(client: pg.ClientBase, params: S.EnqueueParams): Promise<S.EnqueueOutcome> {
-    const previous = (await client.query<{ search_path: string }>('SHOW search_path')).rows[0]?.search_path ?? 'public';
-    await client.query(`SELECT set_config('search_path', $1, true)`, [this.schema]);
-    try {
-      // Unnamed statements: a statement prepared on the application's connection must not outlive this search_path.
-      const onClient = { query: <R extends pg.QueryResultRow>(config: pg.QueryConfig) => client.query<R>({ text: config.text, ...(config.values === undefined ? {} : { values: config.values }) }) };
-      const inserted = await insertJobs(onClient, [prepareEnqueue(params)]);
-      if (inserted.available.length > 0) await client.query(this.watchers.availableNotification(inserted.available));
-      const [outcome] = inserted.outcomes;
-      if (outcome === undefined) throw new Error('an enqueue returned no outcome');
-      return outcome;
-    } finally {
-      await client.query(`SELECT set_config('search_path', $1, true)`, [previous]);
-    }
+  /** Enqueue inside the application's own transaction on its own connection (a library Queue's enqueueInTransaction). */
+  enqueueOnClient(client: pg.ClientBase, params: S.EnqueueParams): Promise<S.EnqueueOutcome> {
+    return enqueueOnClient(client, this.schema, (available) => this.watchers.availableNotification(available), params);
   }
 
   private async insert(items: readonly PreparedEnqueue[]): Promise<readonly S.EnqueueOutcome[]> {

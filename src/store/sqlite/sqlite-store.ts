@@ -10,14 +10,13 @@
  * made by another process are noticed through PRAGMA data_version.
  *
  * The class holds the connection and delegates each operation to the module
- * for its role, run inside the write transaction: enqueue.ts,
+ * for its role, run inside the write transaction: enqueue.ts, lease.ts,
  * guarded-statements.ts (renew, checkpoint, effect), lease-endings.ts
  * (complete, fail) and operator-actions.ts (requeue, cancel, reconcile, the
  * reaper) — the same files as the PostgreSQL backend's.
  */
 
 import type { Database as Db } from 'better-sqlite3';
-import { canonicalJson } from '../../core/canonical-json.js';
 import { systemClock, type Clock } from '../../core/clock.js';
 import { systemRandom, type Random } from '../../core/random.js';
 import { StoreUnavailableError } from '../../core/errors.js';
@@ -34,19 +33,20 @@ import type { GroupCommit } from './group-commit.js';
 import { markEffectStarted, renewLease, storeCheckpoint } from './guarded-statements.js';
 import { completeInTx, failInTx } from './lease-endings.js';
 import { cancelInTx, reapInTx, reconcileInTx, requeueInTx } from './operator-actions.js';
+import { setKindPausedInTx, upsertKindInTx } from './kinds.js';
+import { leaseInTx } from './lease.js';
 import { LeaseStatements } from './lease-statements.js';
 import type { Statements } from './queries.js';
-import { countByKind, leaseAllowance, windowAfter } from '../flow-limits.js';
 import { kindFlowState, type KindFlowColumns } from '../row-records.js';
 import { StatsReader } from './stats-reader.js';
 import { ScheduleStatements } from './schedules.js';
 import type * as Sch from '../schedules.js';
 import { NextDueReader } from './next-due.js';
-import { RetentionStatements, retentionBindings, VACUUM_STEPS_PER_BATCH } from './retention.js';
+import { RetentionStatements, VACUUM_STEPS_PER_BATCH } from './retention.js';
 import type { NextDue, NextDueParams } from '../next-due.js';
-import { NO_KIND_RETENTION, type JobPurgeCountParams, type JobPurgeOutcome, type JobPurgeParams } from '../retention.js';
-import { toApiKeyRecord, toAttemptRecord, toJobListItem, toJobRecord, toKindRecord, toLeasedJob, toTenantStats } from './rows.js';
-import type { ApiKeyRow, AttemptRow, JobListRow, JobRow, JobWithResultRow, KindRow, LeasedRow } from './rows.js';
+import type { JobPurgeCountParams, JobPurgeOutcome, JobPurgeParams } from '../retention.js';
+import { toApiKeyRecord, toAttemptRecord, toJobListItem, toJobRecord, toKindRecord, toTenantStats } from './rows.js';
+import type { ApiKeyRow, AttemptRow, JobListRow, JobRow, JobWithResultRow, KindRow } from './rows.js';
 
 export interface SqliteStoreOptions {
   readonly path: string;
@@ -66,14 +66,6 @@ export interface SqliteStoreOptions {
   readonly watchWalFile?: boolean;
   /** Open read-only (inspection tools). */
   readonly readonly?: boolean;
-}
-
-/** Most distinct queued kinds a restricted lease without a kinds filter walks. */
-const MAX_QUEUED_KINDS = 1_000;
-
-/** @k0, @k1, … for jobLeaseKindsSql. */
-function kindBindings(distinctKinds: readonly string[]): Record<string, string> {
-  return Object.fromEntries(distinctKinds.map((kind, i) => [`k${i}`, kind]));
 }
 
 export class SqliteStore implements S.Store {
@@ -182,40 +174,19 @@ export class SqliteStore implements S.Store {
   }
 
   kindUpsert(params: S.KindUpsertParams): Promise<S.KindRecord> {
-    const retention = params.retention ?? NO_KIND_RETENTION;
-    const maxConcurrent = params.maxConcurrent ?? null;
-    const rate = params.rate ?? null;
     // A new limit (or none) may admit jobs that were held back: parked polls of the kind lease again.
     return this.writeAnnouncing((now, available) => {
-      const row = this.statements.kindUpsert.get({
-        tenant: params.tenant,
-        kind: params.kind,
-        payloadSchema: params.payloadSchema === undefined || params.payloadSchema === null ? null : canonicalJson(params.payloadSchema),
-        maxPayloadBytes: params.maxPayloadBytes,
-        maxAttempts: params.maxAttempts,
-        leaseMs: params.leaseMs,
-        backoffBaseMs: params.backoff.baseMs,
-        backoffMaxMs: params.backoff.maxMs,
-        deadlineMs: params.deadlineMs,
-        maxResultBytes: params.maxResultBytes,
-        maxCheckpointBytes: params.maxCheckpointBytes,
-        ...retentionBindings(retention),
-        maxConcurrent,
-        rateLimit: rate?.limit ?? null,
-        ratePerMs: rate?.perMs ?? null,
-        now,
-      }) as { paused: number };
+      const record = upsertKindInTx(this.statements, params, now);
       available.push({ tenant: params.tenant, kind: params.kind });
-      return { ...params, retention, maxConcurrent, rate, paused: row.paused === 1, updatedAt: now };
+      return record;
     });
   }
 
   kindSetPaused(params: S.KindPauseParams): Promise<S.KindRecord | null> {
     return this.writeAnnouncing((_now, available) => {
-      const row = this.statements.kindSetPaused.get({ tenant: params.tenant, kind: params.kind, paused: params.paused ? 1 : 0 }) as KindRow | undefined;
-      if (row === undefined) return null;
-      if (!params.paused) available.push({ tenant: params.tenant, kind: params.kind });
-      return toKindRecord(row);
+      const record = setKindPausedInTx(this.statements, params);
+      if (record !== null && !params.paused) available.push({ tenant: params.tenant, kind: params.kind });
+      return record;
     });
   }
 
@@ -316,51 +287,10 @@ export class SqliteStore implements S.Store {
     const leased = await this.writeFlow((now, effects) => {
       // Expired leases of every tenant are settled here (one indexed probe), so an expired job is claimable at once.
       reapEnded = reapFinishedSome(reapInTx(this.statements, now, effects));
-      // Duplicates are dropped, so no kind is walked twice.
-      const kinds = params.kinds !== undefined && params.kinds.length > 0 ? [...new Set(params.kinds)] : null;
-      const bindings = { tenant: params.tenant, workerId: params.workerId, leaseMs: params.leaseMs, max: params.max, now };
-      const lease = this.leases.lease(kinds === null ? 0 : kinds.length, params.max);
-      let rows = (kinds === null ? lease.all(bindings) : lease.all({ ...bindings, ...kindBindings(kinds) })) as LeasedRow[];
-      // Nothing leased: either nothing is available, or a kind it may take is paused or limited (the statement's guard).
-      if (rows.length === 0) rows = this.leaseRestricted(bindings, kinds);
-      rows.sort((a, b) => b.priority - a.priority || a.run_after - b.run_after || a.seq - b.seq);
-      for (const row of rows) this.statements.attemptInsert.run(row.seq, row.epoch, row.attempts, params.workerId, now);
-      return rows.map(toLeasedJob);
+      return leaseInTx(this.statements, this.leases, params, now);
     });
     if (reapEnded) this.watchers.announceFinished(null);
     return leased;
-  }
-
-  /**
-   * The lease of a tenant with restricted kinds, in the same write transaction (which holds the database's
-   * write lock, so no other process leases in between): each candidate kind gets what its limits allow
-   * (leaseAllowance), the kinds are walked with those caps, and rate windows are moved by what was leased.
-   */
-  private leaseRestricted(
-    bindings: { readonly tenant: string; readonly workerId: string; readonly leaseMs: number; readonly max: number; readonly now: number },
-    kinds: readonly string[] | null,
-  ): LeasedRow[] {
-    const states = (this.statements.kindFlowState.all({ tenant: bindings.tenant }) as KindFlowColumns[]).map(kindFlowState);
-    const restricted = new Map(states.filter((s) => kinds === null || kinds.includes(s.kind)).map((s) => [s.kind, s]));
-    if (restricted.size === 0) return [];
-    const candidates =
-      kinds ?? (this.statements.jobQueuedKinds.all({ tenant: bindings.tenant, limit: MAX_QUEUED_KINDS }) as { kind: string }[]).map((r) => r.kind);
-    const caps: [string, number][] = [];
-    for (const kind of candidates) {
-      const state = restricted.get(kind);
-      const cap = state === undefined ? bindings.max : leaseAllowance(state, bindings.max, bindings.now);
-      if (cap > 0) caps.push([kind, cap]);
-    }
-    if (caps.length === 0) return [];
-    const capBindings = Object.fromEntries(caps.flatMap(([kind, cap], i) => [[`k${i}`, kind], [`m${i}`, cap]]));
-    const rows = this.leases.cappedLease(caps.length).all({ ...bindings, ...capBindings }) as LeasedRow[];
-    for (const [kind, count] of countByKind(rows)) {
-      const state = restricted.get(kind);
-      if (state === undefined || state.rate === null) continue;
-      const window = windowAfter(state, count, bindings.now);
-      this.statements.kindWindowSet.run({ tenant: bindings.tenant, kind, start: window.start, count: window.count });
-    }
-    return rows;
   }
 
   jobRenew(params: S.RenewParams): Promise<S.RenewOutcome> {

@@ -1,0 +1,77 @@
+/**
+ * The lease for PostgreSQL. The common lease is one statement
+ * (JOB_LEASE_KINDS or JOB_LEASE_ANY_KIND) that also answers whether a kind it
+ * may take is paused or limited; then it leased nothing, and the restricted
+ * path runs in one transaction: lock the tenant's kinds rows (KIND_FLOW_LOCK),
+ * read their counts after the lock (KIND_FLOW_STATE), give each candidate kind
+ * what its limits allow (flow-limits.ts), walk the kinds with those caps and
+ * move the rate windows by what was leased.
+ *
+ * A lease filter (tenant and kinds) that last found a restricted kind in reach
+ * goes to the restricted path at once, saving the round trip of a statement
+ * that would only say so; the restricted path forgets the filter when it finds
+ * no restricted kind any more, so a lifted limit costs one restricted lease,
+ * never a wrong one.
+ */
+
+import { newLeaseToken } from '../../core/ids.js';
+import { leaseCaps, MAX_QUEUED_KINDS, windowsMoved } from '../flow-limits.js';
+import { kindFlowState, type KindFlowColumns } from '../row-records.js';
+import type { LeasedJob, LeaseParams } from '../store.js';
+import type { PgDatabase, TxClient } from './database.js';
+import * as Q from './queries.js';
+import { toLeasedJob, type JobRow } from './rows.js';
+import { bind } from './sql-fragments.js';
+
+/** Lease filters remembered as having a restricted kind in reach; forgotten all at once beyond this. */
+const MAX_REMEMBERED_REACHES = 10_000;
+
+export class Leases {
+  private readonly restrictedReach = new Set<string>();
+
+  constructor(private readonly db: PgDatabase) {}
+
+  async lease(params: LeaseParams): Promise<readonly LeasedJob[]> {
+    const tokens = Array.from({ length: params.max }, () => newLeaseToken());
+    const base = [params.tenant, params.max, tokens, params.workerId, params.leaseMs];
+    const kinds = params.kinds !== undefined && params.kinds.length > 0 ? [...new Set(params.kinds)] : null;
+    const reach = `${params.tenant}\u0000${kinds === null ? '*' : [...kinds].sort().join('\u0000')}`;
+    if (this.restrictedReach.has(reach)) return this.db.transaction((tx) => this.leaseRestricted(tx, reach, params.tenant, base, params.max, kinds));
+    const query = kinds === null ? bind(Q.JOB_LEASE_ANY_KIND, base) : bind(Q.JOB_LEASE_KINDS, [...base, kinds]);
+    const rows = (await this.db.query<JobRow & { held: boolean }>(query)).rows;
+    // The statement always answers a row saying whether a kind it may take is restricted (then it leased nothing).
+    if (rows[0]?.held === true) return this.db.transaction((tx) => this.leaseRestricted(tx, reach, params.tenant, base, params.max, kinds));
+    return rows.filter((row) => row.id !== null).map(toLeasedJob);
+  }
+
+  private noteReach(reach: string, restricted: boolean): void {
+    if (!restricted) {
+      this.restrictedReach.delete(reach);
+      return;
+    }
+    if (this.restrictedReach.size >= MAX_REMEMBERED_REACHES) this.restrictedReach.clear();
+    this.restrictedReach.add(reach);
+  }
+
+  private async leaseRestricted(
+    tx: TxClient,
+    reach: string,
+    tenant: string,
+    base: readonly unknown[],
+    max: number,
+    kinds: readonly string[] | null,
+  ): Promise<readonly LeasedJob[]> {
+    await tx.query(bind(Q.KIND_FLOW_LOCK, [tenant, kinds]));
+    const stateRows = (await tx.query<KindFlowColumns & { now_ms: number }>(bind(Q.KIND_FLOW_STATE, [tenant]))).rows;
+    const now = stateRows[0]?.now_ms ?? 0;
+    const restricted = new Map(stateRows.map(kindFlowState).filter((state) => kinds === null || kinds.includes(state.kind)).map((state) => [state.kind, state]));
+    this.noteReach(reach, restricted.size > 0);
+    const candidates = kinds ?? (await tx.query<{ kind: string }>(bind(Q.JOB_QUEUED_KINDS, [tenant, MAX_QUEUED_KINDS]))).rows.map((row) => row.kind);
+    const caps = leaseCaps(candidates, restricted, max, now);
+    if (caps.length === 0) return [];
+    const capped = caps.map((c) => c.kind);
+    const rows = (await tx.query<JobRow>(bind(Q.JOB_LEASE_CAPPED, [...base, capped, caps.map((c) => c.cap)]))).rows;
+    for (const window of windowsMoved(rows, restricted, now)) await tx.query(bind(Q.KIND_WINDOW_SET, [tenant, window.kind, window.start, window.count]));
+    return rows.map(toLeasedJob);
+  }
+}
