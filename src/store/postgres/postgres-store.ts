@@ -56,6 +56,7 @@ import {
 } from './rows.js';
 import { bind, bindUnplanned, type NamedQuery } from './sql-fragments.js';
 import { StatementBatcher } from './statement-batcher.js';
+import { JobsStatistics } from './statistics.js';
 
 export interface PostgresStoreOptions {
   /**
@@ -87,6 +88,7 @@ export class PostgresStore implements S.Store {
   private readonly enqueuer: StatementBatcher<PreparedEnqueue, S.EnqueueOutcome>;
   private closed = false;
   private readonly leases: Leases;
+  private readonly statistics: JobsStatistics;
 
   private readonly schema: string;
 
@@ -101,6 +103,7 @@ export class PostgresStore implements S.Store {
     this.schema = connection.schema;
     this.watchers = new Watchers(db, connection);
     this.leases = new Leases(db);
+    this.statistics = new JobsStatistics(db);
     // Half the pool, so batched enqueues leave connections for leases and completions.
     this.enqueuer = new StatementBatcher((items) => this.insert(items), Math.max(1, Math.floor(poolSize / 2)), ENQUEUE_BATCH);
   }
@@ -366,6 +369,9 @@ export class PostgresStore implements S.Store {
       total.deadlineExpired += counts.deadlineExpired;
       if (counts.leases < REAP_BATCH && counts.deadlineExpired < REAP_BATCH) break;
     }
+    // The reaper's tick also keeps the planner's statistics of jobs fresh (statistics.ts). They only steer plans,
+    // so a failure to refresh them (the next tick tries again) must not fail the reap that already committed.
+    await this.statistics.refresh().catch(() => false);
     return total;
   }
 

@@ -320,6 +320,16 @@ export const JOB_RENEW = namedQuery(
 const WITHOUT_FLOW = `NOT j.has_children AND j.concurrency_key IS NULL`;
 
 /**
+ * The batch statements that end leases compare a job's status with a column of their input ('running' on every
+ * row) rather than with the literal. With the literal, the planner can prove the reaper's partial index
+ * (`jobs_lease_expiry … WHERE status = 'running'`) and scan it for the batch instead of looking each job up by
+ * its id; that index keeps an entry for every job that stopped running since the last vacuum, so the scan read
+ * 7,000–10,000 entries for 16 jobs (5 ms a statement) on a busy queue. The input is MATERIALIZED so the column
+ * stays a column, and the lookup goes through the primary key whatever the statistics say.
+ */
+const RUNNING_BY_ID = `'running'::text AS running`;
+
+/**
  * Complete in one statement, mirroring decideCompletion's 'commit' branch
  * (live lease and deadline not passed): the job, its result and its attempt
  * row change together.
@@ -349,14 +359,14 @@ export const JOB_COMPLETE_ONE = namedQuery(
  */
 export const JOB_COMPLETE_MANY = namedQuery(
   'lh_job_complete_many',
-  `WITH c AS (
-     SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::bytea[], $6::text[])
+  `WITH c AS MATERIALIZED (
+     SELECT *, ${RUNNING_BY_ID} FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::bytea[], $6::text[])
        AS c(id, tenant, token, content_type, body, checksum)
    ), done AS (
      UPDATE jobs j SET status = 'succeeded', finished_at = now(), lease_expires_at = NULL, last_outcome = 'succeeded',
             last_error_code = NULL, last_error_message = NULL, last_error_class = NULL
        FROM c
-      WHERE j.id = c.id AND j.tenant = c.tenant AND j.status = 'running' AND j.lease_token = c.token
+      WHERE j.id = c.id AND j.tenant = c.tenant AND j.status = c.running AND j.lease_token = c.token
         AND j.lease_expires_at > now() AND (j.deadline_at IS NULL OR j.deadline_at > now()) AND ${WITHOUT_FLOW}
      RETURNING j.id, j.epoch
    ), result_rows AS (
@@ -378,8 +388,8 @@ export const JOB_COMPLETE_MANY = namedQuery(
  */
 export const JOB_END_LEASES = namedQuery(
   'lh_job_end_leases',
-  `WITH d AS (
-     SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::float8[], $8::text[], $14::text[])
+  `WITH d AS MATERIALIZED (
+     SELECT *, ${RUNNING_BY_ID} FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::float8[], $8::text[], $14::text[])
        AS d(id, token, status, outcome, code, message, run_after, attempt_code, error_class)
    ), moved AS (
      UPDATE jobs j SET status = d.status, last_outcome = d.outcome, lease_expires_at = NULL,
@@ -387,7 +397,7 @@ export const JOB_END_LEASES = namedQuery(
             finished_at = CASE WHEN d.status = 'queued' THEN j.finished_at ELSE now() END,
             last_error_code = d.code, last_error_message = d.message, last_error_class = d.error_class
        FROM d
-      WHERE j.id = d.id AND j.status = 'running' AND j.lease_token = d.token AND (j.lease_expires_at > now()) = $9
+      WHERE j.id = d.id AND j.status = d.running AND j.lease_token = d.token AND (j.lease_expires_at > now()) = $9
      RETURNING j.id, j.epoch, j.tenant, d.status, d.outcome, d.attempt_code
    ), result_rows AS (
      INSERT INTO job_results (job_id, content_type, body, checksum, size_bytes)

@@ -1,0 +1,84 @@
+/**
+ * PostgreSQL's planner statistics of jobs, kept fresh by the store (statistics.ts). Before jobs was ever
+ * analyzed, the planner walked the tenant's available index for each kind of a kinds filter, and for a
+ * kind without queued jobs it read another kind's whole backlog (3,009 rows for a lease of 10 here); the
+ * reaper's tick analyzes jobs once its statistics are stale, and the lease then reads O(max) rows through
+ * the per-kind index.
+ */
+
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import * as Q from '../../src/store/postgres/queries.js';
+import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
+import { statisticsStale } from '../../src/store/postgres/statistics.js';
+import type { EnqueueParams } from '../../src/store/store.js';
+import { jobRowsRead } from '../support/pg-plan.js';
+
+const url = process.env['DATABASE_URL'] ?? '';
+const TENANT = 't1';
+const BACKLOG = 3_000;
+
+function job(kind: string, n: number, priority: number): EnqueueParams {
+  return { tenant: TENANT, owner: 'u', idempotencyKey: `${kind}-${n}`, requestHash: `h-${kind}-${n}`, kind, payload: { n }, maxAttempts: 3, priority, runAfter: null, deadlineMs: null, payloadBytes: 8 };
+}
+
+describe('stale statistics', () => {
+  it('follow PostgreSQL autovacuum’s rule: more than 1,000 rows plus a tenth of the table changed', () => {
+    expect(statisticsStale(1_000, 0)).toBe(false);
+    expect(statisticsStale(1_001, 0)).toBe(true);
+    expect(statisticsStale(100_000, 1_000_000)).toBe(false);
+    expect(statisticsStale(101_001, 1_000_000)).toBe(true);
+  });
+});
+
+describe.skipIf(url === '')('the store keeps the statistics of jobs fresh (postgres)', () => {
+  const schema = `lh_test_statistics_${randomBytes(6).toString('hex')}`;
+  let store: PostgresStore;
+  let client: pg.Client;
+
+  beforeAll(async () => {
+    store = await PostgresStore.connect({ connectionString: url, schema, poolSize: 2 });
+    client = new pg.Client({ connectionString: url, options: `-c search_path=${schema}` });
+    await client.connect();
+    // A new queue, never analyzed, and no autovacuum to analyze it meanwhile.
+    await client.query('ALTER TABLE jobs SET (autovacuum_enabled = false)');
+    // Kind w's jobs come first in the tenant's available index (a higher priority) and have all run; kind b has
+    // a backlog; kind a has a few jobs.
+    await store.jobEnqueueMany(Array.from({ length: 500 }, (_, i) => job('w', i, 10)));
+    for (let n = 0; n < BACKLOG; n += 500) await store.jobEnqueueMany(Array.from({ length: 500 }, (_, i) => job('b', n + i, 0)));
+    for (let done = 0; done < 500; ) {
+      const leased = await store.jobLease({ tenant: TENANT, workerId: 'w', kinds: ['w'], leaseMs: 60_000, max: 100 });
+      await store.jobCompleteMany(leased.map((j) => ({ tenant: TENANT, id: j.id, token: j.token })));
+      done += leased.length;
+    }
+  }, 120_000);
+  afterAll(async () => {
+    await client?.end();
+    await store?.close();
+    await PostgresStore.dropSchema({ connectionString: url, schema });
+  });
+
+  async function analyzedAt(): Promise<string | null> {
+    return (await client.query<{ at: string | null }>(`SELECT last_analyze::text AS at FROM pg_stat_user_tables WHERE relid = 'jobs'::regclass`)).rows[0]?.at ?? null;
+  }
+
+  it('analyzes jobs at the reaper’s tick, after which a lease reads O(max) rows, not the backlog for kinds without jobs', async () => {
+    const before = await analyzedAt();
+    // The counts of changed rows reach the statistics views at the end of each transaction; wait until they show.
+    await expect.poll(async () => (await client.query<{ n: number }>(`SELECT n_mod_since_analyze::int AS n FROM pg_stat_user_tables WHERE relid = 'jobs'::regclass`)).rows[0]?.n ?? 0, { timeout: 10_000 }).toBeGreaterThan(1_000);
+    await store.jobReapExpired();
+    expect(await analyzedAt()).not.toBe(before);
+    const tokens = Array.from({ length: 10 }, (_, i) => `token-${i}`);
+    const reads = await jobRowsRead(client, Q.JOB_LEASE_KINDS.text, [TENANT, 10, tokens, 'w', 60_000, ['b', 'w', 'idle']]);
+    // The pick walks 10 entries of kind b and none of kinds w and idle (no queued jobs); the claim reads the 10 picked rows again.
+    expect(reads.reduce((sum, n) => sum + n, 0)).toBeLessThanOrEqual(10 + 10 + 2);
+  });
+
+  it('looks again only after its interval', async () => {
+    const after = await analyzedAt();
+    await store.jobEnqueueMany(Array.from({ length: 1_500 }, (_, i) => job('c', i, 0)));
+    await store.jobReapExpired();
+    expect(await analyzedAt()).toBe(after);
+  });
+});
