@@ -1,10 +1,11 @@
 /**
- * PostgreSQL's batch lease endings (JOB_COMPLETE_MANY, JOB_END_LEASES) look each job up by its id. The reaper's
- * partial index `jobs_lease_expiry … WHERE status = 'running'` keeps an entry for every job that stopped running
- * since the last vacuum, and statistics taken while few jobs ran make a scan of it look cheaper than the id
- * lookups; such a scan read thousands of entries for a batch of 16. The setup makes exactly that state: the
- * statistics are taken before any job runs, then 3,000 jobs are leased and completed (their entries stay), and
- * the statements must still reach jobs through jobs_pkey only.
+ * PostgreSQL's statements that name running jobs by id (the batch lease endings JOB_COMPLETE_MANY and
+ * JOB_END_LEASES, and renew, complete, checkpoint, effect and cancel request) look each job up by its id. The
+ * reaper's partial index `jobs_lease_expiry … WHERE status = 'running'` keeps an entry for every job that
+ * stopped running since the last vacuum, and statistics taken while few jobs ran make a scan of it look
+ * cheaper than the id lookups; such a scan read thousands of entries for a batch of 16. The setup makes
+ * exactly that state: the statistics are taken before any job runs, then 3,000 jobs are leased and completed
+ * (their entries stay), and the statements must still reach jobs through jobs_pkey only.
  */
 
 import { randomBytes } from 'node:crypto';
@@ -24,7 +25,7 @@ function job(n: number): EnqueueParams {
   return { tenant: TENANT, owner: 'u', idempotencyKey: `job-${n}`, requestHash: `h-${n}`, kind: 'k', payload: { n }, maxAttempts: 3, priority: 0, runAfter: null, deadlineMs: null, payloadBytes: 8 };
 }
 
-describe.skipIf(url === '')('batch lease endings look jobs up by id (postgres)', () => {
+describe.skipIf(url === '')('statements on running jobs look them up by id (postgres)', () => {
   const schema = `lh_test_end_plans_${randomBytes(6).toString('hex')}`;
   let store: PostgresStore;
   let client: pg.Client;
@@ -90,5 +91,18 @@ describe.skipIf(url === '')('batch lease endings look jobs up by id (postgres)',
     ]);
     expect(access.indexes).toEqual(['jobs_pkey']);
     expect(access.entries).toBe(BATCH);
+  });
+
+  it('renews, completes one, checkpoints, marks an effect and requests a cancel through jobs_pkey', async () => {
+    const [one] = await leaseBatch();
+    if (one === undefined) throw new Error('expected a leased job');
+    const statements = [
+      [Q.JOB_RENEW, [one.id, TENANT, one.token, 60_000, false, null]],
+      [Q.JOB_COMPLETE_ONE, [one.id, TENANT, one.token, null, null, null]],
+      [Q.JOB_CHECKPOINT, [one.id, TENANT, one.token, 1, '{}']],
+      [Q.JOB_EFFECT_STARTED, [one.id, TENANT, one.token]],
+      [Q.JOB_CANCEL_REQUEST, [one.id]],
+    ] as const;
+    for (const [query, values] of statements) expect({ query: query.name, ...(await jobsAccess(query.text, values)) }).toEqual({ query: query.name, indexes: ['jobs_pkey'], entries: 1 });
   });
 });
