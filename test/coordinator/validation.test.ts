@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hasUnsafeInteger } from '../../src/coordinator/json-body.js';
-import { backends, bearer, drainAfterAll, enqueue, errorCode, post, startCoordinator, type Harness } from '../support/http-fixtures.js';
+import { backends, bearer, drainAfterAll, enqueue, post, startCoordinator, type Harness } from '../support/http-fixtures.js';
 
 function expectError(response: { statusCode: number; json(): unknown; headers: Record<string, unknown> }, status: number, code: string): void {
   expect(response.statusCode).toBe(status);

@@ -18,7 +18,7 @@ import { execFileSync } from 'node:child_process';
 import { closeSync, ftruncateSync, fstatSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { afterAll, beforeAll, expect } from 'vitest';
 import type { EnqueueParams } from '../../src/store/store.js';
 import { enqueue, get, lease, post } from '../support/http-fixtures.js';
 import { itNeeds } from '../support/requirements.js';

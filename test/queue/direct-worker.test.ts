@@ -20,8 +20,6 @@ import type { JobContext } from '../../src/worker/handler.js';
 import { waitFor } from '../support/wait-for.js';
 import { queueTargets } from '../support/queue-targets.js';
 
-const url = process.env['DATABASE_URL'] ?? '';
-
 const targets = queueTargets('direct');
 
 /** Resolves when called; for a handler to say it has reached a point. */

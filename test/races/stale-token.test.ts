@@ -14,7 +14,7 @@
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { JobRecord } from '../../src/store/store.js';
-import { backends, bearer, drainAfterAll, enqueue, errorCode, lease, post, startCoordinator, type Harness } from '../support/http-fixtures.js';
+import { backends, drainAfterAll, enqueue, errorCode, lease, post, startCoordinator, type Harness } from '../support/http-fixtures.js';
 
 interface Call {
   readonly name: string;

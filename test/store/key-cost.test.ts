@@ -10,18 +10,17 @@
  */
 
 import Database from 'better-sqlite3';
-import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as Q from '../../src/store/postgres/queries.js';
-import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
+import type { PostgresStore } from '../../src/store/postgres/postgres-store.js';
 import { SQL } from '../../src/store/sqlite/queries.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import type { EnqueueParams, Store } from '../../src/store/store.js';
-import { jobRowsRead as readJobRows } from '../support/pg-plan.js';
+import { jobRowsRead as readJobRows, storeInNewSchema } from '../support/pg-plan.js';
 
 const HOT = 1_000;
 const KEYS = 50;
@@ -102,23 +101,17 @@ describe('lease cost beside waiting keyed jobs and children (sqlite)', () => {
 const url = process.env['DATABASE_URL'] ?? '';
 
 describe.skipIf(url === '')('lease cost beside waiting keyed jobs and children (postgres)', () => {
-  const schema = `lh_test_key_cost_${randomBytes(6).toString('hex')}`;
   let store: PostgresStore;
   let client: pg.Client;
+  let close = async (): Promise<void> => undefined;
 
   beforeAll(async () => {
-    store = await PostgresStore.connect({ connectionString: url, schema, poolSize: 2 });
+    ({ store, client, close } = await storeInNewSchema(url, 'lh_test_key_cost'));
     await seed(store);
-    client = new pg.Client({ connectionString: url, options: `-c search_path=${schema}` });
-    await client.connect();
     await client.query('ANALYZE jobs');
     await client.query('ANALYZE job_dependencies');
   }, 120_000);
-  afterAll(async () => {
-    await client?.end();
-    await store?.close();
-    await PostgresStore.dropSchema({ connectionString: url, schema });
-  });
+  afterAll(() => close());
 
   const jobRowsRead = (text: string, values: readonly unknown[]): Promise<number[]> => readJobRows(client, text, values);
 

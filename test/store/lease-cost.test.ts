@@ -6,18 +6,17 @@
  */
 
 import Database from 'better-sqlite3';
-import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as Q from '../../src/store/postgres/queries.js';
-import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
+import type { PostgresStore } from '../../src/store/postgres/postgres-store.js';
 import { jobLeaseKindsSql, SQL } from '../../src/store/sqlite/queries.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import type { EnqueueParams, Store } from '../../src/store/store.js';
-import { planNodes, type PlanNode } from '../support/pg-plan.js';
+import { planNodes, type PlanNode, storeInNewSchema } from '../support/pg-plan.js';
 
 const BACKLOG = 20_000;
 const TENANT = 't1';
@@ -85,22 +84,16 @@ describe('lease cost with another kind backlogged (sqlite)', () => {
 const url = process.env['DATABASE_URL'] ?? '';
 
 describe.skipIf(url === '')('lease cost with another kind backlogged (postgres)', () => {
-  const schema = `lh_test_lease_cost_${randomBytes(6).toString('hex')}`;
   let store: PostgresStore;
   let client: pg.Client;
+  let close = async (): Promise<void> => undefined;
 
   beforeAll(async () => {
-    store = await PostgresStore.connect({ connectionString: url, schema, poolSize: 2 });
+    ({ store, client, close } = await storeInNewSchema(url, 'lh_test_lease_cost'));
     await seed(store);
-    client = new pg.Client({ connectionString: url, options: `-c search_path=${schema}` });
-    await client.connect();
     await client.query('ANALYZE jobs');
   }, 120_000);
-  afterAll(async () => {
-    await client?.end();
-    await store?.close();
-    await PostgresStore.dropSchema({ connectionString: url, schema });
-  });
+  afterAll(() => close());
 
 
   it("reads each named kind from jobs_available_by_kind, at most max rows of each: neither another kind's backlog nor its own", async () => {

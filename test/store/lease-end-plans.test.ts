@@ -8,13 +8,12 @@
  * (their entries stay), and the statements must still reach jobs through jobs_pkey only.
  */
 
-import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as Q from '../../src/store/postgres/queries.js';
-import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
+import type { PostgresStore } from '../../src/store/postgres/postgres-store.js';
 import type { EnqueueParams, LeasedJob } from '../../src/store/store.js';
-import { planNodes, type PlanNode } from '../support/pg-plan.js';
+import { planNodes, type PlanNode, storeInNewSchema } from '../support/pg-plan.js';
 
 const url = process.env['DATABASE_URL'] ?? '';
 const TENANT = 't1';
@@ -26,15 +25,13 @@ function job(n: number): EnqueueParams {
 }
 
 describe.skipIf(url === '')('statements on running jobs look them up by id (postgres)', () => {
-  const schema = `lh_test_end_plans_${randomBytes(6).toString('hex')}`;
   let store: PostgresStore;
   let client: pg.Client;
+  let close = async (): Promise<void> => undefined;
 
   beforeAll(async () => {
-    store = await PostgresStore.connect({ connectionString: url, schema, poolSize: 2 });
+    ({ store, client, close } = await storeInNewSchema(url, 'lh_test_end_plans'));
     for (let n = 0; n < FINISHED + 4 * BATCH; n += 500) await store.jobEnqueueMany(Array.from({ length: 500 }, (_, i) => job(n + i)));
-    client = new pg.Client({ connectionString: url, options: `-c search_path=${schema}` });
-    await client.connect();
     // Statistics of a queue where nothing runs yet; autovacuum must not refresh them (or clean the index) meanwhile.
     await client.query('ALTER TABLE jobs SET (autovacuum_enabled = false)');
     await client.query('ANALYZE jobs');
@@ -44,11 +41,7 @@ describe.skipIf(url === '')('statements on running jobs look them up by id (post
       done += leased.length;
     }
   }, 120_000);
-  afterAll(async () => {
-    await client?.end();
-    await store?.close();
-    await PostgresStore.dropSchema({ connectionString: url, schema });
-  });
+  afterAll(() => close());
 
   /** The indexes through which the statement reached jobs, and the index entries those scans read. */
   async function jobsAccess(text: string, values: readonly unknown[]): Promise<{ indexes: string[]; entries: number }> {

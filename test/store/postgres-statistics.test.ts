@@ -6,14 +6,13 @@
  * the per-kind index.
  */
 
-import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as Q from '../../src/store/postgres/queries.js';
-import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
+import type { PostgresStore } from '../../src/store/postgres/postgres-store.js';
 import { statisticsStale } from '../../src/store/postgres/statistics.js';
 import type { EnqueueParams } from '../../src/store/store.js';
-import { jobRowsRead } from '../support/pg-plan.js';
+import { jobRowsRead, storeInNewSchema } from '../support/pg-plan.js';
 
 const url = process.env['DATABASE_URL'] ?? '';
 const TENANT = 't1';
@@ -33,14 +32,12 @@ describe('stale statistics', () => {
 });
 
 describe.skipIf(url === '')('the store keeps the statistics of jobs fresh (postgres)', () => {
-  const schema = `lh_test_statistics_${randomBytes(6).toString('hex')}`;
   let store: PostgresStore;
   let client: pg.Client;
+  let close = async (): Promise<void> => undefined;
 
   beforeAll(async () => {
-    store = await PostgresStore.connect({ connectionString: url, schema, poolSize: 2 });
-    client = new pg.Client({ connectionString: url, options: `-c search_path=${schema}` });
-    await client.connect();
+    ({ store, client, close } = await storeInNewSchema(url, 'lh_test_statistics'));
     // A new queue, never analyzed, and no autovacuum to analyze it meanwhile.
     await client.query('ALTER TABLE jobs SET (autovacuum_enabled = false)');
     // Kind w's jobs come first in the tenant's available index (a higher priority) and have all run; kind b has
@@ -53,11 +50,7 @@ describe.skipIf(url === '')('the store keeps the statistics of jobs fresh (postg
       done += leased.length;
     }
   }, 120_000);
-  afterAll(async () => {
-    await client?.end();
-    await store?.close();
-    await PostgresStore.dropSchema({ connectionString: url, schema });
-  });
+  afterAll(() => close());
 
   async function analyzedAt(): Promise<string | null> {
     return (await client.query<{ at: string | null }>(`SELECT last_analyze::text AS at FROM pg_stat_user_tables WHERE relid = 'jobs'::regclass`)).rows[0]?.at ?? null;

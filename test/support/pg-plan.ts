@@ -1,10 +1,13 @@
 /**
  * PostgreSQL's EXPLAIN (ANALYZE, FORMAT JSON) plan tree, as the lease-cost
- * tests read it: each node with the rows it produced and filtered out.
+ * tests read it: each node with the rows it produced and filtered out; and
+ * the schema of their own that each such test runs in.
  */
 
-import type pg from 'pg';
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
 import { expect } from 'vitest';
+import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
 
 export interface PlanNode {
   readonly 'Node Type': string;
@@ -37,4 +40,29 @@ export async function jobRowsRead(client: pg.Client, text: string, values: reado
   } finally {
     await client.query('ROLLBACK');
   }
+}
+
+export interface PlanSchema {
+  readonly store: PostgresStore;
+  /** A connection of its own on the schema, for EXPLAIN and ANALYZE. */
+  readonly client: pg.Client;
+  /** Closes both and drops the schema. */
+  close(): Promise<void>;
+}
+
+/** A PostgreSQL store in a new schema named `${prefix}_<random>`, with a plain client on it (the plan tests' setup). */
+export async function storeInNewSchema(url: string, prefix: string): Promise<PlanSchema> {
+  const schema = `${prefix}_${randomBytes(6).toString('hex')}`;
+  const store = await PostgresStore.connect({ connectionString: url, schema, poolSize: 2 });
+  const client = new pg.Client({ connectionString: url, options: `-c search_path=${schema}` });
+  await client.connect();
+  return {
+    store,
+    client,
+    async close() {
+      await client.end();
+      await store.close();
+      await PostgresStore.dropSchema({ connectionString: url, schema });
+    },
+  };
 }

@@ -6,8 +6,7 @@
  */
 
 import { createApiKey } from '../../coordinator/api-keys.js';
-import { isRole, ROLES, type Role } from '../../core/states.js';
-import type { Store } from '../../store/store.js';
+import { isRole, ROLES } from '../../core/states.js';
 import { CliError, requireOption, UsageError, type Command } from '../command.js';
 import { openStore } from '../open-store.js';
 import { printJson } from '../remote.js';

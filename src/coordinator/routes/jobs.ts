@@ -7,7 +7,6 @@
 
 import { Type } from '@sinclair/typebox';
 import { LeaseholdError } from '../../core/errors.js';
-import { crashPoint } from '../../core/fault-points.js';
 import { isJobId } from '../../core/ids.js';
 import { EnqueueRequest, IdParams, Job, JobGetQuery, JobList, JobListQuery, RequeueRequest, WAIT_END_STATUSES } from '../../protocol/schemas.js';
 import type { JobStatus } from '../../core/states.js';
