@@ -15,6 +15,9 @@ import { buildCoordinator } from '../../src/coordinator/app.js';
 import { backends, bearer, drainAfterAll, enqueue, errorCode, get, lease, post, startCoordinator, type Harness, type LeasedWire } from '../support/http-fixtures.js';
 import { observingLeases } from '../support/observing-leases.js';
 
+/** Hand-overs of the one maxConcurrent slot in the freed-slot test: one to warm up, four counted. */
+const HAND_OVERS = 5;
+
 function putKind(app: FastifyInstance, key: string, kind: string, body: Record<string, unknown>) {
   return app.inject({ method: 'PUT', url: `/kinds/${kind}`, headers: bearer(key), payload: body });
 }
@@ -122,14 +125,14 @@ describe.each(backends)('per-kind flow control over HTTP ($name)', (backend) => 
   it('wakes a poll that maxConcurrent held back when a slot frees, and the freed slot is used within 20 ms', async () => {
     await putKind(h.app, h.keys.admin, 'sms', { maxConcurrent: 1 });
     const ids: string[] = [];
-    for (let n = 0; n < 3; n++) ids.push(((await enqueue(h.app, h.keys.producer, { kind: 'sms', payload: { n } })).json() as { id: string }).id);
+    for (let n = 0; n < HAND_OVERS + 1; n++) ids.push(((await enqueue(h.app, h.keys.producer, { kind: 'sms', payload: { n } })).json() as { id: string }).id);
     const [first] = await lease(app, h.keys.worker, { max: 5, kinds: ['sms'] });
     if (first === undefined) throw new Error('expected a lease');
     expect(first.id).toBe(ids[0]);
     let running: LeasedWire = first;
     const gaps: number[] = [];
-    // Twice: the first hand-over also prepares the restricted path's statements on its connections.
-    for (const expected of [ids[1], ids[2]]) {
+    // The first hand-over also prepares the restricted path's statements on its connections, so it is not counted.
+    for (const expected of ids.slice(1)) {
       const polls = parkedPolls;
       const pending = longPoll({ waitMs: 20_000, max: 5 });
       await parked(polls + 1);
@@ -146,8 +149,17 @@ describe.each(backends)('per-kind flow control over HTTP ($name)', (backend) => 
       gaps.push(startedAt - finishedAt);
       running = next;
     }
-    expect(gaps[1]).toBeGreaterThanOrEqual(0);
-    expect(gaps[1]).toBeLessThan(20);
+    const counted = gaps.slice(1);
+    expect(counted).toHaveLength(HAND_OVERS - 1);
+    console.log(`freed-slot hand-overs (${h.backend}), ms from the commit to the next lease: ${counted.join(', ')}`);
+    for (const gap of counted) {
+      expect(gap).toBeGreaterThanOrEqual(0);
+      // Each poll was woken by the completion: the re-check is a minute away and the poll's own wait 20 s.
+      expect(gap).toBeLessThan(2_000);
+    }
+    // The median of the four counted hand-overs, so that one slow moment of a loaded machine does not decide.
+    const sorted = [...counted].sort((a, b) => a - b);
+    expect(((sorted[1] ?? 0) + (sorted[2] ?? 0)) / 2).toBeLessThan(20);
   });
 
   it('holds a rate within 10% over a run of long polls, each window woken by its due timer', async () => {
