@@ -84,6 +84,16 @@ export function countByKind(jobs: readonly { readonly kind: string }[]): Map<str
   return counts;
 }
 
+/** A lease's or a waiter's kinds filter without duplicates; null (every kind) when absent or empty. */
+export function kindsFilter(kinds: readonly string[] | undefined): string[] | null {
+  return kinds !== undefined && kinds.length > 0 ? [...new Set(kinds)] : null;
+}
+
+/** The restricted kinds within reach of a kinds filter (null: every kind). */
+export function inReach(states: readonly KindFlowState[], kinds: readonly string[] | null): KindFlowState[] {
+  return kinds === null ? [...states] : states.filter((state) => kinds.includes(state.kind));
+}
+
 /** Most distinct queued kinds a restricted lease without a kinds filter walks. */
 export const MAX_QUEUED_KINDS = 1_000;
 

@@ -9,7 +9,7 @@
 
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { countByKind, holdReason, leaseAllowance, leaseCaps, windowAfter, windowsMoved, type KindFlowState } from '../../src/store/flow-limits.js';
+import { countByKind, holdReason, inReach, kindsFilter, leaseAllowance, leaseCaps, windowAfter, windowsMoved, type KindFlowState } from '../../src/store/flow-limits.js';
 import { restrictedNextDue } from '../../src/store/next-due.js';
 
 const base: KindFlowState = { kind: 'k', paused: false, maxConcurrent: null, rate: null, running: 0, windowStart: null, windowCount: 0 };
@@ -46,6 +46,15 @@ describe('flow limits', () => {
     const leased = [{ kind: 'free' }, { kind: 'slots' }, { kind: 'rated' }, { kind: 'rated' }];
     expect(windowsMoved(leased, restricted, 500)).toEqual([{ kind: 'rated', start: 0, count: 3 }]);
     expect(windowsMoved([], restricted, 500)).toEqual([]);
+  });
+
+  it('reads a kinds filter without duplicates (none or empty: every kind), and the restricted kinds within its reach', () => {
+    expect(kindsFilter(undefined)).toBeNull();
+    expect(kindsFilter([])).toBeNull();
+    expect(kindsFilter(['a', 'b', 'a'])).toEqual(['a', 'b']);
+    const states = [{ ...base, kind: 'a' }, { ...base, kind: 'c' }];
+    expect(inReach(states, null).map((s) => s.kind)).toEqual(['a', 'c']);
+    expect(inReach(states, ['b', 'c']).map((s) => s.kind)).toEqual(['c']);
   });
 
   it('says what a held poll waits for', () => {

@@ -15,7 +15,7 @@
  */
 
 import { newLeaseToken } from '../../core/ids.js';
-import { leaseCaps, MAX_QUEUED_KINDS, windowsMoved } from '../flow-limits.js';
+import { inReach, kindsFilter, leaseCaps, MAX_QUEUED_KINDS, windowsMoved } from '../flow-limits.js';
 import { kindFlowState, type KindFlowColumns } from '../row-records.js';
 import type { LeasedJob, LeaseParams } from '../store.js';
 import type { PgDatabase, TxClient } from './database.js';
@@ -34,7 +34,7 @@ export class Leases {
   async lease(params: LeaseParams): Promise<readonly LeasedJob[]> {
     const tokens = Array.from({ length: params.max }, () => newLeaseToken());
     const base = [params.tenant, params.max, tokens, params.workerId, params.leaseMs];
-    const kinds = params.kinds !== undefined && params.kinds.length > 0 ? [...new Set(params.kinds)] : null;
+    const kinds = kindsFilter(params.kinds);
     const reach = `${params.tenant}\u0000${kinds === null ? '*' : [...kinds].sort().join('\u0000')}`;
     if (this.restrictedReach.has(reach)) return this.db.transaction((tx) => this.leaseRestricted(tx, reach, params.tenant, base, params.max, kinds));
     const query = kinds === null ? bind(Q.JOB_LEASE_ANY_KIND, base) : bind(Q.JOB_LEASE_KINDS, [...base, kinds]);
@@ -64,7 +64,7 @@ export class Leases {
     await tx.query(bind(Q.KIND_FLOW_LOCK, [tenant, kinds]));
     const stateRows = (await tx.query<KindFlowColumns & { now_ms: number }>(bind(Q.KIND_FLOW_STATE, [tenant]))).rows;
     const now = stateRows[0]?.now_ms ?? 0;
-    const restricted = new Map(stateRows.map(kindFlowState).filter((state) => kinds === null || kinds.includes(state.kind)).map((state) => [state.kind, state]));
+    const restricted = new Map(inReach(stateRows.map(kindFlowState), kinds).map((state) => [state.kind, state]));
     this.noteReach(reach, restricted.size > 0);
     const candidates = kinds ?? (await tx.query<{ kind: string }>(bind(Q.JOB_QUEUED_KINDS, [tenant, MAX_QUEUED_KINDS]))).rows.map((row) => row.kind);
     const caps = leaseCaps(candidates, restricted, max, now);

@@ -16,6 +16,7 @@
  */
 
 import { restrictedNextDue, type NextDue, type NextDueParams } from '../next-due.js';
+import { inReach, kindsFilter } from '../flow-limits.js';
 import { kindFlowState, type KindFlowColumns } from '../row-records.js';
 import type { PgDatabase } from './database.js';
 import { KIND_FLOW_STATE } from './queries.js';
@@ -59,7 +60,7 @@ export const JOB_NEXT_DUE_ANY_KIND_EXCEPT = namedQuery(
 );
 
 export async function readNextDue(db: PgDatabase, params: NextDueParams): Promise<NextDue | null> {
-  const kinds = params.kinds !== undefined && params.kinds.length > 0 ? [...new Set(params.kinds)] : null;
+  const kinds = kindsFilter(params.kinds);
   const query = kinds === null ? bind(JOB_NEXT_DUE_ANY_KIND, [params.tenant]) : bind(JOB_NEXT_DUE_KINDS, [params.tenant, kinds]);
   const row = (await db.query<{ run_after: number | null; now_ms: number; restricted: boolean | null }>(query)).rows[0];
   if (row?.restricted === true) return readRestricted(db, params.tenant, kinds);
@@ -70,7 +71,7 @@ export async function readNextDue(db: PgDatabase, params: NextDueParams): Promis
 async function readRestricted(db: PgDatabase, tenant: string, kinds: readonly string[] | null): Promise<NextDue | null> {
   const stateRows = (await db.query<KindFlowColumns & { now_ms: number }>(bind(KIND_FLOW_STATE, [tenant]))).rows;
   const now = stateRows[0]?.now_ms ?? Date.now();
-  const states = stateRows.map(kindFlowState).filter((state) => kinds === null || kinds.includes(state.kind));
+  const states = inReach(stateRows.map(kindFlowState), kinds);
   const restricted = states.map((state) => state.kind);
   const rest =
     kinds === null

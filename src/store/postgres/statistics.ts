@@ -47,14 +47,11 @@ export class JobsStatistics {
   private nextCheckAt = 0;
   private checking = false;
 
-  constructor(
-    private readonly db: PgDatabase,
-    private readonly now: () => number = () => performance.now(),
-  ) {}
+  constructor(private readonly db: PgDatabase) {}
 
   /** Analyzes `jobs` when its statistics are stale and no other coordinator is at it; true when it did. */
   async refresh(): Promise<boolean> {
-    const now = this.now();
+    const now = performance.now();
     if (this.checking || now < this.nextCheckAt) return false;
     this.nextCheckAt = now + STATISTICS_CHECK_MS;
     this.checking = true;

@@ -8,7 +8,7 @@
  * attempt row in the same transaction.
  */
 
-import { leaseCaps, MAX_QUEUED_KINDS, windowsMoved } from '../flow-limits.js';
+import { inReach, kindsFilter, leaseCaps, MAX_QUEUED_KINDS, windowsMoved } from '../flow-limits.js';
 import { kindFlowState, type KindFlowColumns } from '../row-records.js';
 import type { LeasedJob, LeaseParams } from '../store.js';
 import type { LeaseStatements } from './lease-statements.js';
@@ -30,7 +30,7 @@ function kindBindings(distinctKinds: readonly string[]): Record<string, string> 
 
 export function leaseInTx(st: Statements, leases: LeaseStatements, params: LeaseParams, now: number): LeasedJob[] {
   // Duplicates are dropped, so no kind is walked twice.
-  const kinds = params.kinds !== undefined && params.kinds.length > 0 ? [...new Set(params.kinds)] : null;
+  const kinds = kindsFilter(params.kinds);
   const bindings: LeaseBindings = { tenant: params.tenant, workerId: params.workerId, leaseMs: params.leaseMs, max: params.max, now };
   const lease = leases.lease(kinds === null ? 0 : kinds.length, params.max);
   let rows = (kinds === null ? lease.all(bindings) : lease.all({ ...bindings, ...kindBindings(kinds) })) as LeasedRow[];
@@ -44,7 +44,7 @@ export function leaseInTx(st: Statements, leases: LeaseStatements, params: Lease
 /** The lease of a tenant with restricted kinds: each candidate kind capped by its limits, the rate windows moved by what was leased. */
 function leaseRestricted(st: Statements, leases: LeaseStatements, bindings: LeaseBindings, kinds: readonly string[] | null): LeasedRow[] {
   const states = (st.kindFlowState.all({ tenant: bindings.tenant }) as KindFlowColumns[]).map(kindFlowState);
-  const restricted = new Map(states.filter((s) => kinds === null || kinds.includes(s.kind)).map((s) => [s.kind, s]));
+  const restricted = new Map(inReach(states, kinds).map((s) => [s.kind, s]));
   if (restricted.size === 0) return [];
   const candidates = kinds ?? (st.jobQueuedKinds.all({ tenant: bindings.tenant, limit: MAX_QUEUED_KINDS }) as { kind: string }[]).map((r) => r.kind);
   const caps = leaseCaps(candidates, restricted, bindings.max, bindings.now);

@@ -17,7 +17,7 @@
  */
 
 import type { Database, Statement } from 'better-sqlite3';
-import type { KindFlowState } from '../flow-limits.js';
+import { inReach, kindsFilter, type KindFlowState } from '../flow-limits.js';
 import { nextDue, restrictedNextDue, type NextDue, type NextDueParams } from '../next-due.js';
 
 const FIRST_OF_KIND = `(SELECT j.run_after FROM jobs j WHERE j.tenant = @tenant AND j.kind = k.kind AND j.status = 'queued'
@@ -51,8 +51,8 @@ export class NextDueReader {
 
   /** `flowStates`: the tenant's restricted kinds (KIND_FLOW_STATE). */
   read(params: NextDueParams, now: number, flowStates: () => readonly KindFlowState[]): NextDue | null {
-    const kinds = params.kinds !== undefined && params.kinds.length > 0 ? params.kinds : null;
-    const states = flowStates().filter((state) => kinds === null || kinds.includes(state.kind));
+    const kinds = kindsFilter(params.kinds);
+    const states = inReach(flowStates(), kinds);
     if (states.length === 0) {
       const row = (
         kinds === null ? this.anyKind.get({ tenant: params.tenant, now }) : this.kinds.get({ tenant: params.tenant, now, kinds: JSON.stringify(kinds) })
