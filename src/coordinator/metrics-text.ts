@@ -79,7 +79,7 @@ function queueFamilies(queue: QueueGauges): Family[] {
       type: 'counter',
       samples: per((r) => r.leaseExpirations),
     },
-    { name: 'leasehold_database_size_bytes', help: 'Bytes the database holds (SQLite pages, or pg_database_size)', type: 'gauge', samples: [{ name: '', labels: {}, value: queue.databaseBytes }] },
+    { name: 'leasehold_database_size_bytes', help: 'Bytes the store holds (SQLite: the file\'s pages; PostgreSQL: its schema\'s tables with indexes and TOAST)', type: 'gauge', samples: [{ name: '', labels: {}, value: queue.databaseBytes }] },
   ];
 }
 

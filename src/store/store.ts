@@ -516,7 +516,7 @@ export interface Store {
    */
   reclaimSpace(): Promise<boolean>;
   stats(params: { readonly tenant: string }): Promise<TenantStats>;
-  /** Bytes the database holds by its own bookkeeping, no scan (SQLite: its pages; PostgreSQL: pg_database_size). */
+  /** Bytes the store holds by the database's own bookkeeping, no scan (SQLite: the file's pages; PostgreSQL: its schema's tables, indexes and TOAST). */
   databaseSize(): Promise<number>;
 
   /**

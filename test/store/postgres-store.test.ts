@@ -205,6 +205,20 @@ describe.skipIf(url === '')('PostgresStore (DATABASE_URL)', () => {
     await waitFor('the wake-up from the other store', () => wakes > 0, { timeoutMs: 5_000 });
   });
 
+  it('counts its own schema in databaseSize, not the tables of other schemas beside it', async () => {
+    const store = await connect(freshSchema());
+    const neighbour = freshSchema();
+    const client = await admin();
+    const before = await store.databaseSize();
+    // 8 MB of incompressible rows in another schema of the same database: an application's tables in library mode.
+    await client.query(`CREATE SCHEMA ${neighbour}; CREATE TABLE ${neighbour}.filler AS
+      SELECT md5(i::text) || md5((i + 1)::text) AS text FROM generate_series(1, 100000) i`);
+    const afterNeighbour = await store.databaseSize();
+    expect(Math.abs(afterNeighbour - before)).toBeLessThan(1_000_000);
+    await store.jobEnqueue({ ...enqueueParams('big'), payload: { blob: randomBytes(1_000_000).toString('hex') }, payloadBytes: 2_000_011 });
+    expect(await store.databaseSize()).toBeGreaterThan(afterNeighbour + 1_000_000);
+  });
+
   it('drops a schema with everything in it', async () => {
     const schema = `lh_pgtest_${randomBytes(6).toString('hex')}`;
     const store = await PostgresStore.connect({ connectionString: url, schema, poolSize: 1 });

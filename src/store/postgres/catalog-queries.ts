@@ -103,4 +103,13 @@ export const STATS = namedQuery(
      (SELECT coalesce(max(lease_expirations), 0) FROM tenant_counters WHERE tenant = $1)::float8 AS lease_expirations`,
 );
 
-export const DATABASE_SIZE = namedQuery('lh_database_size', `SELECT pg_database_size(current_database())::float8 AS bytes`);
+/**
+ * The store's own tables in its schema, with their indexes and TOAST: the file sizes PostgreSQL keeps, no scan.
+ * Not pg_database_size, which counts every schema of the database (an application's own tables in library mode,
+ * other queues beside this one).
+ */
+export const DATABASE_SIZE = namedQuery(
+  'lh_database_size',
+  `SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::float8 AS bytes FROM pg_class c
+    WHERE c.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = current_schema()) AND c.relkind = 'r'`,
+);
