@@ -181,6 +181,8 @@ const scenarios: Record<string, () => Promise<Record<string, number>>> = {
 };
 
 console.log(`bench (embedded): ${cpus().length} cores, load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}; db ${String(args.db).startsWith('postgres') ? 'postgres' : 'sqlite'}, ${RUNS} runs, ${JOBS} jobs, ${WORKER_PROCESSES} worker processes`);
+// The medians by `scenario.figure`, for bench/compare.ts, which reads the last line.
+const medians: Record<string, number> = {};
 for (const [name, run] of Object.entries(scenarios)) {
   if (!selected.has(name)) continue;
   const results: Record<string, number>[] = [];
@@ -188,7 +190,9 @@ for (const [name, run] of Object.entries(scenarios)) {
   const keys = Object.keys(results[0] ?? {});
   const line = keys.map((key) => {
     const values = results.map((r) => r[key] as number);
+    medians[`${name}.${key}`] = median(values);
     return `${key} ${median(values).toFixed(key.endsWith('Ms') ? 2 : 0)} [${Math.min(...values).toFixed(key.endsWith('Ms') ? 2 : 0)}–${Math.max(...values).toFixed(key.endsWith('Ms') ? 2 : 0)}]`;
   });
   console.log(`${name.padEnd(16)} ${line.join(', ')}`);
 }
+console.log(`figures ${JSON.stringify(medians)}`);

@@ -12,8 +12,10 @@
  *   latency         500 jobs added 5 ms apart onto an idle queue, 1 worker
  *                   process with concurrency 8; add to handler start
  *
- * Not part of the project's dependencies. To run it:
- *   npm install --no-save bullmq@5      (npm ci removes it again)
+ * Not part of the project's dependencies: `npm run bench:peers` installs it
+ * into bench/peers/node_modules with `npm install --no-save` and runs it beside
+ * the library (bench/compare.ts). By hand:
+ *   npm install --no-save --prefix bench/peers bullmq@5
  *   node bench/peers/bullmq.mjs [--jobs 20000] [--runs 3] [--port 6390]
  * It needs `redis-server` on the PATH and starts its own on --port, in a
  * fresh temporary directory per scenario.

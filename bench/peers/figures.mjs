@@ -31,6 +31,8 @@ export function runFigures() {
         const digits = digitsOf(name);
         console.log(`  ${name.padEnd(24)} ${median(values).toFixed(digits)}   (runs: ${values.map((v) => v.toFixed(digits)).join(', ')})`);
       }
+      // The medians by name on one line, for bench/compare.ts, which reads the last such line.
+      console.log(`figures ${JSON.stringify(Object.fromEntries(Object.entries(figures).map(([name, values]) => [name, median(values)])))}`);
     },
   };
 }

@@ -12,7 +12,9 @@
  *   latency         500 jobs added 5 ms apart onto an idle queue, 1 worker process with concurrency 8;
  *                   add to handler start
  *
- * Not part of the project's dependencies. To run it:
+ * Not part of the project's dependencies: `npm run bench:peers` installs it
+ * into bench/peers/node_modules with `npm install --no-save` and runs it beside
+ * the library (bench/compare.ts). By hand:
  *   npm install --no-save --prefix bench/peers graphile-worker@0.16 pg
  *   node bench/peers/graphile-worker.mjs [--db postgres://postgres@127.0.0.1:5432/test] [--jobs 20000] [--runs 3]
  * Each scenario runs in a fresh schema of its own, dropped afterwards.
