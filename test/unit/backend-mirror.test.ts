@@ -73,7 +73,7 @@ const QUERIES_ONLY_IN = {
   },
   postgres: {
     NOW: 'PostgreSQL\u2019s now() is the clock; SQLite\u2019s clock is injected',
-    DUE_PROBE: 'PostgreSQL checks for due expiries before opening a reap transaction; SQLite reaps inside the lease\u2019s write transaction',
+    DUE_PROBE: 'PostgreSQL\u2019s lease statements answer whether expiries are due (and its restricted path probes), then it opens a reap transaction; SQLite reaps inside the lease\u2019s write transaction',
     JOB_INSERT_MANY: 'see JOB_INSERT',
     JOB_BY_KEYS: 'see JOB_INSERT',
     JOB_LIST: 'see JOB_LIST_BY_STATUS',

@@ -9,15 +9,15 @@
 import { interval, JOB_COLUMNS, ms, namedQuery, NOW_MS, RESTRICTED_KIND, ts } from './sql-fragments.js';
 
 /**
- * Are leases or deadlines due, in any tenant? Two index probes, run before each
- * lease; like the SQLite store, a lease settles every tenant's due expiries, so
- * the probe needs no tenant filter (which would scan other tenants' entries).
+ * Are leases or deadlines due, in any tenant? Two index probes; like the SQLite store, a lease settles every
+ * tenant's due expiries (the store reaps when a lease answers `due`), so the probe needs no tenant filter
+ * (which would scan other tenants' entries). The common lease statements answer it themselves (their `flow`);
+ * the restricted path runs DUE_PROBE in its transaction.
  */
-export const DUE_PROBE = namedQuery(
-  'lh_due_probe',
-  `SELECT EXISTS (SELECT 1 FROM jobs WHERE status = 'running' AND lease_expires_at <= now())
-       OR EXISTS (SELECT 1 FROM jobs WHERE status = 'queued' AND deadline_at <= now()) AS due`,
-);
+const DUE_NOW = `EXISTS (SELECT 1 FROM jobs WHERE status = 'running' AND lease_expires_at <= now())
+       OR EXISTS (SELECT 1 FROM jobs WHERE status = 'queued' AND deadline_at <= now())`;
+
+export const DUE_PROBE = namedQuery('lh_due_probe', `SELECT ${DUE_NOW} AS due`);
 
 const AVAILABLE_NOW = `status = 'queued' AND run_after <= now() AND (deadline_at IS NULL OR deadline_at > now())`;
 
@@ -54,7 +54,9 @@ const PICK_CAPPED = `SELECT c.id FROM unnest($6::text[], $7::int[]) AS k(kind, c
  * `held`: the guard of the unrestricted statements, the same probe of kinds_flow for the kinds the lease may
  * take (every kind, or $6). It finds no row for a tenant without pauses or limits, and is evaluated once
  * (an InitPlan) before the pick; when it finds one the pick takes nothing and every answer row says so
- * (`held`), so the store takes the restricted path without another round trip to learn it.
+ * (`held`), so the store takes the restricted path without another round trip to learn it. Every answer
+ * row also says whether expired leases or passed deadlines are due anywhere (`due`, DUE_NOW), which the
+ * store then settles, without a probe of its own before each lease.
  */
 function leaseStatement(name: string, pick: string, held: string | null): ReturnType<typeof namedQuery> {
   // $1 tenant, $2 max, $3 tokens (one per slot, drawn in Node), $4 worker, $5 lease ms[, $6 kinds[, $7 caps]].
@@ -64,7 +66,7 @@ function leaseStatement(name: string, pick: string, held: string | null): Return
   // same statement.
   return namedQuery(
     name,
-    `WITH ${held === null ? '' : `flow AS (SELECT ${held} AS held), `}picked AS MATERIALIZED (
+    `WITH ${held === null ? '' : `flow AS (SELECT ${held} AS held, ${DUE_NOW} AS due), `}picked AS MATERIALIZED (
        ${pick}
      ), numbered AS (
        SELECT id, row_number() OVER () AS n FROM picked
@@ -80,7 +82,7 @@ function leaseStatement(name: string, pick: string, held: string | null): Return
        INSERT INTO job_attempts (job_id, epoch, attempt, worker_id, started_at)
        SELECT id::uuid, epoch, attempts, $4, now() FROM leased
      )
-     ${held === null ? 'SELECT * FROM leased ORDER BY priority DESC, run_after, seq' : 'SELECT leased.*, flow.held FROM flow LEFT JOIN leased ON true ORDER BY leased.priority DESC, leased.run_after, leased.seq'}`,
+     ${held === null ? 'SELECT * FROM leased ORDER BY priority DESC, run_after, seq' : 'SELECT leased.*, flow.held, flow.due FROM flow LEFT JOIN leased ON true ORDER BY leased.priority DESC, leased.run_after, leased.seq'}`,
   );
 }
 

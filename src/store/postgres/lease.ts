@@ -7,6 +7,10 @@
  * what its limits allow (flow-limits.ts), walk the kinds with those caps and
  * move the rate windows by what was leased.
  *
+ * Each lease also answers whether expired leases or passed deadlines are due
+ * in any tenant (the statement's `due`, the restricted path's DUE_PROBE): the
+ * store settles them and leases again for the room left.
+ *
  * A lease filter (tenant and kinds) that last found a restricted kind in reach
  * goes to the restricted path at once, saving the round trip of a statement
  * that would only say so; the restricted path forgets the filter when it finds
@@ -23,6 +27,12 @@ import * as Q from './queries.js';
 import { toLeasedJob, type JobRow } from './rows.js';
 import { bind } from './sql-fragments.js';
 
+/** What one lease took, and whether expired leases or passed deadlines are due for the reaper. */
+export interface LeaseAnswer {
+  readonly jobs: readonly LeasedJob[];
+  readonly due: boolean;
+}
+
 /** Lease filters remembered as having a restricted kind in reach; forgotten all at once beyond this. */
 const MAX_REMEMBERED_REACHES = 10_000;
 
@@ -31,17 +41,17 @@ export class Leases {
 
   constructor(private readonly db: PgDatabase) {}
 
-  async lease(params: LeaseParams): Promise<readonly LeasedJob[]> {
+  async lease(params: LeaseParams): Promise<LeaseAnswer> {
     const tokens = Array.from({ length: params.max }, () => newLeaseToken());
     const base = [params.tenant, params.max, tokens, params.workerId, params.leaseMs];
     const kinds = kindsFilter(params.kinds);
     const reach = `${params.tenant}\u0000${kinds === null ? '*' : [...kinds].sort().join('\u0000')}`;
     if (this.restrictedReach.has(reach)) return this.db.transaction((tx) => this.leaseRestricted(tx, reach, params.tenant, base, params.max, kinds));
     const query = kinds === null ? bind(Q.JOB_LEASE_ANY_KIND, base) : bind(Q.JOB_LEASE_KINDS, [...base, kinds]);
-    const rows = (await this.db.query<JobRow & { held: boolean }>(query)).rows;
+    const rows = (await this.db.query<JobRow & { held: boolean; due: boolean }>(query)).rows;
     // The statement always answers a row saying whether a kind it may take is restricted (then it leased nothing).
     if (rows[0]?.held === true) return this.db.transaction((tx) => this.leaseRestricted(tx, reach, params.tenant, base, params.max, kinds));
-    return rows.filter((row) => row.id !== null).map(toLeasedJob);
+    return { jobs: rows.filter((row) => row.id !== null).map(toLeasedJob), due: rows[0]?.due === true };
   }
 
   private noteReach(reach: string, restricted: boolean): void {
@@ -60,7 +70,8 @@ export class Leases {
     base: readonly unknown[],
     max: number,
     kinds: readonly string[] | null,
-  ): Promise<readonly LeasedJob[]> {
+  ): Promise<LeaseAnswer> {
+    const due = (await tx.query<{ due: boolean }>(bind(Q.DUE_PROBE, []))).rows[0]?.due === true;
     await tx.query(bind(Q.KIND_FLOW_LOCK, [tenant, kinds]));
     const stateRows = (await tx.query<KindFlowColumns & { now_ms: number }>(bind(Q.KIND_FLOW_STATE, [tenant]))).rows;
     const now = stateRows[0]?.now_ms ?? 0;
@@ -68,10 +79,10 @@ export class Leases {
     this.noteReach(reach, restricted.size > 0);
     const candidates = kinds ?? (await tx.query<{ kind: string }>(bind(Q.JOB_QUEUED_KINDS, [tenant, MAX_QUEUED_KINDS]))).rows.map((row) => row.kind);
     const caps = leaseCaps(candidates, restricted, max, now);
-    if (caps.length === 0) return [];
+    if (caps.length === 0) return { jobs: [], due };
     const capped = caps.map((c) => c.kind);
     const rows = (await tx.query<JobRow>(bind(Q.JOB_LEASE_CAPPED, [...base, capped, caps.map((c) => c.cap)]))).rows;
     for (const window of windowsMoved(rows, restricted, now)) await tx.query(bind(Q.KIND_WINDOW_SET, [tenant, window.kind, window.start, window.count]));
-    return rows.map(toLeasedJob);
+    return { jobs: rows.map(toLeasedJob), due };
   }
 }

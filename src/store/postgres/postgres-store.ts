@@ -256,9 +256,14 @@ export class PostgresStore implements S.Store {
   // --- the lease protocol ---------------------------------------------------
 
   async jobLease(params: S.LeaseParams): Promise<readonly S.LeasedJob[]> {
-    const due = await this.first<{ due: boolean }>(Q.DUE_PROBE, []);
-    if (due?.due === true) await this.reap();
-    return this.leases.lease(params);
+    const first = await this.leases.lease(params);
+    if (!first.due) return first.jobs;
+    // Expired leases or passed deadlines are due (in any tenant): settle them, so that a job whose lease ran
+    // out is claimable at once, and lease again for the room the first statement left.
+    await this.reap();
+    const room = params.max - first.jobs.length;
+    if (room <= 0) return first.jobs;
+    return [...first.jobs, ...(await this.leases.lease({ ...params, max: room })).jobs];
   }
 
   async jobNextDue(params: NextDueParams): Promise<NextDue | null> {
