@@ -352,8 +352,10 @@ describe.each(backends)('recurring schedules ($label)', (backend) => {
       // SQLite announces a write when it is queued: the pass that made it has committed once a later pass ran.
       await w.services[0]?.ctx.scheduler.tick();
       expect(await w.jobs()).toHaveLength(1);
-      // The start, the PUT, the timer and the tick above: a handful of passes, not one per few milliseconds.
-      expect(passes).toBeLessThanOrEqual(5);
+      // The start, the PUT, the timer (two reads: the due schedule, then none) and the tick above: five reads.
+      // A timer that fires a millisecond early adds a pass that finds nothing due and sleeps the rest; a poll
+      // would read hundreds of times in these 2.5 s.
+      expect(passes).toBeLessThanOrEqual(8);
       expect((await w.schedule('soon'))?.nextAt).toBe(iso(due + MINUTE));
     });
 
