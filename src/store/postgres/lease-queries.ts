@@ -6,7 +6,7 @@
  * other statements that move jobs.
  */
 
-import { interval, JOB_COLUMNS, ms, namedQuery, NOW_MS, RESTRICTED_KIND, ts } from './sql-fragments.js';
+import { interval, JOB_COLUMNS, ms, namedQuery, NOW_MS, QUEUED_KINDS, RESTRICTED_KIND, ts } from './sql-fragments.js';
 
 /**
  * Are leases or deadlines due, in any tenant? Two index probes; like the SQLite store, a lease settles every
@@ -124,9 +124,6 @@ export const KIND_WINDOW_SET = namedQuery(
 /** The distinct kinds of the tenant's queued jobs (a skip scan): a restricted lease without a filter walks each. */
 export const JOB_QUEUED_KINDS = namedQuery(
   'lh_job_queued_kinds',
-  `WITH RECURSIVE k(kind) AS (
-     SELECT (SELECT MIN(kind) FROM jobs WHERE tenant = $1 AND status = 'queued')
-     UNION ALL
-     SELECT (SELECT MIN(kind) FROM jobs WHERE tenant = $1 AND status = 'queued' AND kind > k.kind) FROM k WHERE k.kind IS NOT NULL)
+  `${QUEUED_KINDS}
    SELECT kind FROM k WHERE kind IS NOT NULL LIMIT $2`,
 );

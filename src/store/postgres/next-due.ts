@@ -20,7 +20,7 @@ import { inReach, kindsFilter } from '../flow-limits.js';
 import { kindFlowState, type KindFlowColumns } from '../row-records.js';
 import type { PgDatabase } from './database.js';
 import { KIND_FLOW_STATE } from './queries.js';
-import { bind, ms, namedQuery, NOW_MS, RESTRICTED_KIND as RESTRICTED } from './sql-fragments.js';
+import { bind, ms, namedQuery, NOW_MS, QUEUED_KINDS, RESTRICTED_KIND as RESTRICTED } from './sql-fragments.js';
 
 const FIRST_OF_KIND = `(SELECT j.run_after FROM jobs j WHERE j.tenant = $1 AND j.kind = k.kind AND j.status = 'queued'
     AND (j.deadline_at IS NULL OR j.deadline_at > now()) ORDER BY j.run_after LIMIT 1)`;
@@ -40,10 +40,7 @@ export const JOB_NEXT_DUE_EACH = namedQuery(
 
 export const JOB_NEXT_DUE_ANY_KIND = namedQuery(
   'lh_job_next_due_any_kind',
-  `WITH RECURSIVE k(kind) AS (
-     SELECT (SELECT MIN(kind) FROM jobs WHERE tenant = $1 AND status = 'queued')
-     UNION ALL
-     SELECT (SELECT MIN(kind) FROM jobs WHERE tenant = $1 AND status = 'queued' AND kind > k.kind) FROM k WHERE k.kind IS NOT NULL)
+  `${QUEUED_KINDS}
    SELECT ${ms(`MIN(${FIRST_OF_KIND})`)} AS run_after, ${NOW_MS},
           EXISTS (SELECT 1 FROM kinds WHERE tenant = $1 AND ${RESTRICTED}) AS restricted
      FROM k WHERE k.kind IS NOT NULL`,
@@ -52,10 +49,7 @@ export const JOB_NEXT_DUE_ANY_KIND = namedQuery(
 /** JOB_NEXT_DUE_ANY_KIND without the restricted kinds ($2), which are answered one by one. */
 export const JOB_NEXT_DUE_ANY_KIND_EXCEPT = namedQuery(
   'lh_job_next_due_any_kind_except',
-  `WITH RECURSIVE k(kind) AS (
-     SELECT (SELECT MIN(kind) FROM jobs WHERE tenant = $1 AND status = 'queued')
-     UNION ALL
-     SELECT (SELECT MIN(kind) FROM jobs WHERE tenant = $1 AND status = 'queued' AND kind > k.kind) FROM k WHERE k.kind IS NOT NULL)
+  `${QUEUED_KINDS}
    SELECT ${ms(`MIN(${FIRST_OF_KIND})`)} AS run_after FROM k WHERE k.kind IS NOT NULL AND k.kind <> ALL($2::text[])`,
 );
 

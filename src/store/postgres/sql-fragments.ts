@@ -108,3 +108,12 @@ export const NOW_MS = `${ms('now()')} AS now_ms`;
 
 /** A kind with a pause or a limit: the predicate of the kinds_flow index (migration 7), repeated so that queries use it. */
 export const RESTRICTED_KIND = `(paused OR max_concurrent IS NOT NULL OR rate_limit IS NOT NULL)`;
+
+/**
+ * The distinct kinds of tenant $1's queued jobs as rows of `k(kind)`, the last one NULL: a skip scan, one index
+ * probe per kind, whatever each kind has queued. Callers read `FROM k WHERE k.kind IS NOT NULL`.
+ */
+export const QUEUED_KINDS = `WITH RECURSIVE k(kind) AS (
+     SELECT (SELECT MIN(kind) FROM jobs WHERE tenant = $1 AND status = 'queued')
+     UNION ALL
+     SELECT (SELECT MIN(kind) FROM jobs WHERE tenant = $1 AND status = 'queued' AND kind > k.kind) FROM k WHERE k.kind IS NOT NULL)`;

@@ -19,22 +19,17 @@
 import type { Database, Statement } from 'better-sqlite3';
 import { inReach, kindsFilter, type KindFlowState } from '../flow-limits.js';
 import { nextDue, restrictedNextDue, type NextDue, type NextDueParams } from '../next-due.js';
+import { QUEUED_KINDS } from './queries.js';
 
 const FIRST_OF_KIND = `(SELECT j.run_after FROM jobs j WHERE j.tenant = @tenant AND j.kind = k.kind AND j.status = 'queued'
     AND (j.deadline_at IS NULL OR j.deadline_at > @now) ORDER BY j.run_after LIMIT 1)`;
 
 export const NEXT_DUE_SQL = {
   jobNextDueKinds: `SELECT MIN(${FIRST_OF_KIND}) AS run_after FROM (SELECT DISTINCT value AS kind FROM json_each(@kinds)) k`,
-  jobNextDueAnyKind: `WITH RECURSIVE k(kind) AS (
-      SELECT (SELECT MIN(kind) FROM jobs WHERE tenant = @tenant AND status = 'queued')
-      UNION ALL
-      SELECT (SELECT MIN(kind) FROM jobs WHERE tenant = @tenant AND status = 'queued' AND kind > k.kind) FROM k WHERE k.kind IS NOT NULL)
+  jobNextDueAnyKind: `${QUEUED_KINDS}
     SELECT MIN(${FIRST_OF_KIND}) AS run_after FROM k WHERE k.kind IS NOT NULL`,
   /** jobNextDueAnyKind without the restricted kinds (@except, a JSON array), which are answered one by one. */
-  jobNextDueAnyKindExcept: `WITH RECURSIVE k(kind) AS (
-      SELECT (SELECT MIN(kind) FROM jobs WHERE tenant = @tenant AND status = 'queued')
-      UNION ALL
-      SELECT (SELECT MIN(kind) FROM jobs WHERE tenant = @tenant AND status = 'queued' AND kind > k.kind) FROM k WHERE k.kind IS NOT NULL)
+  jobNextDueAnyKindExcept: `${QUEUED_KINDS}
     SELECT MIN(${FIRST_OF_KIND}) AS run_after FROM k WHERE k.kind IS NOT NULL AND k.kind NOT IN (SELECT value FROM json_each(@except))`,
 } as const;
 

@@ -34,6 +34,15 @@ const LIST_COLUMNS = `j.seq, j.id, j.tenant, j.owner, j.kind, j.status, j.attemp
   j.created_at, j.started_at, j.finished_at, j.last_error_code, j.last_error_message, j.last_error_class, j.progress, j.cancel_requested,
   j.effect_started_at, j.checkpoint_step, j.request_hash, j.concurrency_key, r.content_type AS result_content_type, r.size_bytes AS result_bytes`;
 
+/**
+ * The distinct kinds of @tenant's queued jobs as rows of `k(kind)`, the last one NULL: a skip scan, one index
+ * probe per kind, whatever each kind has queued. Callers read `FROM k WHERE k.kind IS NOT NULL`.
+ */
+export const QUEUED_KINDS = `WITH RECURSIVE k(kind) AS (
+      SELECT (SELECT MIN(kind) FROM jobs WHERE tenant = @tenant AND status = 'queued')
+      UNION ALL
+      SELECT (SELECT MIN(kind) FROM jobs WHERE tenant = @tenant AND status = 'queued' AND kind > k.kind) FROM k WHERE k.kind IS NOT NULL)`;
+
 /** A kind with a pause or a limit: the predicate of the kinds_flow index (migration 7), repeated so that queries use it. */
 const RESTRICTED = `(paused = 1 OR max_concurrent IS NOT NULL OR rate_limit IS NOT NULL)`;
 
@@ -87,10 +96,7 @@ export const SQL = {
   kindWindowSet: `INSERT INTO kind_windows (tenant, kind, window_start, window_count) VALUES (@tenant, @kind, @start, @count)
     ON CONFLICT (tenant, kind) DO UPDATE SET window_start = excluded.window_start, window_count = excluded.window_count`,
   /** The distinct kinds of the tenant's queued jobs (a skip scan, one index probe per kind): a restricted lease without a filter walks each. */
-  jobQueuedKinds: `WITH RECURSIVE k(kind) AS (
-      SELECT (SELECT MIN(kind) FROM jobs WHERE tenant = @tenant AND status = 'queued')
-      UNION ALL
-      SELECT (SELECT MIN(kind) FROM jobs WHERE tenant = @tenant AND status = 'queued' AND kind > k.kind) FROM k WHERE k.kind IS NOT NULL)
+  jobQueuedKinds: `${QUEUED_KINDS}
     SELECT kind FROM k WHERE kind IS NOT NULL LIMIT @limit`,
   /** The first store to open a database creates its secret; every later one reads the same row. */
   secretInsert: `INSERT INTO store_secrets (name, secret) VALUES (?, ?) ON CONFLICT (name) DO NOTHING`,
