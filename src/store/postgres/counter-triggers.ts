@@ -1,0 +1,131 @@
+/**
+ * The counter rows of migration 5 for the PostgreSQL backend: per (tenant,
+ * kind, status, shard) the jobs, the terms of GET /stats' means and the stored
+ * bytes, per (tenant, shard) the ended attempts' run time and the result
+ * bytes, each kept by statement triggers so that a write from any code path
+ * moves them. migrations.ts applies them; sqlite/counter-triggers.ts is
+ * SQLite's.
+ */
+
+/** Milliseconds since the epoch of a timestamptz, as the API shows them (sql-fragments.ts ms()). */
+const msOf = (expression: string): string => `floor(extract(epoch FROM ${expression}) * 1000)::bigint`;
+
+/**
+ * What one job row adds to its (tenant, kind, status) counter: the job, the
+ * terms of the means GET /stats shows, and its stored bytes. Statement-level
+ * triggers add the new rows' terms and subtract the old rows' once per
+ * statement, so a batch of a thousand jobs writes a few counter rows, and the
+ * counters equal a recount after every statement (a conformance test
+ * recounts after random histories). Each connection writes its own shard of
+ * a counter (its backend pid modulo SHARDS), so concurrent transactions do
+ * not queue on one row until commit; the stats read sums the shards.
+ */
+const JOB_TERMS: readonly (readonly [column: string, term: (row: string) => string])[] = [
+  ['jobs', () => '1'],
+  ['started', (r) => `(${r}.started_at IS NOT NULL)::int`],
+  ['wait_ms', (r) => `coalesce(${msOf(`${r}.started_at`)} - ${msOf(`${r}.created_at`)}, 0)`],
+  ['run_jobs', (r) => `(${r}.status = 'succeeded' AND ${r}.started_at IS NOT NULL AND ${r}.finished_at IS NOT NULL)::int`],
+  ['run_ms', (r) => `CASE WHEN ${r}.status = 'succeeded' THEN coalesce(${msOf(`${r}.finished_at`)} - ${msOf(`${r}.started_at`)}, 0) ELSE 0 END`],
+  ['completed', (r) => `(${r}.status = 'succeeded' AND ${r}.finished_at IS NOT NULL)::int`],
+  ['completion_ms', (r) => `CASE WHEN ${r}.status = 'succeeded' THEN coalesce(${msOf(`${r}.finished_at`)} - ${msOf(`${r}.created_at`)}, 0) ELSE 0 END`],
+  ['stored_bytes', (r) => `${r}.payload_bytes + coalesce(octet_length(${r}.checkpoint_state::text), 0) + coalesce(octet_length(${r}.progress::text), 0)`],
+];
+
+const COUNTER_SHARDS = 16;
+const JOB_COLUMNS = JOB_TERMS.map(([column]) => column);
+
+/** The upsert of the summed terms of `sources` (each a SELECT of tenant, kind, status and the terms). */
+function addJobTerms(sources: readonly string[]): string {
+  return `INSERT INTO job_counters AS c (tenant, kind, status, shard, ${JOB_COLUMNS.join(', ')})
+    SELECT tenant, kind, status, pg_backend_pid() % ${COUNTER_SHARDS}, ${JOB_COLUMNS.map((column) => `sum(${column})`).join(', ')}
+      FROM (${sources.join(' UNION ALL ')}) AS d
+     GROUP BY tenant, kind, status
+    HAVING ${JOB_COLUMNS.map((column) => `sum(${column}) <> 0`).join(' OR ')}
+     ORDER BY tenant, kind, status
+    ON CONFLICT (tenant, kind, status, shard) DO UPDATE SET ${JOB_COLUMNS.map((column) => `${column} = c.${column} + EXCLUDED.${column}`).join(', ')};`;
+}
+
+const termsOf = (table: string, sign: '' | '-'): string =>
+  `SELECT r.tenant, r.kind, r.status, ${JOB_TERMS.map(([column, term]) => `${sign}(${term('r')})::bigint AS ${column}`).join(', ')} FROM ${table} r`;
+
+function triggerFunction(name: string, body: string): string {
+  return `CREATE FUNCTION ${name}() RETURNS trigger LANGUAGE plpgsql AS $fn$
+BEGIN
+  ${body}
+  RETURN NULL;
+END $fn$;`;
+}
+
+/** Per tenant: ended attempts' run time and result bytes, sharded as the job counters. */
+function addTenantSums(select: string): string {
+  return `INSERT INTO tenant_sums AS s (tenant, shard, ended_attempts, attempt_run_ms, result_bytes)
+    SELECT tenant, pg_backend_pid() % ${COUNTER_SHARDS}, sum(ended_attempts), sum(attempt_run_ms), sum(result_bytes)
+      FROM (${select}) AS d GROUP BY tenant ORDER BY tenant
+    ON CONFLICT (tenant, shard) DO UPDATE SET ended_attempts = s.ended_attempts + EXCLUDED.ended_attempts,
+      attempt_run_ms = s.attempt_run_ms + EXCLUDED.attempt_run_ms, result_bytes = s.result_bytes + EXCLUDED.result_bytes;`;
+}
+
+const attemptRunMs = (r: string): string => `${msOf(`${r}.ended_at`)} - ${msOf(`${r}.started_at`)}`;
+
+export const JOB_COUNTERS_SQL = `
+CREATE TABLE job_counters (
+  tenant text     NOT NULL,
+  kind   text     NOT NULL,
+  status text     NOT NULL,
+  shard  smallint NOT NULL,
+  ${JOB_COLUMNS.map((column) => `${column} bigint NOT NULL DEFAULT 0`).join(',\n  ')},
+  PRIMARY KEY (tenant, kind, status, shard)
+);
+CREATE TABLE tenant_sums (
+  tenant         text     NOT NULL,
+  shard          smallint NOT NULL,
+  ended_attempts bigint   NOT NULL DEFAULT 0,
+  attempt_run_ms bigint   NOT NULL DEFAULT 0,
+  result_bytes   bigint   NOT NULL DEFAULT 0,
+  PRIMARY KEY (tenant, shard)
+);
+
+${triggerFunction('lh_job_counters_insert', addJobTerms([termsOf('new_rows', '')]))}
+${triggerFunction('lh_job_counters_update', addJobTerms([termsOf('old_rows', '-'), termsOf('new_rows', '')]))}
+${triggerFunction('lh_job_counters_delete', addJobTerms([termsOf('old_rows', '-')]))}
+CREATE TRIGGER job_counters_insert AFTER INSERT ON jobs REFERENCING NEW TABLE AS new_rows
+  FOR EACH STATEMENT EXECUTE FUNCTION lh_job_counters_insert();
+CREATE TRIGGER job_counters_update AFTER UPDATE ON jobs REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+  FOR EACH STATEMENT EXECUTE FUNCTION lh_job_counters_update();
+CREATE TRIGGER job_counters_delete AFTER DELETE ON jobs REFERENCING OLD TABLE AS old_rows
+  FOR EACH STATEMENT EXECUTE FUNCTION lh_job_counters_delete();
+
+-- An attempt's run time counts once it has ended; deleting a job deletes its attempts and result first.
+${triggerFunction('lh_attempt_sums_update', addTenantSums(`SELECT j.tenant, 1 AS ended_attempts, ${attemptRunMs('n')} AS attempt_run_ms, 0 AS result_bytes
+        FROM new_rows n JOIN old_rows o USING (job_id, epoch) JOIN jobs j ON j.id = n.job_id
+       WHERE o.ended_at IS NULL AND n.ended_at IS NOT NULL`))}
+${triggerFunction('lh_attempt_sums_delete', addTenantSums(`SELECT j.tenant, -1 AS ended_attempts, -(${attemptRunMs('o')}) AS attempt_run_ms, 0 AS result_bytes
+        FROM old_rows o JOIN jobs j ON j.id = o.job_id WHERE o.ended_at IS NOT NULL`))}
+${triggerFunction('lh_result_sums_insert', addTenantSums(`SELECT j.tenant, 0 AS ended_attempts, 0 AS attempt_run_ms, n.size_bytes AS result_bytes
+        FROM new_rows n JOIN jobs j ON j.id = n.job_id`))}
+${triggerFunction('lh_result_sums_delete', addTenantSums(`SELECT j.tenant, 0 AS ended_attempts, 0 AS attempt_run_ms, -o.size_bytes AS result_bytes
+        FROM old_rows o JOIN jobs j ON j.id = o.job_id`))}
+CREATE TRIGGER attempt_sums_update AFTER UPDATE ON job_attempts REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+  FOR EACH STATEMENT EXECUTE FUNCTION lh_attempt_sums_update();
+CREATE TRIGGER attempt_sums_delete AFTER DELETE ON job_attempts REFERENCING OLD TABLE AS old_rows
+  FOR EACH STATEMENT EXECUTE FUNCTION lh_attempt_sums_delete();
+CREATE TRIGGER result_sums_insert AFTER INSERT ON job_results REFERENCING NEW TABLE AS new_rows
+  FOR EACH STATEMENT EXECUTE FUNCTION lh_result_sums_insert();
+CREATE TRIGGER result_sums_delete AFTER DELETE ON job_results REFERENCING OLD TABLE AS old_rows
+  FOR EACH STATEMENT EXECUTE FUNCTION lh_result_sums_delete();
+
+-- Existing rows, counted once (in shard 0).
+INSERT INTO job_counters (tenant, kind, status, shard, ${JOB_COLUMNS.join(', ')})
+  SELECT tenant, kind, status, 0, ${JOB_COLUMNS.map((column) => `sum(${column})`).join(', ')}
+    FROM (${termsOf('jobs', '')}) AS d GROUP BY tenant, kind, status;
+INSERT INTO tenant_sums (tenant, shard, ended_attempts, attempt_run_ms, result_bytes)
+  SELECT j.tenant, 0,
+         (SELECT count(*) FROM job_attempts a JOIN jobs aj ON aj.id = a.job_id WHERE aj.tenant = j.tenant AND a.ended_at IS NOT NULL),
+         (SELECT coalesce(sum(${attemptRunMs('a')}), 0) FROM job_attempts a JOIN jobs aj ON aj.id = a.job_id
+           WHERE aj.tenant = j.tenant AND a.ended_at IS NOT NULL),
+         (SELECT coalesce(sum(r.size_bytes), 0) FROM job_results r JOIN jobs rj ON rj.id = r.job_id WHERE rj.tenant = j.tenant)
+    FROM (SELECT DISTINCT tenant FROM jobs) AS j;
+
+-- The oldest available job of a tenant, whatever its priority: the head of this index.
+CREATE INDEX jobs_queued_by_run_after ON jobs (tenant, run_after) WHERE status = 'queued';
+`;
