@@ -29,6 +29,7 @@ const FILES_ONLY_IN = {
     'group-commit.ts': 'one transaction and one fsync for every write that arrived together; PostgreSQL commits per statement',
     'lease-statements.ts': 'the lease statements prepared per LIMIT, since a bound LIMIT makes SQLite prepare a statement again at every run; PostgreSQL binds $2',
     'stats-reader.ts': 'the statistics scan every job of a tenant, so they run on a worker thread with its own connection; PostgreSQL runs STATS on the pool',
+    'new-job-counts.ts': 'a write transaction\u2019s new jobs counted once before COMMIT, not by a trigger per row; PostgreSQL\u2019s statement triggers count a multi-row insert once',
   },
   postgres: {
     'postgres-store.ts': 'the store class (sqlite-store.ts)',
@@ -55,6 +56,7 @@ const QUERIES_ONLY_IN = {
     JOB_INSERT: 'as JOB_BY_IDEMPOTENCY_KEY',
     COUNTER_ADD_STORAGE: 'PostgreSQL\u2019s stored bytes are kept by the counter triggers of migration 5, sharded by connection so that they do not serialize a tenant\u2019s enqueues',
     JOB_MUTABLE_BYTES: 'as COUNTER_ADD_STORAGE',
+    COUNTER_ADD_JOBS: 'the new jobs of a write transaction, counted once before COMMIT (new-job-counts.ts); PostgreSQL counts them by its statement triggers',
     JOB_GET_BY_SEQ: 'SQLite re-reads a job by its integer key after a write; PostgreSQL uses JOB_GET',
     JOB_GET_BY_ID_UNSCOPED: 'the replayed job of an idempotency key, read inside the write transaction; PostgreSQL reads it with JOB_BY_KEYS',
     JOB_LIST_BY_STATUS: 'SQLite plans one statement per filter so each walks its index; PostgreSQL plans JOB_LIST for each call\u2019s values',

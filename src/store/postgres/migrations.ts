@@ -286,4 +286,11 @@ ALTER TABLE job_results SET (autovacuum_vacuum_scale_factor = 0, autovacuum_vacu
 ALTER TABLE job_attempts SET (vacuum_truncate = false);
 ALTER TABLE job_results SET (vacuum_truncate = false);`,
   },
+  {
+    version: 12,
+    name: 'new_jobs_counted_per_commit',
+    // SQLite's: its enqueue counts a transaction's new jobs once before COMMIT. Here the counter triggers are
+    // statement triggers, which already count a multi-row insert once per statement.
+    sql: `SELECT 1;`,
+  },
 ];

@@ -3,7 +3,9 @@
  * status) the jobs and the terms of GET /stats' means, per tenant the ended
  * attempts' run time, each kept by triggers so that a write from any code
  * path moves them. migrations.ts applies them; postgres/counter-triggers.ts
- * is PostgreSQL's (statement triggers, sharded rows).
+ * is PostgreSQL's (statement triggers, sharded rows). Since migration 12 the
+ * insert trigger is gone: only enqueue inserts jobs, and it counts a
+ * transaction's new jobs once before COMMIT (new-job-counts.ts).
  */
 
 /**

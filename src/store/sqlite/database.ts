@@ -12,7 +12,7 @@ import type { Clock } from '../../core/clock.js';
 import { newLeaseToken } from '../../core/ids.js';
 import { CURSOR_SECRET_NAME, newCursorSecret } from '../list-cursor.js';
 import { isBusy, isUnavailable, translate } from './errors.js';
-import { GroupCommit } from './group-commit.js';
+import { GroupCommit, type GroupCommitOptions } from './group-commit.js';
 import { migrate } from './migrate.js';
 import { SQL, type Statements } from './queries.js';
 
@@ -70,12 +70,13 @@ export function prepareStatements(db: Db): Statements {
   return Object.fromEntries(Object.entries(SQL).map(([name, text]) => [name, db.prepare(text)])) as unknown as Statements;
 }
 
-export function groupCommitWriter(db: Db, clock: Clock, busyTimeoutMs: number, afterCommit?: () => void): GroupCommit {
+export function groupCommitWriter(db: Db, clock: Clock, busyTimeoutMs: number, deferred: GroupCommitOptions['deferred'], afterCommit?: () => void): GroupCommit {
   const waitNot = db.prepare('PRAGMA busy_timeout = 0');
   const waitAgain = db.prepare(`PRAGMA busy_timeout = ${busyTimeoutMs}`);
   return new GroupCommit({
     db,
     ...(afterCommit === undefined ? {} : { afterCommit }),
+    ...(deferred === undefined ? {} : { deferred }),
     now: () => clock.now(),
     translateError: translate,
     isFatal: isUnavailable,

@@ -20,9 +20,11 @@ import { keyFacts } from './dependencies.js';
 import { reloadJobById } from './locked-rows.js';
 import type { Statements } from './queries.js';
 import { lazyStatements } from './database.js';
+import { NewJobCounts } from './new-job-counts.js';
 import type { Database as Db } from 'better-sqlite3';
 
-export function enqueueInTx(st: Statements, params: EnqueueParams, now: number): EnqueueOutcome {
+/** `counts` gathers what the new job adds to the counter rows; the transaction's owner applies it before COMMIT. */
+export function enqueueInTx(st: Statements, counts: NewJobCounts, params: EnqueueParams, now: number): EnqueueOutcome {
   const existing = st.jobByIdempotencyKey.get(params.tenant, params.owner, params.idempotencyKey) as
     | { id: string; request_hash: string }
     | undefined;
@@ -30,11 +32,11 @@ export function enqueueInTx(st: Statements, params: EnqueueParams, now: number):
     if (existing.request_hash !== params.requestHash) return { kind: 'conflict', existingJobId: existing.id };
     return { kind: 'replayed', job: reloadJobById(st, existing.id) };
   }
-  if ((params.dependsOn?.length ?? 0) > 0 || (params.concurrencyKey ?? null) !== null) return enqueueFlowJob(st, params, now);
+  if ((params.dependsOn?.length ?? 0) > 0 || (params.concurrencyKey ?? null) !== null) return enqueueFlowJob(st, counts, params, now);
   const row = newJobRow(params, now);
   const { id, runAfter, deadlineAt } = row;
   st.jobInsert.run(row);
-  st.counterAddStorage.run(params.tenant, params.payloadBytes);
+  counts.add(params.tenant, params.kind, 'queued', params.payloadBytes);
   crashPoint('enqueue.before-commit');
   // Built from what was inserted rather than read back: enqueue is the hottest write.
   return { kind: 'created', job: insertedJob(id, params, { status: 'queued', runAfter, deadlineAt, now, dependsOn: [] }) };
@@ -97,7 +99,7 @@ function insertedJob(
 }
 
 /** A job with parents or a key (the idempotency key is new). */
-function enqueueFlowJob(st: Statements, params: EnqueueParams, now: number): EnqueueOutcome {
+function enqueueFlowJob(st: Statements, counts: NewJobCounts, params: EnqueueParams, now: number): EnqueueOutcome {
   const named = [...new Set(params.dependsOn ?? [])];
   const parents = (named.length === 0 ? [] : st.jobParentsFind.all({ tenant: params.tenant, owner: params.dependsOnOwner ?? null, ids: JSON.stringify(named) })) as {
     seq: number;
@@ -131,7 +133,7 @@ function enqueueFlowJob(st: Statements, params: EnqueueParams, now: number): Enq
     st.dependencyInsert.run({ child: inserted.seq, parents: seqs });
     st.jobParentsMark.run({ parents: seqs });
   }
-  st.counterAddStorage.run(params.tenant, params.payloadBytes);
+  counts.add(params.tenant, params.kind, status, params.payloadBytes);
   crashPoint('enqueue.before-commit');
   const dependsOn = [...parents].sort((a, b) => a.seq - b.seq).map((p) => p.id);
   return { kind: 'created', job: insertedJob(id, params, { status, runAfter, deadlineAt, now, dependsOn }) };
@@ -151,5 +153,8 @@ export function enqueueOnConnection(db: Db, params: EnqueueParams, now: number):
     statements = lazyStatements(db);
     onConnections.set(db, statements);
   }
-  return enqueueInTx(statements, params, now);
+  const counts = new NewJobCounts();
+  const outcome = enqueueInTx(statements, counts, params, now);
+  counts.apply(statements);
+  return outcome;
 }

@@ -41,6 +41,12 @@ export interface GroupCommitOptions {
   readonly isFatal: (error: unknown) => boolean;
   /** Called after each successful commit. */
   readonly afterCommit?: () => void;
+  /**
+   * What operations leave for the end of their transaction (new-job-counts.ts): applied just before COMMIT, or
+   * before RELEASE of each operation's savepoint when the batch runs one operation at a time; discarded whenever
+   * the transaction or savepoint rolls back, so it is written exactly when the operations' rows are.
+   */
+  readonly deferred?: { readonly apply: () => void; readonly discard: () => void };
   /** Upper bound on operations per transaction, to keep one batch's latency bounded. */
   readonly maxBatch?: number;
   /** Starts the write transaction, throwing at once (a busy error) when another connection holds the write lock. */
@@ -173,6 +179,8 @@ export class GroupCommit {
     }
     this.lockBusySince = undefined;
     this.lockRetries = 0;
+    const { deferred } = this.options;
+    deferred?.discard();
     try {
       const now = this.options.now();
       for (const item of batch) {
@@ -182,6 +190,7 @@ export class GroupCommit {
           } catch (error) {
             if (this.options.isFatal(error)) throw error;
             db.exec('ROLLBACK');
+            deferred?.discard();
             return 'isolate';
           }
           succeeded.push(item);
@@ -190,17 +199,21 @@ export class GroupCommit {
         db.exec('SAVEPOINT op');
         try {
           item.result = item.run(now);
+          deferred?.apply();
           db.exec('RELEASE op');
           succeeded.push(item);
         } catch (error) {
           if (this.options.isFatal(error)) throw error;
+          deferred?.discard();
           db.exec('ROLLBACK TO op');
           db.exec('RELEASE op');
           item.reject(this.options.translateError(error));
         }
       }
+      if (!isolate) deferred?.apply();
       db.exec('COMMIT');
     } catch (error) {
+      deferred?.discard();
       if (db.inTransaction) {
         try {
           db.exec('ROLLBACK');

@@ -151,6 +151,9 @@ export const SQL = {
   /** decideRelease's 'release': no parent pending and the key's turn. It becomes available now, or at its own later run-after. */
   jobRelease: `UPDATE jobs SET status = 'queued', run_after = MAX(run_after, @now)
     WHERE seq = @seq AND status = 'waiting' AND pending_parents = 0`,
+  /** New jobs of one (tenant, kind, status), counted once per commit (new-job-counts.ts): a new job adds only `jobs`. */
+  counterAddJobs: `INSERT INTO job_counters (tenant, kind, status, jobs) VALUES (?, ?, ?, ?)
+    ON CONFLICT (tenant, kind, status) DO UPDATE SET jobs = jobs + excluded.jobs`,
   counterAddStorage: `INSERT INTO tenant_counters (tenant, storage_bytes) VALUES (?, ?)
     ON CONFLICT (tenant) DO UPDATE SET storage_bytes = storage_bytes + excluded.storage_bytes`,
   counterAddExpirations: `INSERT INTO tenant_counters (tenant, lease_expirations) VALUES (?, 1)

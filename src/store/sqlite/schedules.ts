@@ -8,6 +8,7 @@
 import type { Database, Statement } from 'better-sqlite3';
 import { outcomeJobId, type ScheduleDueParams, type ScheduleFireOutcome, type ScheduleFireParams, type ScheduleListParams, type ScheduleRecord, type ScheduleUpsertOutcome, type ScheduleUpsertParams } from '../schedules.js';
 import { enqueueInTx } from './enqueue.js';
+import type { NewJobCounts } from './new-job-counts.js';
 import type { Statements } from './queries.js';
 
 const COLUMNS = `tenant, name, owner, kind, payload, cron, timezone, overlap, catch_up, next_at, last_at, last_job_id, created_at, updated_at`;
@@ -125,10 +126,10 @@ export class ScheduleStatements {
   }
 
   /** In the write transaction: the guard, the jobs and the move happen together or not at all. */
-  fire(statements: Statements, params: ScheduleFireParams, now: number): ScheduleFireOutcome {
+  fire(statements: Statements, counts: NewJobCounts, params: ScheduleFireParams, now: number): ScheduleFireOutcome {
     const row = this.st.scheduleNextAt.get(params.tenant, params.name) as { next_at: number | null } | undefined;
     if (row === undefined || row.next_at !== params.expectedNextAt) return { kind: 'stale' };
-    const outcomes = params.jobs.map((job) => enqueueInTx(statements, job, now));
+    const outcomes = params.jobs.map((job) => enqueueInTx(statements, counts, job, now));
     const last = outcomes.at(-1);
     this.st.scheduleAdvance.run({
       tenant: params.tenant,

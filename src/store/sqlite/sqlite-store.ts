@@ -35,6 +35,7 @@ import { completeInTx, failInTx } from './lease-endings.js';
 import { cancelInTx, reapInTx, reconcileInTx, requeueInTx } from './operator-actions.js';
 import { setKindPausedInTx, upsertKindInTx } from './kinds.js';
 import { leaseInTx } from './lease.js';
+import { NewJobCounts } from './new-job-counts.js';
 import { LeaseStatements } from './lease-statements.js';
 import type { Statements } from './queries.js';
 import { kindFlowState, type KindFlowColumns } from '../row-records.js';
@@ -84,6 +85,8 @@ export class SqliteStore implements S.Store {
   private readonly nextDue: NextDueReader;
   private readonly retention: RetentionStatements;
   private readonly schedules: ScheduleStatements;
+  /** What the write transaction's new jobs add to the counter rows, applied by the group commit before COMMIT. */
+  private readonly newJobs = new NewJobCounts();
 
   private constructor(
     private readonly db: Db,
@@ -104,7 +107,9 @@ export class SqliteStore implements S.Store {
     this.signal = shared === null || db.readonly ? null : new CommitSignal(shared.signal);
     this.watchers = new Watchers(() => db.pragma('data_version', { simple: true }) as number, crossProcessPollMs, shared);
     this.cursorSecret = loadCursorSecret(db, this.statements);
-    this.writer = groupCommitWriter(db, clock, busyTimeoutMs, () => this.signal?.send());
+    const newJobs = this.newJobs;
+    const deferred = { apply: () => newJobs.apply(this.statements), discard: () => newJobs.discard() };
+    this.writer = groupCommitWriter(db, clock, busyTimeoutMs, deferred, () => this.signal?.send());
     this.stopHearingCommits = this.signal?.hear(() => this.writer.lockMayBeFree()) ?? (() => undefined);
   }
 
@@ -227,17 +232,17 @@ export class SqliteStore implements S.Store {
   }
 
   scheduleFire(params: Sch.ScheduleFireParams): Promise<Sch.ScheduleFireOutcome> {
-    return this.write((now) => this.schedules.fire(this.statements, params, now), distinctAvailability(params.jobs));
+    return this.write((now) => this.schedules.fire(this.statements, this.newJobs, params, now), distinctAvailability(params.jobs));
   }
 
   // --- enqueue and reads ----------------------------------------------------
 
   jobEnqueue(params: S.EnqueueParams): Promise<S.EnqueueOutcome> {
-    return this.write((now) => enqueueInTx(this.statements, params, now), [{ tenant: params.tenant, kind: params.kind }]);
+    return this.write((now) => enqueueInTx(this.statements, this.newJobs, params, now), [{ tenant: params.tenant, kind: params.kind }]);
   }
 
   jobEnqueueMany(params: readonly S.EnqueueParams[]): Promise<readonly S.EnqueueOutcome[]> {
-    return this.write((now) => params.map((p) => enqueueInTx(this.statements, p, now)), distinctAvailability(params));
+    return this.write((now) => params.map((p) => enqueueInTx(this.statements, this.newJobs, p, now)), distinctAvailability(params));
   }
 
   async jobGet(params: S.JobRef): Promise<S.JobRecord | null> {
