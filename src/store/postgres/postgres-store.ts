@@ -10,7 +10,7 @@
  * actions) locks the rows with SELECT … FOR UPDATE first.
  *
  * Long polls across coordinators wake through LISTEN/NOTIFY
- * (availability.ts).
+ * (availability.ts). The reads are its base class's (store-reads.ts).
  */
 
 import type pg from 'pg';
@@ -19,7 +19,6 @@ import { systemRandom, type Random } from '../../core/random.js';
 import { decideResultSize } from '../../core/transitions.js';
 import type * as S from '../store.js';
 import { distinctAvailability } from '../store.js';
-import { listPage, openCursor } from '../list-cursor.js';
 import { finishedByCompletion, finishedByFailure, finishedByOperator, reapFinishedSome } from '../finished-jobs.js';
 import { Watchers } from './availability.js';
 import * as C from './catalog-queries.js';
@@ -33,30 +32,14 @@ import { dropSchema } from './migrate.js';
 import { cancelInTx, reapInTx, reconcileInTx, requeueInTx, type ReapCounts } from './operator-actions.js';
 import { flowEffects, type FlowEffects } from './dependencies.js';
 import { translatePgError } from './errors.js';
-import * as Q from './queries.js';
-import { readNextDue } from './next-due.js';
-import { deleteSchedule, dueSchedules, earliestSchedule, fireInTx, getSchedule, listSchedules, upsertSchedule } from './schedules.js';
+import { deleteSchedule, fireInTx, upsertSchedule } from './schedules.js';
 import type * as Sch from '../schedules.js';
-import { purgeBatch, purgeCount, vacuumWhenAutovacuumOff } from './retention.js';
-import type { NextDue, NextDueParams } from '../next-due.js';
-import type { JobPurgeCountParams, JobPurgeOutcome, JobPurgeParams } from '../retention.js';
-import {
-  toApiKeyRecord,
-  toAttemptRecord,
-  toJobListItem,
-  toJobRecord,
-  toKindRecord,
-  toTenantStats,
-  type ApiKeyRow,
-  type AttemptRow,
-  type JobListRow,
-  type JobRow,
-  type KindRow,
-  type StatsRow,
-} from './rows.js';
-import { bind, bindUnplanned, type NamedQuery } from './sql-fragments.js';
+import { purgeBatch, vacuumWhenAutovacuumOff } from './retention.js';
+import type { JobPurgeOutcome, JobPurgeParams } from '../retention.js';
+import { toApiKeyRecord, type ApiKeyRow } from './rows.js';
 import { StatementBatcher } from './statement-batcher.js';
 import { JobsStatistics } from './statistics.js';
+import { StoreReads } from './store-reads.js';
 
 export interface PostgresStoreOptions {
   /**
@@ -81,7 +64,7 @@ const ENQUEUE_BATCH = 500;
 /** How many expired leases one reaper transaction handles. */
 const REAP_BATCH = 500;
 
-export class PostgresStore implements S.Store {
+export class PostgresStore extends StoreReads implements S.Store {
   readonly backend = 'postgres' as const;
   private readonly watchers: Watchers;
   /** Concurrent single enqueues share statements (and WAL flushes). */
@@ -93,13 +76,13 @@ export class PostgresStore implements S.Store {
   private readonly schema: string;
 
   private constructor(
-    private readonly db: PgDatabase,
+    db: PgDatabase,
     connection: { readonly connectionString: string; readonly schema: string },
     poolSize: number,
-    /** Seals list cursors; one row of the schema, so every coordinator on it opens every other's cursors. */
-    private readonly cursorSecret: Buffer,
+    cursorSecret: Buffer,
     private readonly random: Random,
   ) {
+    super(db, cursorSecret);
     this.schema = connection.schema;
     this.watchers = new Watchers(db, connection);
     this.leases = new Leases(db);
@@ -123,15 +106,6 @@ export class PostgresStore implements S.Store {
     }
   }
 
-  async now(): Promise<number> {
-    const result = await this.db.query<{ now_ms: number }>(bind(Q.NOW, []));
-    return result.rows[0]?.now_ms ?? 0;
-  }
-
-  async ping(): Promise<void> {
-    await this.db.query({ text: 'SELECT 1' });
-  }
-
   queueWaitMs(): number {
     return Math.max(this.enqueuer.oldestWaitMs(), this.db.oldestWaitMs());
   }
@@ -148,15 +122,6 @@ export class PostgresStore implements S.Store {
   async apiKeyInsert(params: S.ApiKeyInsertParams): Promise<S.ApiKeyRecord> {
     const values = [params.id, params.tenant, params.user, params.role, params.keyHash];
     return toApiKeyRecord(await this.one<ApiKeyRow>(C.API_KEY_INSERT, values));
-  }
-
-  async apiKeyFindByHash(keyHash: string): Promise<S.ApiKeyRecord | null> {
-    const row = await this.first<ApiKeyRow>(C.API_KEY_BY_HASH, [keyHash]);
-    return row === undefined ? null : toApiKeyRecord(row);
-  }
-
-  async apiKeyList(params: { readonly tenant: string }): Promise<readonly S.ApiKeyRecord[]> {
-    return (await this.db.query<ApiKeyRow>(bind(C.API_KEY_LIST, [params.tenant]))).rows.map(toApiKeyRecord);
   }
 
   async apiKeyRevoke(params: { readonly id: string }): Promise<boolean> {
@@ -176,39 +141,14 @@ export class PostgresStore implements S.Store {
     return record;
   }
 
-  async kindGet(params: { readonly tenant: string; readonly kind: string }): Promise<S.KindRecord | null> {
-    const row = await this.first<KindRow>(C.KIND_GET, [params.tenant, params.kind]);
-    return row === undefined ? null : toKindRecord(row);
-  }
-
-  async kindList(params: { readonly tenant: string }): Promise<readonly S.KindRecord[]> {
-    return (await this.db.query<KindRow>(bind(C.KIND_LIST, [params.tenant]))).rows.map(toKindRecord);
-  }
-
   // --- schedules --------------------------------------------------------------
 
   scheduleUpsert(params: Sch.ScheduleUpsertParams): Promise<Sch.ScheduleUpsertOutcome> {
     return upsertSchedule(this.db, params);
   }
 
-  scheduleGet(params: { readonly tenant: string; readonly name: string }): Promise<Sch.ScheduleRecord | null> {
-    return getSchedule(this.db, params.tenant, params.name);
-  }
-
-  scheduleList(params: Sch.ScheduleListParams): Promise<readonly Sch.ScheduleRecord[]> {
-    return listSchedules(this.db, params);
-  }
-
   scheduleDelete(params: { readonly tenant: string; readonly name: string }): Promise<boolean> {
     return deleteSchedule(this.db, params.tenant, params.name);
-  }
-
-  scheduleDue(params: Sch.ScheduleDueParams): Promise<readonly Sch.ScheduleRecord[]> {
-    return dueSchedules(this.db, params);
-  }
-
-  scheduleEarliest(): Promise<number | null> {
-    return earliestSchedule(this.db);
   }
 
   async scheduleFire(params: Sch.ScheduleFireParams): Promise<Sch.ScheduleFireOutcome> {
@@ -235,24 +175,6 @@ export class PostgresStore implements S.Store {
     return this.insert(params.map(prepareEnqueue));
   }
 
-  async jobGet(params: S.JobRef): Promise<S.JobRecord | null> {
-    if (!isJobId(params.id)) return null;
-    const row = await this.first<JobRow>(Q.JOB_GET, [params.id, params.scope.tenant, params.scope.owner ?? null]);
-    return row === undefined ? null : toJobRecord(row);
-  }
-
-  async jobList(params: S.JobListParams): Promise<S.JobPage> {
-    const cursor = params.cursor === undefined ? null : openCursor(this.cursorSecret, params, params.cursor);
-    const values = [params.scope.tenant, params.scope.owner ?? null, params.status ?? null, params.kind ?? null, cursor, params.limit + 1];
-    const rows = (await this.db.query<JobListRow>(bindUnplanned(C.JOB_LIST, values))).rows;
-    return listPage(this.cursorSecret, params, rows, toJobListItem);
-  }
-
-  async jobAttempts(params: S.JobRef): Promise<readonly S.AttemptRecord[] | null> {
-    if ((await this.jobGet(params)) === null) return null;
-    return (await this.db.query<AttemptRow>(bind(C.ATTEMPT_LIST, [params.id]))).rows.map(toAttemptRecord);
-  }
-
   // --- the lease protocol ---------------------------------------------------
 
   async jobLease(params: S.LeaseParams): Promise<readonly S.LeasedJob[]> {
@@ -266,16 +188,8 @@ export class PostgresStore implements S.Store {
     return [...first.jobs, ...(await this.leases.lease({ ...params, max: room })).jobs];
   }
 
-  async jobNextDue(params: NextDueParams): Promise<NextDue | null> {
-    return readNextDue(this.db, params);
-  }
-
   async jobPurge(params: JobPurgeParams): Promise<JobPurgeOutcome> {
     return { deleted: await purgeBatch(this.db, params) };
-  }
-
-  async jobPurgeCount(params: JobPurgeCountParams): Promise<number> {
-    return purgeCount(this.db, params);
   }
 
   async reclaimSpace(): Promise<boolean> {
@@ -380,14 +294,6 @@ export class PostgresStore implements S.Store {
     return total;
   }
 
-  async databaseSize(): Promise<number> {
-    return (await this.one<{ bytes: number }>(C.DATABASE_SIZE, [])).bytes;
-  }
-
-  async stats(params: { readonly tenant: string }): Promise<S.TenantStats> {
-    return toTenantStats(await this.one<StatsRow>(C.STATS, [params.tenant]));
-  }
-
   watchAvailable(listener: S.AvailabilityListener): () => void {
     return this.watchers.watchAvailable(listener);
   }
@@ -446,16 +352,6 @@ export class PostgresStore implements S.Store {
     this.announce(distinctAvailability(effects.available));
     if (effects.cascaded) this.announceFinished(null);
     return result;
-  }
-
-  private async first<R extends object>(query: NamedQuery, values: readonly unknown[]): Promise<R | undefined> {
-    return (await this.db.query<R & Record<string, unknown>>(bind(query, values))).rows[0];
-  }
-
-  private async one<R extends object>(query: NamedQuery, values: readonly unknown[]): Promise<R> {
-    const row = await this.first<R>(query, values);
-    if (row === undefined) throw new Error('a statement that always returns a row returned none');
-    return row;
   }
 
   private announce(jobs: readonly S.Availability[]): void {

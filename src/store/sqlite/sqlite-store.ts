@@ -13,22 +13,20 @@
  * for its role, run inside the write transaction: enqueue.ts, lease.ts,
  * guarded-statements.ts (renew, checkpoint, effect), lease-endings.ts
  * (complete, fail) and operator-actions.ts (requeue, cancel, reconcile, the
- * reaper) — the same files as the PostgreSQL backend's.
+ * reaper) — the same files as the PostgreSQL backend's. The reads are its
+ * base class's (store-reads.ts).
  */
 
 import type { Database as Db } from 'better-sqlite3';
 import { systemClock, type Clock } from '../../core/clock.js';
 import { systemRandom, type Random } from '../../core/random.js';
-import { StoreUnavailableError } from '../../core/errors.js';
 import type * as S from '../store.js';
 import { distinctAvailability } from '../store.js';
-import { listPage, openCursor } from '../list-cursor.js';
 import { finishedByCompletion, finishedByFailure, finishedByOperator, reapFinishedSome } from '../finished-jobs.js';
 import { CommitSignal, sharedFilesOf, Watchers } from './availability.js';
 import { flowEffects, type FlowEffects } from './dependencies.js';
 import { enqueueInTx, enqueueOnConnection } from './enqueue.js';
-import { groupCommitWriter, loadCursorSecret, openDatabase, prepareStatements } from './database.js';
-import { translate } from './errors.js';
+import { groupCommitWriter, openDatabase } from './database.js';
 import type { GroupCommit } from './group-commit.js';
 import { markEffectStarted, renewLease, storeCheckpoint } from './guarded-statements.js';
 import { completeInTx, failInTx } from './lease-endings.js';
@@ -37,17 +35,10 @@ import { setKindPausedInTx, upsertKindInTx } from './kinds.js';
 import { leaseInTx } from './lease.js';
 import { NewJobCounts } from './new-job-counts.js';
 import { LeaseStatements } from './lease-statements.js';
-import type { Statements } from './queries.js';
-import { kindFlowState, type KindFlowColumns } from '../row-records.js';
-import { StatsReader } from './stats-reader.js';
-import { ScheduleStatements } from './schedules.js';
 import type * as Sch from '../schedules.js';
-import { NextDueReader } from './next-due.js';
-import { RetentionStatements, VACUUM_STEPS_PER_BATCH } from './retention.js';
-import type { NextDue, NextDueParams } from '../next-due.js';
-import type { JobPurgeCountParams, JobPurgeOutcome, JobPurgeParams } from '../retention.js';
-import { toApiKeyRecord, toAttemptRecord, toJobListItem, toJobRecord, toKindRecord, toTenantStats } from './rows.js';
-import type { ApiKeyRow, AttemptRow, JobListRow, JobRow, JobWithResultRow, KindRow } from './rows.js';
+import { VACUUM_STEPS_PER_BATCH } from './retention.js';
+import type { JobPurgeOutcome, JobPurgeParams } from '../retention.js';
+import { prepareReadParts, StoreReads, type ReadParts } from './store-reads.js';
 
 export interface SqliteStoreOptions {
   readonly path: string;
@@ -69,44 +60,32 @@ export interface SqliteStoreOptions {
   readonly readonly?: boolean;
 }
 
-export class SqliteStore implements S.Store {
+export class SqliteStore extends StoreReads implements S.Store {
   readonly backend = 'sqlite' as const;
-  private readonly statements: Statements;
   /** The lease statements, prepared on first use per kind count and max. */
   private readonly leases: LeaseStatements;
   private readonly writer: GroupCommit;
-  private readonly statsReader: StatsReader;
   private readonly watchers: Watchers;
   /** Tells the other processes on the file of each commit (library mode); null when no one else is expected. */
   private readonly signal: CommitSignal | null;
   private readonly stopHearingCommits: () => void;
-  private closed = false;
-  private readonly cursorSecret: Buffer;
-  private readonly nextDue: NextDueReader;
-  private readonly retention: RetentionStatements;
-  private readonly schedules: ScheduleStatements;
   /** What the write transaction's new jobs add to the counter rows, applied by the group commit before COMMIT. */
   private readonly newJobs = new NewJobCounts();
 
   private constructor(
-    private readonly db: Db,
-    private readonly clock: Clock,
+    reads: ReadParts,
     crossProcessPollMs: number,
     watchWalFile: boolean,
     busyTimeoutMs: number,
     private readonly random: Random,
   ) {
-    this.statsReader = new StatsReader(db.name, busyTimeoutMs);
-    this.statements = prepareStatements(db);
+    super(reads);
+    const { db, clock } = reads;
     this.leases = new LeaseStatements(db);
-    this.nextDue = new NextDueReader(db);
-    this.retention = new RetentionStatements(db);
-    this.schedules = new ScheduleStatements(db);
     const shared = watchWalFile && !db.memory ? sharedFilesOf(db.name) : null;
     // Created before anything watches it, so every store of the file can watch it from its first wait.
     this.signal = shared === null || db.readonly ? null : new CommitSignal(shared.signal);
     this.watchers = new Watchers(() => db.pragma('data_version', { simple: true }) as number, crossProcessPollMs, shared);
-    this.cursorSecret = loadCursorSecret(db, this.statements);
     const newJobs = this.newJobs;
     const deferred = { apply: () => newJobs.apply(this.statements), discard: () => newJobs.discard() };
     this.writer = groupCommitWriter(db, clock, busyTimeoutMs, deferred, () => this.signal?.send());
@@ -117,15 +96,12 @@ export class SqliteStore implements S.Store {
     const clock = options.clock ?? systemClock;
     const busyTimeoutMs = Math.max(0, Math.floor(options.busyTimeoutMs ?? 5000));
     const db = openDatabase({ path: options.path, readonly: options.readonly ?? false, busyTimeoutMs, clock });
-    return new SqliteStore(db, clock, options.crossProcessPollMs ?? 50, options.watchWalFile ?? false, busyTimeoutMs, options.random ?? systemRandom);
+    const reads = prepareReadParts(db, clock, busyTimeoutMs);
+    return new SqliteStore(reads, options.crossProcessPollMs ?? 50, options.watchWalFile ?? false, busyTimeoutMs, options.random ?? systemRandom);
   }
 
   async now(): Promise<number> {
     return this.clock.now();
-  }
-
-  async ping(): Promise<void> {
-    this.read(() => this.db.prepare('SELECT 1').get());
   }
 
   queueWaitMs(): number {
@@ -165,15 +141,6 @@ export class SqliteStore implements S.Store {
     });
   }
 
-  async apiKeyFindByHash(keyHash: string): Promise<S.ApiKeyRecord | null> {
-    const row = this.read(() => this.statements.apiKeyByHash.get(keyHash) as ApiKeyRow | undefined);
-    return row === undefined ? null : toApiKeyRecord(row);
-  }
-
-  async apiKeyList(params: { readonly tenant: string }): Promise<readonly S.ApiKeyRecord[]> {
-    return this.read(() => (this.statements.apiKeyList.all(params.tenant) as ApiKeyRow[]).map(toApiKeyRecord));
-  }
-
   apiKeyRevoke(params: { readonly id: string }): Promise<boolean> {
     return this.write((now) => this.statements.apiKeyRevoke.run(now, params.id).changes === 1);
   }
@@ -195,40 +162,14 @@ export class SqliteStore implements S.Store {
     });
   }
 
-  async kindGet(params: { readonly tenant: string; readonly kind: string }): Promise<S.KindRecord | null> {
-    const row = this.read(() => this.statements.kindGet.get(params.tenant, params.kind) as KindRow | undefined);
-    return row === undefined ? null : toKindRecord(row);
-  }
-
-  async kindList(params: { readonly tenant: string }): Promise<readonly S.KindRecord[]> {
-    const rows = this.read(() => this.statements.kindList.all(params.tenant) as KindRow[]);
-    return rows.map(toKindRecord);
-  }
-
   // --- schedules --------------------------------------------------------------
 
   scheduleUpsert(params: Sch.ScheduleUpsertParams): Promise<Sch.ScheduleUpsertOutcome> {
     return this.write(() => this.schedules.upsert(params));
   }
 
-  async scheduleGet(params: { readonly tenant: string; readonly name: string }): Promise<Sch.ScheduleRecord | null> {
-    return this.read(() => this.schedules.get(params.tenant, params.name));
-  }
-
-  async scheduleList(params: Sch.ScheduleListParams): Promise<readonly Sch.ScheduleRecord[]> {
-    return this.read(() => this.schedules.list(params));
-  }
-
   scheduleDelete(params: { readonly tenant: string; readonly name: string }): Promise<boolean> {
     return this.write(() => this.schedules.delete(params.tenant, params.name));
-  }
-
-  async scheduleDue(params: Sch.ScheduleDueParams): Promise<readonly Sch.ScheduleRecord[]> {
-    return this.read(() => this.schedules.due(params));
-  }
-
-  async scheduleEarliest(): Promise<number | null> {
-    return this.read(() => this.schedules.earliest());
   }
 
   scheduleFire(params: Sch.ScheduleFireParams): Promise<Sch.ScheduleFireOutcome> {
@@ -243,46 +184,6 @@ export class SqliteStore implements S.Store {
 
   jobEnqueueMany(params: readonly S.EnqueueParams[]): Promise<readonly S.EnqueueOutcome[]> {
     return this.write((now) => params.map((p) => enqueueInTx(this.statements, this.newJobs, p, now)), distinctAvailability(params));
-  }
-
-  async jobGet(params: S.JobRef): Promise<S.JobRecord | null> {
-    const row = this.read(
-      () =>
-        this.statements.jobGet.get({ id: params.id, tenant: params.scope.tenant, owner: params.scope.owner ?? null }) as
-          | JobWithResultRow
-          | undefined,
-    );
-    return row === undefined ? null : toJobRecord(row);
-  }
-
-  async jobList(params: S.JobListParams): Promise<S.JobPage> {
-    const cursor = params.cursor === undefined ? null : openCursor(this.cursorSecret, params, params.cursor);
-    const owner = params.scope.owner ?? null;
-    const status = params.status ?? null;
-    const statement =
-      status !== null ? this.statements.jobListByStatus : owner !== null ? this.statements.jobListByOwner : this.statements.jobListByTenant;
-    const rows = this.read(
-      () =>
-        statement.all({
-          tenant: params.scope.tenant,
-          ...(status !== null ? { status } : {}),
-          ...(status !== null || owner !== null ? { owner } : {}),
-          kind: params.kind ?? null,
-          cursor: cursor ?? Number.MAX_SAFE_INTEGER,
-          limit: params.limit + 1,
-        }) as JobListRow[],
-    );
-    return listPage(this.cursorSecret, params, rows, toJobListItem);
-  }
-
-  async jobAttempts(params: S.JobRef): Promise<readonly S.AttemptRecord[] | null> {
-    return this.read(() => {
-      const job = this.statements.jobGet.get({ id: params.id, tenant: params.scope.tenant, owner: params.scope.owner ?? null }) as
-        | JobRow
-        | undefined;
-      if (job === undefined) return null;
-      return (this.statements.attemptList.all(job.seq) as AttemptRow[]).map(toAttemptRecord);
-    });
   }
 
   // --- the lease protocol ---------------------------------------------------
@@ -352,33 +253,14 @@ export class SqliteStore implements S.Store {
     return counts;
   }
 
-  /** Scans every job of the tenant, so it runs on the reader thread's own connection, off the event loop (stats-reader.ts). */
-  async jobNextDue(params: NextDueParams): Promise<NextDue | null> {
-    return this.read(() => this.nextDue.read(params, this.clock.now(), () => (this.statements.kindFlowState.all({ tenant: params.tenant }) as KindFlowColumns[]).map(kindFlowState)));
-  }
-
   async jobPurge(params: JobPurgeParams): Promise<JobPurgeOutcome> {
     const deleted = await this.write((now) => this.retention.purge(params, now));
     for (let step = 0; deleted > 0 && step < VACUUM_STEPS_PER_BATCH; step++) if (!(await this.write(() => this.retention.vacuumStep()))) break;
     return { deleted };
   }
 
-  async jobPurgeCount(params: JobPurgeCountParams): Promise<number> {
-    return this.read(() => this.retention.count(params, this.clock.now()));
-  }
-
   async reclaimSpace(): Promise<boolean> {
     return false;
-  }
-
-  async stats(params: { readonly tenant: string }): Promise<S.TenantStats> {
-    if (this.closed) throw new StoreUnavailableError('the job store is closed');
-    const now = this.clock.now();
-    return toTenantStats(await this.statsReader.read(params.tenant, now), now);
-  }
-
-  async databaseSize(): Promise<number> {
-    return this.read(() => (this.statements.databaseSize.get() as { bytes: number }).bytes);
   }
 
   watchAvailable(listener: S.AvailabilityListener): () => void {
@@ -438,12 +320,4 @@ export class SqliteStore implements S.Store {
     return result;
   }
 
-  private read<T>(operation: () => T): T {
-    if (this.closed) throw new StoreUnavailableError('the job store is closed');
-    try {
-      return operation();
-    } catch (error) {
-      throw translate(error);
-    }
-  }
 }
