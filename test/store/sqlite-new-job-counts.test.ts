@@ -15,26 +15,15 @@ import { afterEach, beforeEach, expect, it } from 'vitest';
 import { ManualClock } from '../../src/core/clock.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import type { EnqueueParams } from '../../src/store/store.js';
+import { enqueueParams, TENANT } from '../conformance/harness.js';
 
 let dir: string;
 let path: string;
 let store: SqliteStore;
 
+/** The conformance suite's enqueue, with payload sizes that differ by key (so a wrong byte count shows). */
 function params(key: string, overrides: Partial<EnqueueParams> = {}): EnqueueParams {
-  return {
-    tenant: 't1',
-    owner: 'u1',
-    idempotencyKey: key,
-    requestHash: `hash-${key}`,
-    kind: 'email',
-    payload: { to: key },
-    maxAttempts: 3,
-    priority: 0,
-    runAfter: null,
-    deadlineMs: null,
-    payloadBytes: 7 + key.length,
-    ...overrides,
-  };
+  return enqueueParams(key, { payloadBytes: 7 + key.length, ...overrides });
 }
 
 /** The counter rows and stored bytes beside what a recount of jobs gives, read on a connection of its own. */
@@ -72,7 +61,7 @@ it('counts every job of a batch that ran again one enqueue at a time, and none o
     ...Array.from({ length: 20 }, (_, i) => params(`a${i}`, { kind: i % 2 === 0 ? 'email' : 'sms' })),
     // Refused inside the transaction: the whole batch is rolled back and run again with each enqueue in a savepoint.
     params('orphan', { dependsOn: ['00000000-0000-7000-8000-0000000000ff'] }),
-    ...Array.from({ length: 20 }, (_, i) => params(`b${i}`, { tenant: 't2' })),
+    ...Array.from({ length: 20 }, (_, i) => params(`b${i}`, { tenant: `${TENANT}-other` })),
     params('a3', { kind: 'sms' }), // a replay in the same batch: no new row
   ];
   const outcomes = await Promise.allSettled(enqueues.map((p) => store.jobEnqueue(p)));
@@ -89,7 +78,7 @@ it('counts jobs that start waiting or dead under their own status', async () => 
   const waiting = store.jobEnqueue(params('waits', { dependsOn: [parent.job.id] }));
   const keyed = store.jobEnqueue(params('keyed', { concurrencyKey: 'k' }));
   await Promise.all([waiting, keyed]);
-  await store.jobCancel({ scope: { tenant: 't1' }, id: parent.job.id });
+  await store.jobCancel({ scope: { tenant: TENANT }, id: parent.job.id });
   // A child of a cancelled parent is dead at its enqueue (dependency_failed).
   expect(await store.jobEnqueue(params('dead', { dependsOn: [parent.job.id] }))).toMatchObject({ kind: 'created', job: { status: 'dead' } });
   const { counters, recount } = countersAndRecount();
@@ -112,5 +101,5 @@ it('counts an enqueue in the application’s transaction only when that transact
   }
   const { counters, recount } = countersAndRecount();
   expect(counters).toEqual(recount);
-  expect(recount).toEqual({ jobs: [{ tenant: 't1', kind: 'email', status: 'queued', jobs: 1 }], bytes: [{ tenant: 't1', bytes: 7 + 'committed'.length }] });
+  expect(recount).toEqual({ jobs: [{ tenant: TENANT, kind: 'email', status: 'queued', jobs: 1 }], bytes: [{ tenant: TENANT, bytes: 7 + 'committed'.length }] });
 });
