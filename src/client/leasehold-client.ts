@@ -57,7 +57,8 @@ import type {
 } from '../protocol/schemas.js';
 import type { PurgeRequest, PurgeResponse } from '../protocol/retention.js';
 import type { WorkerCalls } from '../protocol/worker-calls.js';
-import { LeaseholdApiError, LeaseholdIntegrityError, LeaseholdNetworkError, parseRetryAfter } from './errors.js';
+import { LeaseholdIntegrityError, LeaseholdNetworkError, parseRetryAfter } from './errors.js';
+import { apiError, describeNetworkCode, header, networkCode, parseJson } from './responses.js';
 import { exchange, type Exchange, type RawResponse } from './transport.js';
 import type { EnqueueResult, JobResultBody } from './types.js';
 
@@ -368,63 +369,4 @@ export function parseBaseUrl(value: string): URL {
     throw Object.assign(new TypeError(`the coordinator URL ${shown} is not an http:// or https:// URL${hint}`), { code: 'invalid_url' });
   }
   return url;
-}
-
-const NETWORK_CODES: Readonly<Record<string, string>> = {
-  ECONNREFUSED: 'nothing accepts connections there (is the coordinator running, on this host and port?)',
-  ENOTFOUND: 'the host name does not resolve',
-  EAI_AGAIN: 'the host name could not be resolved (DNS did not answer)',
-  ECONNRESET: 'the connection was reset',
-  EHOSTUNREACH: 'the host is unreachable',
-  ENETUNREACH: 'the network is unreachable',
-  ETIMEDOUT: 'the connection timed out',
-  UND_ERR_CONNECT_TIMEOUT: 'the connection timed out',
-  UND_ERR_HEADERS_TIMEOUT: 'no answer within the timeout',
-  UND_ERR_BODY_TIMEOUT: 'the answer stopped arriving within the timeout',
-  UND_ERR_SOCKET: 'the connection closed before the answer',
-};
-
-function describeNetworkCode(code: string | undefined): string {
-  if (code === undefined) return 'connection error';
-  const meaning = NETWORK_CODES[code];
-  return meaning === undefined ? code : `${code}: ${meaning}`;
-}
-
-function header(response: RawResponse, name: string): string | undefined {
-  return response.headers[name];
-}
-
-function parseJson<T>(response: RawResponse): T {
-  // The coordinator serializes its answers with the same schemas the types come from.
-  return JSON.parse(response.body.toString('utf8')) as T;
-}
-
-function apiError(method: Method, path: string, response: RawResponse): LeaseholdApiError {
-  const retryAfter = parseRetryAfter(response.headers['retry-after'], systemClock.now());
-  let code = `http_${response.status}`;
-  let message = `${method} ${path.split('?')[0] ?? path} answered ${response.status}`;
-  try {
-    const parsed = JSON.parse(response.body.toString('utf8')) as unknown;
-    if (typeof parsed === 'object' && parsed !== null && 'error' in parsed) {
-      const error = (parsed as { error: unknown }).error;
-      if (typeof error === 'object' && error !== null) {
-        const fields = error as { code?: unknown; message?: unknown };
-        if (typeof fields.code === 'string') code = fields.code;
-        if (typeof fields.message === 'string') message = fields.message;
-      }
-    }
-  } catch {
-    // Not JSON (a proxy's error page, say): keep the generic code.
-  }
-  return new LeaseholdApiError(response.status, code, message, retryAfter);
-}
-
-function networkCode(error: unknown): string | undefined {
-  let current: unknown = error;
-  for (let depth = 0; depth < 4 && typeof current === 'object' && current !== null; depth++) {
-    const code = (current as { code?: unknown }).code;
-    if (typeof code === 'string') return code;
-    current = (current as { cause?: unknown }).cause;
-  }
-  return undefined;
 }
