@@ -153,8 +153,8 @@ export function enqueueOnConnection(db: Db, params: EnqueueParams, now: number):
     statements = lazyStatements(db);
     onConnections.set(db, statements);
   }
-  const counts = new NewJobCounts();
+  const counts = new NewJobCounts(statements);
   const outcome = enqueueInTx(statements, counts, params, now);
-  counts.apply(statements);
+  counts.apply();
   return outcome;
 }

@@ -43,8 +43,9 @@ export interface GroupCommitOptions {
   readonly afterCommit?: () => void;
   /**
    * What operations leave for the end of their transaction (new-job-counts.ts): applied just before COMMIT, or
-   * before RELEASE of each operation's savepoint when the batch runs one operation at a time; discarded whenever
-   * the transaction or savepoint rolls back, so it is written exactly when the operations' rows are.
+   * before RELEASE of each operation's savepoint when the batch runs one operation at a time; discarded as each
+   * transaction begins and when a savepoint rolls back, so what a rolled-back transaction left is never applied
+   * and it is written exactly when the operations' rows are.
    */
   readonly deferred?: { readonly apply: () => void; readonly discard: () => void };
   /** Upper bound on operations per transaction, to keep one batch's latency bounded. */
@@ -190,7 +191,6 @@ export class GroupCommit {
           } catch (error) {
             if (this.options.isFatal(error)) throw error;
             db.exec('ROLLBACK');
-            deferred?.discard();
             return 'isolate';
           }
           succeeded.push(item);
@@ -213,7 +213,6 @@ export class GroupCommit {
       if (!isolate) deferred?.apply();
       db.exec('COMMIT');
     } catch (error) {
-      deferred?.discard();
       if (db.inTransaction) {
         try {
           db.exec('ROLLBACK');

@@ -19,6 +19,8 @@ import type { JobStatus } from '../../core/states.js';
 import type { Statements } from './queries.js';
 
 export class NewJobCounts {
+  constructor(private readonly st: Statements) {}
+
   /** tenant → kind → status → jobs. */
   private readonly jobs = new Map<string, Map<string, Map<JobStatus, number>>>();
   /** tenant → payload bytes. */
@@ -34,11 +36,11 @@ export class NewJobCounts {
   }
 
   /** Writes what was added since the last apply or discard, inside the open transaction, and starts afresh. */
-  apply(st: Statements): void {
+  apply(): void {
     for (const [tenant, kinds] of this.jobs) {
-      for (const [kind, statuses] of kinds) for (const [status, n] of statuses) st.counterAddJobs.run(tenant, kind, status, n);
+      for (const [kind, statuses] of kinds) for (const [status, n] of statuses) this.st.counterAddJobs.run(tenant, kind, status, n);
     }
-    for (const [tenant, bytes] of this.bytes) st.counterAddStorage.run(tenant, bytes);
+    for (const [tenant, bytes] of this.bytes) this.st.counterAddStorage.run(tenant, bytes);
     this.discard();
   }
 

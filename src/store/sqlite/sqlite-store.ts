@@ -38,7 +38,7 @@ import { LeaseStatements } from './lease-statements.js';
 import type * as Sch from '../schedules.js';
 import { VACUUM_STEPS_PER_BATCH } from './retention.js';
 import type { JobPurgeOutcome, JobPurgeParams } from '../retention.js';
-import { prepareReadParts, StoreReads, type ReadParts } from './store-reads.js';
+import { StoreReads } from './store-reads.js';
 
 export interface SqliteStoreOptions {
   readonly path: string;
@@ -70,25 +70,23 @@ export class SqliteStore extends StoreReads implements S.Store {
   private readonly signal: CommitSignal | null;
   private readonly stopHearingCommits: () => void;
   /** What the write transaction's new jobs add to the counter rows, applied by the group commit before COMMIT. */
-  private readonly newJobs = new NewJobCounts();
+  private readonly newJobs = new NewJobCounts(this.statements);
 
   private constructor(
-    reads: ReadParts,
+    db: Db,
+    clock: Clock,
     crossProcessPollMs: number,
     watchWalFile: boolean,
     busyTimeoutMs: number,
     private readonly random: Random,
   ) {
-    super(reads);
-    const { db, clock } = reads;
+    super(db, clock, busyTimeoutMs);
     this.leases = new LeaseStatements(db);
     const shared = watchWalFile && !db.memory ? sharedFilesOf(db.name) : null;
     // Created before anything watches it, so every store of the file can watch it from its first wait.
     this.signal = shared === null || db.readonly ? null : new CommitSignal(shared.signal);
     this.watchers = new Watchers(() => db.pragma('data_version', { simple: true }) as number, crossProcessPollMs, shared);
-    const newJobs = this.newJobs;
-    const deferred = { apply: () => newJobs.apply(this.statements), discard: () => newJobs.discard() };
-    this.writer = groupCommitWriter(db, clock, busyTimeoutMs, deferred, () => this.signal?.send());
+    this.writer = groupCommitWriter(db, clock, busyTimeoutMs, this.newJobs, () => this.signal?.send());
     this.stopHearingCommits = this.signal?.hear(() => this.writer.lockMayBeFree()) ?? (() => undefined);
   }
 
@@ -96,8 +94,7 @@ export class SqliteStore extends StoreReads implements S.Store {
     const clock = options.clock ?? systemClock;
     const busyTimeoutMs = Math.max(0, Math.floor(options.busyTimeoutMs ?? 5000));
     const db = openDatabase({ path: options.path, readonly: options.readonly ?? false, busyTimeoutMs, clock });
-    const reads = prepareReadParts(db, clock, busyTimeoutMs);
-    return new SqliteStore(reads, options.crossProcessPollMs ?? 50, options.watchWalFile ?? false, busyTimeoutMs, options.random ?? systemRandom);
+    return new SqliteStore(db, clock, options.crossProcessPollMs ?? 50, options.watchWalFile ?? false, busyTimeoutMs, options.random ?? systemRandom);
   }
 
   async now(): Promise<number> {

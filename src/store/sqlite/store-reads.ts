@@ -28,36 +28,7 @@ import type { ApiKeyRow, AttemptRow, JobListRow, JobRow, JobWithResultRow, KindR
 import { ScheduleStatements } from './schedules.js';
 import { StatsReader } from './stats-reader.js';
 
-/** What the reads run on, prepared once when the store opens. */
-export interface ReadParts {
-  readonly db: Db;
-  readonly clock: Clock;
-  readonly statements: Statements;
-  readonly schedules: ScheduleStatements;
-  readonly nextDue: NextDueReader;
-  readonly retention: RetentionStatements;
-  readonly statsReader: StatsReader;
-  readonly cursorSecret: Buffer;
-}
-
-export function prepareReadParts(db: Db, clock: Clock, busyTimeoutMs: number): ReadParts {
-  const statsReader = new StatsReader(db.name, busyTimeoutMs);
-  const statements = prepareStatements(db);
-  return {
-    db,
-    clock,
-    statements,
-    statsReader,
-    nextDue: new NextDueReader(db),
-    retention: new RetentionStatements(db),
-    schedules: new ScheduleStatements(db),
-    cursorSecret: loadCursorSecret(db, statements),
-  };
-}
-
 export abstract class StoreReads {
-  protected readonly db: Db;
-  protected readonly clock: Clock;
   protected readonly statements: Statements;
   protected readonly schedules: ScheduleStatements;
   protected readonly nextDue: NextDueReader;
@@ -66,15 +37,17 @@ export abstract class StoreReads {
   private readonly cursorSecret: Buffer;
   protected closed = false;
 
-  protected constructor(parts: ReadParts) {
-    this.db = parts.db;
-    this.clock = parts.clock;
-    this.statements = parts.statements;
-    this.schedules = parts.schedules;
-    this.nextDue = parts.nextDue;
-    this.retention = parts.retention;
-    this.statsReader = parts.statsReader;
-    this.cursorSecret = parts.cursorSecret;
+  protected constructor(
+    protected readonly db: Db,
+    protected readonly clock: Clock,
+    busyTimeoutMs: number,
+  ) {
+    this.statsReader = new StatsReader(db.name, busyTimeoutMs);
+    this.statements = prepareStatements(db);
+    this.nextDue = new NextDueReader(db);
+    this.retention = new RetentionStatements(db);
+    this.schedules = new ScheduleStatements(db);
+    this.cursorSecret = loadCursorSecret(db, this.statements);
   }
 
   async ping(): Promise<void> {
