@@ -10,6 +10,7 @@ import { canonicalJson } from '../core/canonical-json.js';
 import { parseRfc3339 } from '../core/clock.js';
 import { LeaseholdError } from '../core/errors.js';
 import { sha256Hex } from '../core/ids.js';
+import { LIMITS, STORABLE_KEY_PATTERN } from '../protocol/limits.js';
 import type { EnqueueRequest } from '../protocol/schemas.js';
 import type { EnqueueOutcome, EnqueueParams } from '../store/store.js';
 import { crashPoint } from '../core/fault-points.js';
@@ -17,24 +18,19 @@ import type { Principal } from './auth.js';
 import { describePayloadError, type TenantKinds } from './kind-registry.js';
 import type { RouteContext } from './route-context.js';
 
-export const IDEMPOTENCY_KEY_MAX = 255;
-/**
- * NUL and lone surrogates: PostgreSQL text holds neither and keeps both as
- * U+FFFD, so two distinct keys would name one job (and the store, finding the
- * conflicting row under another spelling, failed with a 500).
- * The same rule is the batch schema's pattern (protocol/jobs.ts, `EnqueueBatchItem`).
- */
-const UNSTORABLE_KEY = /[\u0000\ud800-\udfff]/u;
+/** The batch schema's rule for a key's text (protocol/limits.ts), for the header, which no schema checks. */
+const STORABLE_KEY = new RegExp(STORABLE_KEY_PATTERN, 'u');
 
+/** The Idempotency-Key header by the rules of `EnqueueBatchItem.idempotencyKey`, with messages that name the header. */
 export function requireIdempotencyKey(value: string | string[] | undefined): string {
   const key = Array.isArray(value) ? value[0] : value;
   if (key === undefined || key.trim().length === 0) {
     throw new LeaseholdError('idempotency_key_required', 'the Idempotency-Key header is required');
   }
-  if (key.length > IDEMPOTENCY_KEY_MAX) {
-    throw new LeaseholdError('invalid_request', `headers/idempotency-key must be at most ${IDEMPOTENCY_KEY_MAX} characters`);
+  if (key.length > LIMITS.idempotencyKeyLength) {
+    throw new LeaseholdError('invalid_request', `headers/idempotency-key must be at most ${LIMITS.idempotencyKeyLength} characters`);
   }
-  if (UNSTORABLE_KEY.test(key)) {
+  if (!STORABLE_KEY.test(key)) {
     throw new LeaseholdError('invalid_request', 'headers/idempotency-key must not contain NUL or unpaired surrogates');
   }
   return key;

@@ -6,7 +6,7 @@
 
 import { Type, type Static } from '@sinclair/typebox';
 import { ErrorDetail, FailureClassSchema, JobStatusSchema, KindName, NullableTimestamp, Timestamp } from './common.js';
-import { LIMITS } from './limits.js';
+import { LIMITS, STORABLE_KEY_PATTERN } from './limits.js';
 
 export const EnqueueRequest = Type.Object(
   {
@@ -28,8 +28,7 @@ export const EnqueueRequest = Type.Object(
       Type.String({
         minLength: 1,
         maxLength: LIMITS.concurrencyKeyLength,
-        // As idempotency keys: PostgreSQL keeps NUL and lone surrogates as U+FFFD, so two keys would be one.
-        pattern: '^[^\\u0000\\ud800-\\udfff]*$',
+        pattern: STORABLE_KEY_PATTERN,
         description: "At most one live lease per (kind, concurrencyKey) of the tenant; the key's jobs are leased one at a time in enqueue order.",
       }),
     ),
@@ -119,8 +118,7 @@ export type JobGetQuery = Static<typeof JobGetQuery>;
 
 export const EnqueueBatchItem = Type.Object(
   {
-    // No NUL or unpaired surrogates: PostgreSQL keeps both as U+FFFD, so two distinct keys would name one job.
-    idempotencyKey: Type.String({ minLength: 1, maxLength: LIMITS.idempotencyKeyLength, pattern: '^[^\\u0000\\ud800-\\udfff]*$' }),
+    idempotencyKey: Type.String({ minLength: 1, maxLength: LIMITS.idempotencyKeyLength, pattern: STORABLE_KEY_PATTERN }),
     ...EnqueueRequest.properties,
   },
   { additionalProperties: false },

@@ -1,8 +1,9 @@
 /**
- * The bounds of the wire contract: lengths, counts, durations and sizes that
- * the schemas in this folder enforce and that the coordinator, the worker and
- * the CLI check against. Plain numbers with no schema library behind them, so
- * a caller that needs only a bound does not load the schemas.
+ * The bounds of the wire contract: lengths, counts, durations and sizes, and
+ * what a key may hold, that the schemas in this folder enforce and that the
+ * coordinator, the worker and the CLI check against. Plain values with no
+ * schema library behind them, so a caller that needs only a bound does not
+ * load the schemas.
  */
 
 import { CONCURRENCY_KEY_MAX_LENGTH, MAX_DEPENDS_ON, MAX_LISTED_CHILDREN } from '../core/dependencies.js';
@@ -52,3 +53,12 @@ export const LIMITS = Object.freeze({
   bodyLimitBytes: 1024 * 1024,
   batchBodyLimitBytes: 16 * 1024 * 1024,
 });
+
+/**
+ * What a key's text may hold (idempotency keys, concurrency keys): no NUL and
+ * no unpaired surrogate. PostgreSQL text holds neither and keeps both as
+ * U+FFFD, so two distinct keys would name one job (and the store, finding the
+ * conflicting row under another spelling, failed with a 500). A JSON Schema
+ * `pattern`, read with the `u` flag as Ajv reads it.
+ */
+export const STORABLE_KEY_PATTERN = '^[^\\u0000\\ud800-\\udfff]*$';

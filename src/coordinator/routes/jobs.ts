@@ -8,7 +8,7 @@
 import { Type } from '@sinclair/typebox';
 import { LeaseholdError } from '../../core/errors.js';
 import { isJobId } from '../../core/ids.js';
-import { EnqueueRequest, IdParams, Job, JobGetQuery, JobList, JobListQuery, RequeueRequest, WAIT_END_STATUSES } from '../../protocol/schemas.js';
+import { EnqueueRequest, IdParams, Job, JobGetQuery, JobList, JobListQuery, LIMITS, RequeueRequest, WAIT_END_STATUSES } from '../../protocol/schemas.js';
 import type { JobStatus } from '../../core/states.js';
 import type { JobRecord, JobScope } from '../../store/store.js';
 import { principalOf, scopeOf } from '../auth.js';
@@ -41,7 +41,7 @@ export function registerJobRoutes(app: CoordinatorApp, ctx: RouteContext): void 
         description:
           'Idempotent by the Idempotency-Key header: the same key with the same canonical body answers the existing job with Idempotent-Replayed: true; a different body answers 409 idempotency_conflict.',
         tags: ['jobs'],
-        headers: Type.Object({ 'idempotency-key': Type.Optional(Type.String({ description: 'Required; at most 255 characters' })) }),
+        headers: Type.Object({ 'idempotency-key': Type.Optional(Type.String({ description: `Required; at most ${LIMITS.idempotencyKeyLength} characters` })) }),
         body: EnqueueRequest,
         response: { 202: Job, ...errorResponses(400, 409, 413, 415) },
       },
