@@ -12,15 +12,16 @@
  */
 
 import { isRetryableError } from '../client/errors.js';
+import { backoffDelayMs, type BackoffPolicy } from '../core/backoff.js';
 import type { Clock } from '../core/clock.js';
 import { refusalOf } from './refusal.js';
 
-export interface RetryPolicy {
-  readonly baseMs: number;
-  readonly maxMs: number;
-}
+export type RetryPolicy = BackoffPolicy;
 
 export const DEFAULT_RETRY: RetryPolicy = Object.freeze({ baseMs: 100, maxMs: 5_000 });
+
+/** The doublings of a call's retry delay (a job's own retries allow more, core/backoff.ts). */
+const RETRY_DOUBLINGS = 20;
 
 export interface RetryOptions {
   readonly policy: RetryPolicy;
@@ -41,8 +42,7 @@ export async function withRetry<T>(call: (signal: AbortSignal | undefined) => Pr
       return await call(options.signal);
     } catch (error) {
       if (!isWorthRetrying(error) || options.signal?.aborted === true) throw error;
-      const cap = Math.min(options.policy.maxMs, options.policy.baseMs * 2 ** Math.min(attempt - 1, 20));
-      let delay = Math.floor(options.random() * cap);
+      let delay = backoffDelayMs(attempt, options.policy, options.random, RETRY_DOUBLINGS);
       const retryAfterSeconds = refusalOf(error)?.retryAfterSeconds;
       if (retryAfterSeconds !== undefined) delay = Math.max(delay, retryAfterSeconds * 1000);
       if (options.giveUpAt !== undefined && options.clock.now() + delay >= options.giveUpAt()) throw error;

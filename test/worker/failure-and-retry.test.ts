@@ -94,4 +94,18 @@ describe('withRetry', () => {
     expect(clock.now()).toBeLessThan(1_020);
     expect(error).toBeInstanceOf(LeaseholdNetworkError);
   });
+
+  it("stops doubling at 2^20 whatever maxMs allows (a job's own backoff goes to 2^30)", async () => {
+    const delays: number[] = [];
+    let calls = 0;
+    await withRetry(
+      async () => {
+        calls += 1;
+        if (calls <= 23) throw network();
+        return 'ok';
+      },
+      { policy: { baseMs: 1, maxMs: 2 ** 40 }, clock: new ManualClock(0), random: () => 0.5, onRetry: (_error, delayMs) => delays.push(delayMs), sleep: async () => undefined },
+    );
+    expect(delays.slice(19)).toEqual([2 ** 18, 2 ** 19, 2 ** 19, 2 ** 19]);
+  });
 });
