@@ -1,19 +1,16 @@
 /**
- * The composition root's one choice of backend: a `postgres://` or
+ * The CLI's composition root: its one choice of backend. A `postgres://` or
  * `postgresql://` connection string opens the PostgreSQL store, anything else
- * is a SQLite file path. No other module names a concrete store.
+ * is a SQLite file path (store/database-url.ts). The library's root,
+ * src/queue/open-queue.ts, chooses the same way; no other module names a
+ * concrete store.
  */
 
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
+import { isPostgresUrl } from '../store/database-url.js';
 import type { Store } from '../store/store.js';
 import { CliError } from './command.js';
-
-const POSTGRES_URL = /^postgres(ql)?:\/\//i;
-
-export function isPostgresUrl(db: string): boolean {
-  return POSTGRES_URL.test(db);
-}
 
 export interface OpenStoreOptions {
   /** SQLite only: how long a write waits for another process's write lock before it answers store_unavailable. */

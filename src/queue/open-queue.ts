@@ -9,6 +9,7 @@
 
 import type { Database } from 'better-sqlite3';
 import type pg from 'pg';
+import { isPostgresUrl } from '../store/database-url.js';
 import type { Store } from '../store/store.js';
 import { Queue, type KindPayloads, type QueueSettings, type TransactionalEnqueue } from './queue.js';
 
@@ -29,8 +30,6 @@ export type OpenQueueOptions = QueueSettings &
         readonly schema?: string;
       }
   );
-
-const POSTGRES_URL = /^postgres(ql)?:\/\//i;
 
 /** The connection string a pg Pool was made with (from `connectionString`, or its host, port, user and database). */
 function connectionStringOf(pool: pg.Pool): string {
@@ -72,7 +71,7 @@ async function openSqlite(path: string): Promise<Opened> {
 export async function openQueue<Kinds extends KindPayloads = KindPayloads>(options: OpenQueueOptions): Promise<Queue<Kinds>> {
   let opened: Opened;
   if ('db' in options) {
-    opened = POSTGRES_URL.test(options.db) ? await openPostgres(options.db, undefined) : await openSqlite(options.db);
+    opened = isPostgresUrl(options.db) ? await openPostgres(options.db, undefined) : await openSqlite(options.db);
   } else if ('sqlite' in options) {
     if (options.sqlite.memory) throw new TypeError('openQueue needs a SQLite database in a file (the queue opens its own connections to it), not :memory:');
     opened = await openSqlite(options.sqlite.name);

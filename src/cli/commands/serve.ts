@@ -11,7 +11,8 @@ import type { Logger } from 'pino';
 import type { FastifyInstance } from 'fastify';
 import type { Store } from '../../store/store.js';
 import { integerOption, requireOption, stringOption, UsageError, type Command } from '../command.js';
-import { describeDb, isNewSqliteFile, isPostgresUrl, openStore } from '../open-store.js';
+import { isPostgresUrl } from '../../store/database-url.js';
+import { describeDb, isNewSqliteFile, openStore } from '../open-store.js';
 import { CONFIG_DETAILS, CONFIG_OPTIONS, serveConfig } from '../serve-config.js';
 import { listenError } from '../error-text.js';
 
