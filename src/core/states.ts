@@ -31,6 +31,17 @@ export function isJobStatus(value: unknown): value is JobStatus {
   return typeof value === 'string' && (JOB_STATUSES as readonly string[]).includes(value);
 }
 
+/**
+ * The finished states whose jobs retention and POST /jobs/purge delete (store/retention.ts). `unknown` is not
+ * among them: such a job waits for an operator's reconcile however old it is.
+ */
+export const PURGEABLE_STATUSES = ['succeeded', 'cancelled', 'dead'] as const satisfies readonly JobStatus[];
+export type PurgeableStatus = (typeof PURGEABLE_STATUSES)[number];
+
+export function isPurgeableStatus(value: unknown): value is PurgeableStatus {
+  return typeof value === 'string' && (PURGEABLE_STATUSES as readonly string[]).includes(value);
+}
+
 export const ROLES = ['producer', 'worker', 'admin'] as const;
 export type Role = (typeof ROLES)[number];
 

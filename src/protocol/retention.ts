@@ -5,6 +5,7 @@
  */
 
 import { Type, type Static } from '@sinclair/typebox';
+import { PURGEABLE_STATUSES } from '../core/states.js';
 
 /** Ten years: the longest retention period and the largest olderThanMs. */
 export const MAX_RETENTION_MS = 10 * 365 * 24 * 60 * 60 * 1000;
@@ -22,12 +23,12 @@ export const KindRetention = Type.Object(
   { description: 'The periods in effect: the kind\'s own, or the coordinator\'s default' },
 );
 
-const PurgeableStatus = Type.Union([Type.Literal('succeeded'), Type.Literal('cancelled'), Type.Literal('dead')]);
+const PurgeableStatus = Type.Union(PURGEABLE_STATUSES.map((status) => Type.Literal(status)));
 
 export const PurgeRequest = Type.Object(
   {
     olderThanMs: Type.Integer({ minimum: 0, maximum: MAX_RETENTION_MS, description: 'Jobs that finished at least this long ago' }),
-    statuses: Type.Optional(Type.Array(PurgeableStatus, { minItems: 1, maxItems: 3, uniqueItems: true, description: 'Default: all three' })),
+    statuses: Type.Optional(Type.Array(PurgeableStatus, { minItems: 1, maxItems: PURGEABLE_STATUSES.length, uniqueItems: true, description: 'Default: all three' })),
     kind: Type.Optional(Type.String({ minLength: 1, maxLength: 128 })),
     dryRun: Type.Optional(Type.Boolean({ description: 'Count the jobs that would be deleted; delete nothing' })),
   },

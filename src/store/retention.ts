@@ -10,10 +10,9 @@
  * is purged the key may be used again for a new job.
  */
 
-import type { JobStatus } from '../core/states.js';
+import type { PurgeableStatus } from '../core/states.js';
 
-export const PURGEABLE_STATUSES = ['succeeded', 'cancelled', 'dead'] as const satisfies readonly JobStatus[];
-export type PurgeableStatus = (typeof PURGEABLE_STATUSES)[number];
+export { PURGEABLE_STATUSES, type PurgeableStatus } from '../core/states.js';
 
 /** How long jobs of each finished status are kept, in ms after they finished. */
 export interface RetentionPeriods {

@@ -7,6 +7,7 @@
  * only counts.
  */
 
+import { isPurgeableStatus, PURGEABLE_STATUSES } from '../../core/states.js';
 import type { PurgeRequest } from '../../protocol/retention.js';
 import { stringOption, UsageError, type Command } from '../command.js';
 import { printJson, REMOTE_DETAILS, REMOTE_OPTIONS, withClient } from '../remote.js';
@@ -14,8 +15,10 @@ import { terminalSafe } from '../terminal-text.js';
 
 const UNIT_MS: Readonly<Record<string, number>> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 };
 
-const STATUSES = ['succeeded', 'cancelled', 'dead'] as const;
-type Status = (typeof STATUSES)[number];
+/** The purgeable statuses in words: `succeeded, cancelled or dead`. */
+function statusesJoinedBy(conjunction: string): string {
+  return `${PURGEABLE_STATUSES.slice(0, -1).join(', ')} ${conjunction} ${PURGEABLE_STATUSES.at(-1) ?? ''}`;
+}
 
 /** `7d`, `12h`, `30m`, `90s`, `500ms` or a bare number of ms; null when it is none of these. */
 export function parseDurationMs(text: string): number | null {
@@ -25,17 +28,13 @@ export function parseDurationMs(text: string): number | null {
   return Number.isSafeInteger(value) ? value : null;
 }
 
-function isStatus(value: string): value is Status {
-  return (STATUSES as readonly string[]).includes(value);
-}
-
 export const purgeCommand: Command = {
   name: 'purge',
   summary: "Delete the tenant's finished jobs older than a period (admin key).",
   usage: 'purge --older-than DURATION [--status S[,S…]] [--kind K] [--dry-run]',
   details: [
     '--older-than DURATION  jobs that finished at least this long ago: 7d, 12h, 30m, 90s, 500ms',
-    '--status S[,S…]        succeeded, cancelled and/or dead (default: all three; unknown jobs are never purged)',
+    `--status S[,S…]        ${statusesJoinedBy('and/or')} (default: all three; unknown jobs are never purged)`,
     '--kind K               only jobs of this kind',
     '--dry-run              count the jobs that would be deleted; delete nothing',
     ...REMOTE_DETAILS,
@@ -57,12 +56,12 @@ export const purgeCommand: Command = {
     }
     const statusText = stringOption(values, 'status');
     const statuses = statusText === undefined ? undefined : [...new Set(statusText.split(',').map((s) => s.trim()))];
-    const wrong = statuses?.find((s) => !isStatus(s));
-    if (wrong !== undefined) throw new UsageError(`--status must be succeeded, cancelled or dead, not '${wrong}'`, purgeCommand);
+    const wrong = statuses?.find((s) => !isPurgeableStatus(s));
+    if (wrong !== undefined) throw new UsageError(`--status must be ${statusesJoinedBy('or')}, not '${wrong}'`, purgeCommand);
     const kind = stringOption(values, 'kind');
     const request: PurgeRequest = {
       olderThanMs,
-      ...(statuses === undefined ? {} : { statuses: statuses.filter(isStatus) }),
+      ...(statuses === undefined ? {} : { statuses: statuses.filter(isPurgeableStatus) }),
       ...(kind === undefined ? {} : { kind }),
       ...(values['dry-run'] === true ? { dryRun: true } : {}),
     };
