@@ -30,7 +30,7 @@ import { createApiKey } from '../coordinator/api-keys.js';
 import type { Role } from '../core/states.js';
 import type { Clock } from '../core/clock.js';
 import { createServices, type QueueServices } from '../coordinator/services.js';
-import type { Attempt, EnqueueBatchResult, Job, JobList, JobListQuery, Kind, KindDefinition, ReconcileOutcomeName, Schedule, ScheduleDefinition, ScheduleList, ScheduleListQuery, Stats } from '../protocol/schemas.js';
+import type { Attempt, EnqueueBatchItem, EnqueueBatchResult, Job, JobList, JobListQuery, Kind, KindDefinition, ReconcileOutcomeName, Schedule, ScheduleDefinition, ScheduleList, ScheduleListQuery, Stats } from '../protocol/schemas.js';
 import type { EnqueueOutcome, EnqueueParams, Store } from '../store/store.js';
 import type { Database as SqliteHandle } from 'better-sqlite3';
 import type pg from 'pg';
@@ -44,23 +44,25 @@ import { DirectWorkerTransport } from './direct-worker.js';
 /** Payload types by kind name; `Record<string, unknown>` accepts any kind and payload. */
 export type KindPayloads = Record<string, unknown>;
 
-/** One job to enqueue: the fields of POST /jobs, with the idempotency key beside them. */
+/** The fields of a QueueJob that differ from the wire's item of POST /jobs/batch, or that want a word here. */
+interface QueueJobFields<Kinds extends KindPayloads, N extends keyof Kinds & string> {
+  readonly kind: N;
+  readonly payload: Kinds[N];
+  /** Required: the same key with the same job returns the existing job; with another job, idempotency_conflict. */
+  readonly idempotencyKey: EnqueueBatchItem['idempotencyKey'];
+  /** Not before this time (RFC 3339 text or a Date). */
+  readonly runAfter?: EnqueueBatchItem['runAfter'] | Date;
+  /** Parent job ids: the job waits until all have succeeded, and is dead with dependency_failed when one ends dead or cancelled. */
+  readonly dependsOn?: Readonly<NonNullable<EnqueueBatchItem['dependsOn']>>;
+}
+
+/**
+ * One job to enqueue: an item of POST /jobs/batch (the fields of POST /jobs with the idempotency key beside
+ * them), taken from the protocol's type, with the payload typed by its kind. A field added to the wire is a
+ * field here.
+ */
 export type QueueJob<Kinds extends KindPayloads, Name extends keyof Kinds & string = keyof Kinds & string> = {
-  [N in Name]: {
-    readonly kind: N;
-    readonly payload: Kinds[N];
-    /** Required: the same key with the same job returns the existing job; with another job, idempotency_conflict. */
-    readonly idempotencyKey: string;
-    readonly maxAttempts?: number;
-    /** Not before this time (RFC 3339 text or a Date). */
-    readonly runAfter?: string | Date;
-    readonly priority?: number;
-    readonly deadlineMs?: number;
-    /** Parent job ids: the job waits until all have succeeded, and is dead with dependency_failed when one ends dead or cancelled. */
-    readonly dependsOn?: readonly string[];
-    /** One job of this key (within the kind) runs at a time, in enqueue order. */
-    readonly concurrencyKey?: string;
-  };
+  [N in Name]: QueueJobFields<Kinds, N> & Readonly<Omit<EnqueueBatchItem, keyof QueueJobFields<Kinds, N>>>;
 }[Name];
 
 /** How the opened backend enqueues inside an application's own transaction (open-queue.ts builds it). */

@@ -25,7 +25,6 @@ const BATCH_LINES = 500;
 /** Well under the coordinator's 16 MiB batch body limit. */
 const BATCH_BYTES = 4 * 1024 * 1024;
 const REFUSALS_SHOWN = 20;
-const FIELDS = new Set(['idempotencyKey', 'kind', 'payload', 'maxAttempts', 'runAfter', 'priority', 'deadlineMs', 'dependsOn', 'concurrencyKey']);
 
 interface Refusal {
   readonly line: number;
@@ -40,8 +39,8 @@ interface Tally {
   readonly refused: Refusal[];
 }
 
-/** A line as a batch item, or why it cannot be one. */
-function parseLine(text: string, line: number): EnqueueBatchItem | Refusal {
+/** A line as a batch item, or why it cannot be one; `fields` are the batch item's (EnqueueBatchItem's properties). */
+function parseLine(text: string, line: number, fields: ReadonlySet<string>): EnqueueBatchItem | Refusal {
   let value: unknown;
   try {
     value = JSON.parse(text);
@@ -50,7 +49,7 @@ function parseLine(text: string, line: number): EnqueueBatchItem | Refusal {
   }
   if (value === null || typeof value !== 'object' || Array.isArray(value)) return { line, code: 'invalid_line', message: 'a line must be a JSON object {kind, payload, …}' };
   const record = value as Record<string, unknown>;
-  const unknown = Object.keys(record).filter((key) => !FIELDS.has(key));
+  const unknown = Object.keys(record).filter((key) => !fields.has(key));
   if (unknown.length > 0) return { line, code: 'invalid_line', message: `unknown field ${unknown.map((key) => JSON.stringify(key)).join(', ')}` };
   if (typeof record['kind'] !== 'string' || !('payload' in record)) return { line, code: 'invalid_line', message: 'a line needs a string kind and a payload' };
   const derived = `ndjson:${line}:${createHash('sha256').update(text).digest('hex').slice(0, 32)}`;
@@ -97,6 +96,8 @@ export async function enqueueFile(command: Command, path: string, values: Values
     throw new CliError('file_not_found', `cannot read ${path}: ${describeError(error)}`);
   }
   const tally: Tally = { lines: 0, accepted: 0, replayed: 0, refused: [] };
+  // Loaded here, not with the CLI: only this command needs a schema.
+  const fields: ReadonlySet<string> = new Set(Object.keys((await import('../../protocol/jobs.js')).EnqueueBatchItem.properties));
   await withClient(command, values, io, async (client) => {
     const input = createReadStream(path);
     const lines = createInterface({ input, crlfDelay: Infinity });
@@ -113,7 +114,7 @@ export async function enqueueFile(command: Command, path: string, values: Values
       lineNumber += 1;
       if (text.trim() === '') continue;
       tally.lines += 1;
-      const parsed = parseLine(text, lineNumber);
+      const parsed = parseLine(text, lineNumber, fields);
       if ('code' in parsed) {
         tally.refused.push(parsed);
         continue;
