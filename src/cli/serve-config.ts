@@ -47,6 +47,7 @@ export const CONFIG_FLAGS: readonly ConfigFlag[] = [
   { flag: 'batch-body-limit-bytes', path: ['batchBodyLimitBytes'], type: 'integer', help: 'largest POST /jobs/batch and POST /complete body (default 16777216)' },
   { flag: 'lease-recheck-ms', path: ['leaseRecheckMs'], type: 'integer', help: 'a safety re-check of parked long polls, 1000-60000; none by default (wake-ups are event-driven)' },
   { flag: 'retention-interval-ms', path: ['retentionIntervalMs'], type: 'integer', help: 'how often finished jobs past their retention are deleted; 0 disables (default 60000)' },
+  { flag: 'empty-lease-reuse-ms', path: ['emptyLeaseReuseMs'], type: 'integer', help: 'how long an empty lease stands for the next polls of the same tenant and kinds while nothing is announced, 0-60000 (default 1000; 0: every poll leases)' },
   { flag: 'auth-cache-ms', path: ['authCacheMs'], type: 'integer', help: 'how long a looked-up API key is trusted (default 1000)' },
   { flag: 'max-schema-bytes', path: ['maxSchemaBytes'], type: 'integer', help: 'largest kind payloadSchema, bytes of JSON (default 65536)' },
   { flag: 'max-kinds-per-tenant', path: ['maxKindsPerTenant'], type: 'integer', help: 'kinds one tenant may register (default 1000)' },

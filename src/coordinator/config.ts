@@ -45,6 +45,11 @@ export interface CoordinatorConfig {
    * wake polls (lease-waiters.ts); a poll also ends after its waitMs, and the worker's next poll leases.
    */
   readonly leaseRecheckMs: number | null;
+  /**
+   * How long an empty lease of a group of polls (tenant and kinds filter) stands for the group's next polls while
+   * nothing is announced to the tenant: they park without a store call (lease-waiters.ts). 0 = every poll leases.
+   */
+  readonly emptyLeaseReuseMs: number;
   /** How long a looked-up API key is trusted before it is read again (a revocation takes effect within this); 0 disables. */
   readonly authCacheMs: number;
   /** How long a tenant's kind registry is reused before it is read again; 0 disables. */
@@ -113,6 +118,7 @@ export const DEFAULT_CONFIG: CoordinatorConfig = deepFreeze({
   backpressure: { maxPendingJobs: null, maxOldestAvailableAgeMs: null, maxStorageBytes: null, statsCacheMs: 1_000 },
   requireRegisteredKinds: false,
   leaseRecheckMs: null,
+  emptyLeaseReuseMs: 1_000,
   authCacheMs: 1_000,
   kindCacheMs: 1_000,
   maxInFlightRequests: 4_096,
@@ -219,6 +225,7 @@ export function resolveConfig(input: unknown = {}): CoordinatorConfig {
       source['leaseRecheckMs'] === null || source['leaseRecheckMs'] === undefined
         ? DEFAULT_CONFIG.leaseRecheckMs
         : int(source['leaseRecheckMs'], 60_000, 'leaseRecheckMs', 1_000, 60_000),
+    emptyLeaseReuseMs: int(source['emptyLeaseReuseMs'], DEFAULT_CONFIG.emptyLeaseReuseMs, 'emptyLeaseReuseMs', 0, 60_000),
     authCacheMs: int(source['authCacheMs'], DEFAULT_CONFIG.authCacheMs, 'authCacheMs', 0, 3_600_000),
     kindCacheMs: int(source['kindCacheMs'], DEFAULT_CONFIG.kindCacheMs, 'kindCacheMs', 0, 3_600_000),
     maxInFlightRequests: nullableInt(source['maxInFlightRequests'], DEFAULT_CONFIG.maxInFlightRequests, 'maxInFlightRequests'),

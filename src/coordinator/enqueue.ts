@@ -25,7 +25,7 @@ const STORABLE_KEY = new RegExp(STORABLE_KEY_PATTERN, 'u');
 export function requireIdempotencyKey(value: string | string[] | undefined): string {
   const key = Array.isArray(value) ? value[0] : value;
   if (key === undefined || key.trim().length === 0) {
-    throw new LeaseholdError('idempotency_key_required', 'the Idempotency-Key header is required');
+    throw new LeaseholdError('idempotency_key_required');
   }
   if (key.length > LIMITS.idempotencyKeyLength) {
     throw new LeaseholdError('invalid_request', `headers/idempotency-key must be at most ${LIMITS.idempotencyKeyLength} characters`);
@@ -123,7 +123,7 @@ export async function enqueueOne(
   crashPoint('enqueue.after-commit');
   ctx.events.enqueued(principal.tenant, outcome, params.payloadBytes);
   if (outcome.kind === 'conflict') {
-    throw new LeaseholdError('idempotency_conflict', 'this Idempotency-Key was already used with a different request body');
+    throw new LeaseholdError('idempotency_conflict');
   }
   if (outcome.kind === 'created') ctx.backpressure.recordAccepted(principal.tenant, 1, params.payloadBytes);
   return outcome;

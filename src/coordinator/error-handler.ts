@@ -1,14 +1,14 @@
 /**
  * The one place where anything thrown while serving a request becomes an HTTP
  * answer. Every error body is `{error:{code, message}}` with a code from
- * core/errors ERROR_CODES. Expected errors (bad input, stale leases, a store
+ * the table in core/errors.ts (ERRORS). Expected errors (bad input, stale leases, a store
  * that is down) keep their message; anything else is a bug: it is logged here
  * with its stack and the client gets a generic 500 without details.
  */
 
 import type { Duplex } from 'node:stream';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
-import { ERROR_CODES, LeaseholdError, type ErrorCode } from '../core/errors.js';
+import { ERRORS, LeaseholdError, type CodeWithMessage, type ErrorCode } from '../core/errors.js';
 
 interface HttpError {
   readonly status: number;
@@ -84,9 +84,7 @@ export function toHttpError(error: unknown): HttpError {
       ...(error.retryAfterSeconds === undefined ? {} : { retryAfterSeconds: error.retryAfterSeconds }),
     };
   }
-  if (isStoreUnavailable(error)) {
-    return { status: 503, code: 'store_unavailable', message: 'the job store is unavailable', retryAfterSeconds: 1 };
-  }
+  if (isStoreUnavailable(error)) return { ...ownAnswer('store_unavailable'), retryAfterSeconds: 1 };
   const fastifyError = error as Partial<FastifyError> | null;
   if (fastifyError !== null && typeof fastifyError === 'object') {
     if (Array.isArray(fastifyError.validation)) {
@@ -95,21 +93,28 @@ export function toHttpError(error: unknown): HttpError {
     }
     const mapped = typeof fastifyError.code === 'string' ? FASTIFY_CODES[fastifyError.code] : undefined;
     if (mapped !== undefined) {
-      return { status: ERROR_CODES[mapped], code: mapped, message: publicMessage(mapped, fastifyError.message) };
+      return { status: ERRORS[mapped].status, code: mapped, message: publicMessage(mapped, fastifyError.message) };
     }
     const status = fastifyError.statusCode;
     if (typeof status === 'number' && status >= 400 && status < 500) {
       const code = STATUS_CODES[status] ?? 'invalid_request';
-      return { status: ERROR_CODES[code], code, message: publicMessage(code, fastifyError.message) };
+      return { status: ERRORS[code].status, code, message: publicMessage(code, fastifyError.message) };
     }
   }
-  return { status: 500, code: 'internal_error', message: 'internal error' };
+  return ownAnswer('internal_error');
 }
 
+/** A code answered with its own message from ERRORS. */
+function ownAnswer(code: CodeWithMessage): HttpError {
+  return { status: ERRORS[code].status, code, message: ERRORS[code].message };
+}
+
+/** About the body, Fastify's words are its own; ours from ERRORS say what to send. */
+const BODY_CODES = ['invalid_json', 'payload_too_large', 'unsupported_media_type'] as const satisfies readonly CodeWithMessage[];
+
 function publicMessage(code: ErrorCode, message: string | undefined): string {
-  if (code === 'invalid_json') return 'the request body is not valid JSON';
-  if (code === 'payload_too_large') return 'the request body is larger than the limit';
-  if (code === 'unsupported_media_type') return 'the request body must be JSON, sent with the header Content-Type: application/json';
+  const bodyCode = BODY_CODES.find((c) => c === code);
+  if (bodyCode !== undefined) return ERRORS[bodyCode].message;
   return typeof message === 'string' && message.length > 0 && message.length < 500 ? message : code.replace(/_/g, ' ');
 }
 

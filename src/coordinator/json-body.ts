@@ -13,7 +13,7 @@
 
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import secureJson from 'secure-json-parse';
-import { LeaseholdError } from '../core/errors.js';
+import { ERRORS, LeaseholdError } from '../core/errors.js';
 import { describeJsonError } from '../core/json-error.js';
 
 const SUSPECT_KEY = /"(?:_|\\u005[Ff])(?:_|\\u005[Ff])(?:p|\\u0070)|"(?:c|\\u0063)(?:o|\\u006[Ff])(?:n|\\u006[Ee])(?:s|\\u0073)/;
@@ -28,7 +28,7 @@ export function parseJsonBody(text: string): unknown {
   try {
     value = JSON.parse(text);
   } catch (error) {
-    throw new LeaseholdError('invalid_json', `the request body is not valid JSON: ${describeJsonError(text, error)}`);
+    throw new LeaseholdError('invalid_json', `${ERRORS.invalid_json.message}: ${describeJsonError(text, error)}`);
   }
   // A text shorter than two brackets per level cannot be too deep; most bodies skip the scan.
   // Checked first: the prototype-key scan below recurses too.

@@ -41,7 +41,7 @@ import type {
   RenewResponse,
   ResultBytes,
 } from '../protocol/schemas.js';
-import type { CompleteOutcome, CompleteParams, LeasedJob, LeaseParams } from '../store/store.js';
+import type { CompleteOutcome, CompleteParams, LeasedJob, LeaseParams, LeaseWithNextDue } from '../store/store.js';
 import { waiterGroup } from './lease-waiters.js';
 import type { RouteContext } from './route-context.js';
 import { explainRejection, rejection } from './routes/rejections.js';
@@ -72,8 +72,8 @@ export interface LeaseAnswer {
  * Leases up to `max` jobs; when none is available and `waitMs` > 0, parks in
  * LeaseWaiters: the store's availability notification for the tenant and a
  * kind it asked for wakes it at once, and its group's timer wakes it when the
- * earliest delayed job or retry it could lease becomes due (jobNextDue, read
- * after each empty lease; nothing announces those). Between the two it issues
+ * earliest delayed job or retry it could lease becomes due (the next due time
+ * that jobLeaseWithNextDue answers with each empty lease; nothing announces those). Between the two it issues
  * no query. A kind's limits (store/flow-limits.ts) are enforced by the store;
  * a poll they hold back waits for a job of its tenant to finish (a
  * maxConcurrent slot) or for its rate window to admit (the due timer), and a
@@ -94,18 +94,18 @@ export async function leaseJobs(ctx: RouteContext, log: ProtocolLog, tenant: str
   let waitedMs = 0;
   let generation = ctx.waiters.generation(tenant);
   let finished = ctx.waiters.finishedGeneration();
-  let jobs: readonly LeasedJob[] = await ctx.store.jobLease(params);
   const waitMs = body.waitMs ?? 0;
+  let answer = await leaseOrKnown(ctx, tenant, body.kinds, params, generation, waitMs > 0);
+  let jobs: readonly LeasedJob[] = answer.jobs;
   if (jobs.length === 0 && waitMs > 0) {
     const group = waiterGroup(body.kinds);
     const deadline = performance.now() + waitMs;
     const scope = openWait();
     try {
-      const nextDue = { tenant, ...(params.kinds === undefined ? {} : { kinds: params.kinds }) };
       const recheckMs = ctx.config.leaseRecheckMs ?? Number.POSITIVE_INFINITY;
       while (jobs.length === 0) {
-        // Read after the empty lease: a job that became due in between is answered as due now (0).
-        const next = await ctx.store.jobNextDue(nextDue);
+        // Read with (or right after) the empty lease: a job that became due in between is answered as due now (0).
+        const next = answer.nextDue ?? null;
         const dueInMs = next?.inMs ?? null;
         // A poll held back by a kind's maxConcurrent also wakes when a job of its tenant finishes (a slot may be free).
         const slotSeen = next?.slotHeld === true ? finished : null;
@@ -122,7 +122,8 @@ export async function leaseJobs(ctx: RouteContext, log: ProtocolLog, tenant: str
         generation = ctx.waiters.generation(tenant);
         finished = ctx.waiters.finishedGeneration();
         waitedMs = Math.floor(performance.now() - arrivedAt);
-        jobs = await ctx.store.jobLease(params);
+        answer = await leaseOrKnown(ctx, tenant, body.kinds, params, generation, false);
+        jobs = answer.jobs;
         // A full batch may mean more work is waiting, and a due wake-up that leased took the group's timer
         // with it: pass the wake-up on (the next member leases or sets the timer to the next due job).
         if ((result === 'woken' && jobs.length === max) || (result === 'due' && jobs.length > 0)) ctx.waiters.wakeNext(tenant, group);
@@ -134,6 +135,26 @@ export async function leaseJobs(ctx: RouteContext, log: ProtocolLog, tenant: str
   ctx.events.leased(log, tenant, params.workerId, params.leaseMs, jobs);
   if (jobs.length > 0) crashPoint('lease.after-commit');
   return { jobs, waitedMs };
+}
+
+/**
+ * Leases, and remembers what the lease left for the group's next polls (LeaseWaiters.noteLeft); or, for a poll
+ * that may wait (`mayPark`), answers nothing at once when the group's last lease left nothing and nothing was
+ * announced to the tenant since (knownLeft), so the poll parks without a store call.
+ */
+async function leaseOrKnown(
+  ctx: RouteContext,
+  tenant: string,
+  kinds: readonly string[] | undefined,
+  params: LeaseParams,
+  generation: number,
+  mayPark: boolean,
+): Promise<LeaseWithNextDue> {
+  const known = mayPark ? ctx.waiters.knownLeft(tenant, kinds) : undefined;
+  if (known !== undefined) return { jobs: [], nextDue: known };
+  const answer = await ctx.store.jobLeaseWithNextDue(params);
+  if (answer.nextDue !== undefined) ctx.waiters.noteLeft(tenant, kinds, generation, answer.nextDue);
+  return answer;
 }
 
 /** A registered kind's lease duration when the worker leases exactly that kind; the default otherwise. */

@@ -33,10 +33,34 @@
  * "waiter registered": an announcement for the tenant in between is not lost.
  * They are per tenant (plus one for announcements to everyone), so another
  * tenant's announcements do not send a registering waiter back to lease.
+ *
+ * They also make an empty lease worth remembering: when a group's lease left
+ * nothing leasable (its next due time still ahead, no slot held) and nothing
+ * was announced to the tenant since, another lease of that group would find
+ * nothing either, so a poll arriving within `reuseMs` (the coordinator's
+ * emptyLeaseReuseMs) parks on what the last lease read (knownLeft) instead of
+ * asking the store again. A worker
+ * polls again after every job it gets; without this, each job cost a second,
+ * empty lease statement. The time bound caps what a missed announcement (a
+ * lost NOTIFY, another process's commit that nobody announced) can cost a
+ * new poll.
  */
 
 import { performance } from 'node:perf_hooks';
+import type { NextDue } from '../store/next-due.js';
 import type { Availability } from '../store/store.js';
+
+/** Groups whose last lease is remembered; forgotten all at once beyond this. */
+const MAX_KNOWN_LEFT = 10_000;
+
+/** What a group's lease found left: at which generation, the next due job's time, until when it stands. */
+interface KnownLeft {
+  readonly generation: number;
+  readonly next: NextDue | null;
+  /** performance.now() ms at which `next` is due; null with `next`. */
+  readonly dueAt: number | null;
+  readonly until: number;
+}
 
 export type WaitResult = 'woken' | 'due' | 'timeout' | 'aborted';
 
@@ -73,11 +97,17 @@ export class LeaseWaiters {
   /** Announcements per tenant; an entry lives while the tenant has waiters or was announced since. */
   private readonly tenantGenerations = new Map<string, number>();
   private everyoneGeneration = 0;
+  /** By tenant and group key: what the group's last lease left (noteLeft). */
+  private readonly known = new Map<string, KnownLeft>();
   private closed = false;
   /** Waiters woken so far (a test counts them). */
   wakeUps = 0;
 
-  constructor(private readonly watchSlots: WatchSlots | null = null) {}
+  constructor(
+    private readonly watchSlots: WatchSlots | null = null,
+    /** How long what a group's lease left stands for its next polls while nothing is announced; 0: not at all. */
+    private readonly reuseMs = 0,
+  ) {}
 
   /** Changes whenever a job may have finished (once slot-held polls listen); read it before a lease attempt. */
   finishedGeneration(): number {
@@ -99,6 +129,39 @@ export class LeaseWaiters {
   /** Changes on every announcement that concerns `tenant`; read it before a lease attempt and pass it to wait(). */
   generation(tenant: string): number {
     return this.everyoneGeneration + (this.tenantGenerations.get(tenant) ?? 0);
+  }
+
+  /**
+   * A lease of the group of (tenant, kinds), begun at `generation`, left this: `next` as the store answered it
+   * (null: nothing queued that it could take). Remembered unless it leaves a job due now or waits for a slot.
+   */
+  noteLeft(tenant: string, kinds: readonly string[] | undefined, generation: number, next: NextDue | null): void {
+    if (this.reuseMs === 0) return;
+    const key = `${tenant}\u0000${waiterGroup(kinds)}`;
+    if (next?.slotHeld === true || next?.inMs === 0) {
+      this.known.delete(key);
+      return;
+    }
+    if (this.known.size >= MAX_KNOWN_LEFT) this.known.clear();
+    const now = performance.now();
+    this.known.set(key, { generation, next, dueAt: next?.inMs == null ? null : now + next.inMs, until: now + this.reuseMs });
+  }
+
+  /**
+   * What a lease of the group would find now, if known: nothing, with the next due job's time (null: none),
+   * while nothing was announced to the tenant since the last lease left that. undefined: lease to know.
+   */
+  knownLeft(tenant: string, kinds: readonly string[] | undefined): NextDue | null | undefined {
+    const key = `${tenant}\u0000${waiterGroup(kinds)}`;
+    const known = this.known.get(key);
+    if (known === undefined) return undefined;
+    const now = performance.now();
+    if (known.generation !== this.generation(tenant) || now >= known.until || (known.dueAt !== null && now >= known.dueAt)) {
+      this.known.delete(key);
+      return undefined;
+    }
+    if (known.next === null || known.dueAt === null) return known.next;
+    return { ...known.next, inMs: Math.max(1, Math.ceil(known.dueAt - now)) };
   }
 
   get size(): number {

@@ -39,7 +39,7 @@ export interface ServiceOptions {
 
 export function createServices(store: Store, config: CoordinatorConfig, log: FastifyBaseLogger, options: ServiceOptions = {}): QueueServices {
   // Polls held back by a kind's maxConcurrent wake when a job of their tenant finishes (lease-waiters.ts).
-  const waiters = new LeaseWaiters((onFreed) => store.watchFinished((job) => onFreed(job === null ? null : job.tenant)));
+  const waiters = new LeaseWaiters((onFreed) => store.watchFinished((job) => onFreed(job === null ? null : job.tenant)), config.emptyLeaseReuseMs);
   const metrics = new CoordinatorMetrics();
   const kinds = new KindRegistry(store, config.kindCacheMs, { maxSchemaBytes: config.maxSchemaBytes });
   const backpressure = new Backpressure(store, config.backpressure);

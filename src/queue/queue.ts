@@ -260,7 +260,7 @@ export class Queue<Kinds extends KindPayloads = KindPayloads> {
   }
 
   private answer(outcome: EnqueueOutcome): Job {
-    if (outcome.kind === 'conflict') throw new LeaseholdError('idempotency_conflict', 'this Idempotency-Key was already used with a different request body');
+    if (outcome.kind === 'conflict') throw new LeaseholdError('idempotency_conflict');
     return toWireJob(outcome.job);
   }
 

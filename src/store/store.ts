@@ -203,6 +203,13 @@ export type ScheduleFireOutcome =
 export { distinctAvailability, type Availability, type AvailabilityListener } from './availability.js';
 import type { AvailabilityListener } from './availability.js';
 
+/** What jobLeaseWithNextDue answers. */
+export interface LeaseWithNextDue {
+  readonly jobs: readonly LeasedJob[];
+  /** When fewer than `max` were leased: jobNextDue's answer after the lease. Absent when it leased `max`. */
+  readonly nextDue?: NextDue | null;
+}
+
 export interface Store {
   readonly backend: StoreBackend;
 
@@ -253,6 +260,11 @@ export interface Store {
    * (src/store/flow-limits.ts), decided inside that transaction.
    */
   jobLease(params: LeaseParams): Promise<readonly LeasedJob[]>;
+  /**
+   * jobLease, and when it took fewer than `max`, what jobNextDue answers for the same tenant and kinds right
+   * after it: so a long poll that found nothing parks on one store call (PostgreSQL answers both in one statement).
+   */
+  jobLeaseWithNextDue(params: LeaseParams): Promise<LeaseWithNextDue>;
   jobRenew(params: RenewParams): Promise<RenewOutcome>;
   jobComplete(params: CompleteParams): Promise<CompleteOutcome>;
   /** All in one transaction; outcomes in the order of params. */

@@ -19,7 +19,6 @@ import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { toRfc3339 } from '../../src/core/clock.js';
 import { buildCoordinator } from '../../src/coordinator/app.js';
-import type { NextDueParams } from '../../src/store/next-due.js';
 import type { LeaseParams, Store } from '../../src/store/store.js';
 import { backends, bearer, drainAfterAll, enqueue, startCoordinator, type Harness } from '../support/http-fixtures.js';
 import { listenersUp } from '../support/pg-listeners.js';
@@ -28,24 +27,19 @@ import { waitFor } from '../support/wait-for.js';
 /** No safety re-check (the default), no reaper: only announcements and due times can start a lease. */
 const CONFIG = { reaperIntervalMs: 0, defaultBackoff: { baseMs: 300, maxMs: 300 } };
 
-/** Counts lease attempts (as they start) and parks (a jobNextDue read resolved: the poll parks in that turn). */
+/** Counts lease attempts (as they start) and parks (an empty lease resolved: the poll parks in that turn). */
 class StoreCalls {
   leases = 0;
   parks = 0;
   wrap(store: Store): Store {
     return new Proxy(store, {
       get: (target, property, receiver) => {
-        if (property === 'jobLease') {
-          return (params: LeaseParams) => {
+        if (property === 'jobLeaseWithNextDue') {
+          return async (params: LeaseParams) => {
             this.leases += 1;
-            return target.jobLease(params);
-          };
-        }
-        if (property === 'jobNextDue') {
-          return async (params: NextDueParams) => {
-            const due = await target.jobNextDue(params);
-            this.parks += 1;
-            return due;
+            const answer = await target.jobLeaseWithNextDue(params);
+            if (answer.jobs.length === 0) this.parks += 1;
+            return answer;
           };
         }
         const value: unknown = Reflect.get(target, property, receiver);
@@ -63,8 +57,8 @@ describe.each(backends)('event-driven long polls ($name)', (backend) => {
   let h: Harness | undefined;
   let app: FastifyInstance | undefined;
   drainAfterAll(backend);
-  // A PostgreSQL store wakes its own waiters at once and again when its own NOTIFY comes back.
-  const announcementWakes = backend.name === 'postgres' ? 2 : 1;
+  // A store wakes its own waiters once per announcement: on PostgreSQL, its own NOTIFY coming back is dropped.
+  const announcementWakes = 1;
   afterEach(async () => {
     await app?.close();
     app = undefined;

@@ -103,7 +103,7 @@ describe.each(backends)('coordinator logs ($label)', (backend) => {
     const failing = new Proxy(h.store, {
       get(target, property) {
         const value = Reflect.get(target, property, target) as unknown;
-        if (property === 'jobLease') {
+        if (property === 'jobLeaseWithNextDue') {
           return () => Promise.reject(Object.assign(new Error('lease exploded'), { token: TOKEN, apiKey: API_KEY, authorization: `Bearer ${API_KEY}` }));
         }
         return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;

@@ -31,7 +31,8 @@ describe.each(backends)('HTTP contract ($name)', (backend) => {
       emptyLeases += 1;
       onEmpty();
     });
-    app = await buildCoordinator({ store, logger: false, config: { leaseRecheckMs: 60_000, reaperIntervalMs: 0 } });
+    // Every poll leases (no reuse of an empty lease), so each park shows as an empty lease.
+    app = await buildCoordinator({ store, logger: false, config: { leaseRecheckMs: 60_000, reaperIntervalMs: 0, emptyLeaseReuseMs: 0 } });
   });
   afterEach(async () => {
     await app.close();

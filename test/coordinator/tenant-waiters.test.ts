@@ -13,7 +13,6 @@ import { performance } from 'node:perf_hooks';
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
 import { buildCoordinator } from '../../src/coordinator/app.js';
-import type { NextDueParams } from '../../src/store/next-due.js';
 import type { LeaseParams, Store } from '../../src/store/store.js';
 import { backends, bearer, drainAfterAll, enqueue, startCoordinator, type Harness } from '../support/http-fixtures.js';
 import { listenersUp } from '../support/pg-listeners.js';
@@ -21,7 +20,7 @@ import { waitFor } from '../support/wait-for.js';
 
 const CONFIG = { leaseRecheckMs: 60_000, reaperIntervalMs: 0 };
 
-/** Lease attempts per tenant, counted as they start, and parked polls (their jobNextDue read resolved, so they park in that turn). */
+/** Lease attempts per tenant, counted as they start, and parked polls (their empty lease resolved, so they park in that turn). */
 class LeaseCounter {
   readonly attempts = new Map<string, number>();
   readonly parks = new Map<string, number>();
@@ -34,17 +33,12 @@ class LeaseCounter {
   wrap(store: Store): Store {
     return new Proxy(store, {
       get: (target, property, receiver) => {
-        if (property === 'jobLease') {
-          return (params: LeaseParams) => {
+        if (property === 'jobLeaseWithNextDue') {
+          return async (params: LeaseParams) => {
             this.attempts.set(params.tenant, this.of(params.tenant) + 1);
-            return target.jobLease(params);
-          };
-        }
-        if (property === 'jobNextDue') {
-          return async (params: NextDueParams) => {
-            const due = await target.jobNextDue(params);
-            this.parks.set(params.tenant, this.parked(params.tenant) + 1);
-            return due;
+            const answer = await target.jobLeaseWithNextDue(params);
+            if (answer.jobs.length === 0) this.parks.set(params.tenant, this.parked(params.tenant) + 1);
+            return answer;
           };
         }
         const value: unknown = Reflect.get(target, property, receiver);

@@ -94,6 +94,7 @@ export class FlakyStore implements Store {
   jobGet: Store['jobGet'] = (p) => this.guard('jobGet', p, () => this.inner.jobGet(p));
   jobList: Store['jobList'] = (p) => this.guard('jobList', p, () => this.inner.jobList(p));
   jobLease: Store['jobLease'] = (p) => this.guard('jobLease', p, () => this.inner.jobLease(p));
+  jobLeaseWithNextDue: Store['jobLeaseWithNextDue'] = (p) => this.guard('jobLeaseWithNextDue', p, () => this.inner.jobLeaseWithNextDue(p));
   jobRenew: Store['jobRenew'] = (p) => this.guard('jobRenew', p, () => this.inner.jobRenew(p));
   jobComplete: Store['jobComplete'] = (p) => this.guard('jobComplete', p, () => this.inner.jobComplete(p));
   jobCompleteMany: Store['jobCompleteMany'] = (p) => this.guard('jobCompleteMany', p, () => this.inner.jobCompleteMany(p));

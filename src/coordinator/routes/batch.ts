@@ -42,8 +42,7 @@ export function registerBatchRoutes(app: CoordinatorApp, ctx: RouteContext): voi
           accepted.push({ index, params: await prepareEnqueue(ctx, principal, job, idempotencyKey) });
         } catch (error) {
           if (!(error instanceof LeaseholdError) || error.status >= 500) throw error;
-          const answer = toHttpError(error);
-          results[index] = { idempotencyKey, status: answer.status, error: { code: answer.code, message: answer.message } };
+          results[index] = refused(idempotencyKey, error);
         }
       }
       if (accepted.length > 0) {
@@ -58,11 +57,7 @@ export function registerBatchRoutes(app: CoordinatorApp, ctx: RouteContext): voi
           if (outcome === undefined) throw new Error('the store answered fewer outcomes than jobs');
           ctx.events.enqueued(principal.tenant, outcome, entry.params.payloadBytes);
           if (outcome.kind === 'conflict') {
-            results[entry.index] = {
-              idempotencyKey,
-              status: 409,
-              error: { code: 'idempotency_conflict', message: 'this Idempotency-Key was already used with a different request body' },
-            };
+            results[entry.index] = refused(idempotencyKey, new LeaseholdError('idempotency_conflict'));
           } else {
             if (outcome.kind === 'created') {
               created += 1;
@@ -73,11 +68,13 @@ export function registerBatchRoutes(app: CoordinatorApp, ctx: RouteContext): voi
         }
         ctx.backpressure.recordAccepted(principal.tenant, created, createdBytes);
       }
-      return { results: results.map((entry, index) => entry ?? missing(items[index]?.idempotencyKey ?? '')) };
+      return { results: results.map((entry, index) => entry ?? refused(items[index]?.idempotencyKey ?? '', new LeaseholdError('internal_error'))) };
     },
   );
 }
 
-function missing(idempotencyKey: string): EnqueueBatchResult {
-  return { idempotencyKey, status: 500, error: { code: 'internal_error', message: 'internal error' } };
+/** A job's entry with the error a single POST /jobs would have answered. */
+function refused(idempotencyKey: string, error: LeaseholdError): EnqueueBatchResult {
+  const answer = toHttpError(error);
+  return { idempotencyKey, status: answer.status, error: { code: answer.code, message: answer.message } };
 }

@@ -15,10 +15,6 @@ import { errorResponses, type CoordinatorApp, type RouteContext } from '../route
 import { toWireAttempt, toWireJob } from '../wire.js';
 import { emptyBodyAsObject, getScopedJob } from './jobs.js';
 
-function notFound(): LeaseholdError {
-  return new LeaseholdError('not_found', 'job not found');
-}
-
 /** `Repr-Digest` (RFC 9530) wants the raw digest in base64. */
 export function reprDigest(checksumHex: string): string {
   return `sha-256=:${Buffer.from(checksumHex, 'hex').toString('base64')}:`;
@@ -89,9 +85,9 @@ export function registerJobActionRoutes(app: CoordinatorApp, ctx: RouteContext):
       },
     },
     async (request) => {
-      if (!isJobId(request.params.id)) throw notFound();
+      if (!isJobId(request.params.id)) throw new LeaseholdError('not_found');
       const attempts = await ctx.store.jobAttempts({ scope: scopeOf(principalOf(request)), id: request.params.id });
-      if (attempts === null) throw notFound();
+      if (attempts === null) throw new LeaseholdError('not_found');
       return { attempts: attempts.map(toWireAttempt) };
     },
   );
@@ -112,14 +108,11 @@ export function registerJobActionRoutes(app: CoordinatorApp, ctx: RouteContext):
       },
     },
     async (request) => {
-      if (!isJobId(request.params.id)) throw notFound();
+      if (!isJobId(request.params.id)) throw new LeaseholdError('not_found');
       const principal = principalOf(request);
       const outcome = await ctx.store.jobCancel({ scope: scopeOf(principal), id: request.params.id });
       ctx.events.cancelled(request.log, principal.tenant, outcome);
-      if (outcome.kind === 'rejected') {
-        if (outcome.code === 'not_found') throw notFound();
-        throw new LeaseholdError('invalid_state', 'the job already ended and cannot be cancelled');
-      }
+      if (outcome.kind === 'rejected') throw new LeaseholdError(outcome.code);
       return toWireJob(outcome.job);
     },
   );
@@ -138,14 +131,11 @@ export function registerJobActionRoutes(app: CoordinatorApp, ctx: RouteContext):
       },
     },
     async (request) => {
-      if (!isJobId(request.params.id)) throw notFound();
+      if (!isJobId(request.params.id)) throw new LeaseholdError('not_found');
       const principal = principalOf(request);
       const outcome = await ctx.store.jobReconcile({ scope: scopeOf(principal), id: request.params.id, outcome: request.body.outcome });
       if (outcome.kind === 'reconciled') ctx.events.reconciled(request.log, principal.tenant, outcome.job, request.body.outcome);
-      if (outcome.kind === 'rejected') {
-        if (outcome.code === 'not_found') throw notFound();
-        throw new LeaseholdError('not_unknown', 'only a job in the unknown state can be reconciled');
-      }
+      if (outcome.kind === 'rejected') throw new LeaseholdError(outcome.code);
       return toWireJob(outcome.job);
     },
   );

@@ -25,7 +25,7 @@ const WAIT_ENDS: ReadonlySet<JobStatus> = new Set(WAIT_END_STATUSES);
 /** Reads a job the caller may see, or answers 404. */
 export async function getScopedJob(ctx: RouteContext, scope: JobScope, id: string): Promise<JobRecord> {
   const job = isJobId(id) ? await ctx.store.jobGet({ scope, id }) : null;
-  if (job === null) throw new LeaseholdError('not_found', 'job not found');
+  if (job === null) throw new LeaseholdError('not_found');
   return job;
 }
 
@@ -127,15 +127,14 @@ export function registerJobRoutes(app: CoordinatorApp, ctx: RouteContext): void 
     },
     async (request) => {
       const principal = principalOf(request);
-      if (!isJobId(request.params.id)) throw new LeaseholdError('not_found', 'job not found');
+      if (!isJobId(request.params.id)) throw new LeaseholdError('not_found');
       const outcome = await ctx.store.jobRequeue({
         scope: scopeOf(principal),
         id: request.params.id,
         ...(request.body.maxAttempts === undefined ? {} : { maxAttempts: request.body.maxAttempts }),
       });
       if (outcome.kind === 'rejected') {
-        if (outcome.code === 'not_found') throw new LeaseholdError('not_found', 'job not found');
-        throw new LeaseholdError('not_dead', 'only a dead job can be requeued');
+        throw new LeaseholdError(outcome.code);
       }
       ctx.events.requeued(request.log, principal.tenant, outcome.job);
       return toWireJob(outcome.job);

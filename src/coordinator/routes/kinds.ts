@@ -14,6 +14,9 @@ import { errorResponses, type CoordinatorApp, type RouteContext } from '../route
 import { toWireKind } from '../wire.js';
 import { emptyBodyAsObject } from './jobs.js';
 
+/** A kind the tenant has not registered (another tenant's answers the same). */
+const KIND_NOT_FOUND = 'kind not found';
+
 export function registerKindRoutes(app: CoordinatorApp, ctx: RouteContext): void {
   app.put(
     '/kinds/:kind',
@@ -76,7 +79,7 @@ export function registerKindRoutes(app: CoordinatorApp, ctx: RouteContext): void
     },
     async (request) => {
       const kind = await ctx.store.kindGet({ tenant: principalOf(request).tenant, kind: request.params.kind });
-      if (kind === null) throw new LeaseholdError('not_found', 'kind not found');
+      if (kind === null) throw new LeaseholdError('not_found', KIND_NOT_FOUND);
       return toWireKind(kind, ctx.config.retention);
     },
   );
@@ -102,7 +105,7 @@ export function registerKindRoutes(app: CoordinatorApp, ctx: RouteContext): void
       async (request) => {
         const tenant = principalOf(request).tenant;
         const record = await ctx.store.kindSetPaused({ tenant, kind: request.params.kind, paused: action === 'pause' });
-        if (record === null) throw new LeaseholdError('not_found', 'kind not found');
+        if (record === null) throw new LeaseholdError('not_found', KIND_NOT_FOUND);
         ctx.kinds.invalidate(tenant);
         return toWireKind(record, ctx.config.retention);
       },

@@ -48,7 +48,7 @@ export function registerOperatorRoutes(app: CoordinatorApp, ctx: RouteContext): 
       const scope = scopeOf(principalOf(request));
       const job = await getScopedJob(ctx, scope, request.params.id);
       const attempts = await ctx.store.jobAttempts({ scope, id: job.id });
-      if (attempts === null) throw new LeaseholdError('not_found', 'job not found');
+      if (attempts === null) throw new LeaseholdError('not_found');
       return {
         job: toWireJob(job),
         payload: job.payload,

@@ -12,13 +12,6 @@ import type { RouteContext } from '../route-context.js';
 
 export type RejectionCode = 'stale_lease' | 'cancelled' | 'deadline_exceeded' | 'not_found';
 
-const MESSAGES: Readonly<Record<RejectionCode, string>> = {
-  stale_lease: 'the lease token is not the current lease of this job (it expired or the job was leased again)',
-  cancelled: 'the job was cancelled',
-  deadline_exceeded: 'the job passed its deadline',
-  not_found: 'job not found',
-};
-
 export async function explainRejection(ctx: RouteContext, tenant: string, id: string, code: RejectionCode): Promise<RejectionCode> {
   if (code !== 'stale_lease') return code;
   const job = await ctx.store.jobGet({ scope: { tenant }, id });
@@ -28,5 +21,5 @@ export async function explainRejection(ctx: RouteContext, tenant: string, id: st
 
 export async function rejection(ctx: RouteContext, tenant: string, id: string, code: RejectionCode): Promise<LeaseholdError> {
   const explained = await explainRejection(ctx, tenant, id, code);
-  return new LeaseholdError(explained, MESSAGES[explained]);
+  return new LeaseholdError(explained);
 }

@@ -4,7 +4,7 @@
  */
 
 import { Type } from '@sinclair/typebox';
-import { LeaseholdError } from '../../core/errors.js';
+import { ERRORS, StoreUnavailableError } from '../../core/errors.js';
 import { HealthResponse, Stats } from '../../protocol/schemas.js';
 import { principalOf } from '../auth.js';
 import { errorResponses, PUBLIC_ERRORS, type CoordinatorApp, type RouteContext } from '../route-context.js';
@@ -39,7 +39,7 @@ export function registerSystemRoutes(app: CoordinatorApp, ctx: RouteContext): vo
       try {
         await ctx.store.ping();
       } catch (error) {
-        throw new LeaseholdError('store_unavailable', 'the job store is unavailable', { retryAfterSeconds: 1, cause: error });
+        throw new StoreUnavailableError(ERRORS.store_unavailable.message, error);
       }
       return { status: 'ok' as const, backend: ctx.store.backend };
     },

@@ -7,6 +7,7 @@
  * when the first listener arrives (availability-listener.ts, finished-channel.ts).
  */
 
+import { randomBytes } from 'node:crypto';
 import type { Availability, AvailabilityListener as OnAvailable, FinishedJob, FinishedListener } from '../store.js';
 import { FinishedListeners } from '../finished-jobs.js';
 import { AvailabilityListener } from './availability-listener.js';
@@ -27,6 +28,8 @@ export class Watchers {
   /** NOTIFY channels: one pair per schema, so test schemas do not wake each other. */
   private readonly availableChannel: string;
   private readonly finishedChannel: string;
+  /** Names this store in its own availability notifications, which its listener then drops (it woke its waiters at commit). */
+  private readonly origin = randomBytes(6).toString('base64url');
   private closed = false;
 
   constructor(
@@ -35,7 +38,7 @@ export class Watchers {
   ) {
     this.availableChannel = `lh_available_${connection.schema}`.slice(0, 63);
     this.finishedChannel = `lh_finished_${connection.schema}`.slice(0, 63);
-    this.notifier = new CoalescedNotifier((payloads) => db.query(bind(Q.NOTIFY, [this.availableChannel, payloads])));
+    this.notifier = new CoalescedNotifier((payloads) => db.query(bind(Q.NOTIFY, [this.availableChannel, payloads])), this.origin);
     this.finishedSender = new FinishedSender((payloads) => db.query(bind(Q.NOTIFY_FINISHED, [this.finishedChannel, payloads])));
   }
 
@@ -50,6 +53,7 @@ export class Watchers {
       this.listener = new AvailabilityListener({
         clientConfig: clientConfig(this.connection),
         channel: this.availableChannel,
+        origin: this.origin,
         onAvailable: (available) => this.wake(available),
       });
       void this.listener.start();
@@ -83,6 +87,12 @@ export class Watchers {
       this.wake(available);
       this.notifier.poke(available);
     }
+  }
+
+  /** Jobs of any tenant and kind may be available (a failed lease released rows it had locked): wake every waiter, here and elsewhere. */
+  announceEveryone(): void {
+    this.wake(null);
+    this.notifier.poke(null);
   }
 
   /** Jobs ended here (after the commit): this process's watchers now, other coordinators' through NOTIFY. */

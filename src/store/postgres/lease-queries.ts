@@ -51,6 +51,19 @@ const PICK_CAPPED = `SELECT c.id FROM unnest($6::text[], $7::int[]) AS k(kind, c
         ORDER BY c.priority DESC, c.run_after, c.seq LIMIT $2`;
 
 /**
+ * When the lease took fewer than $2 jobs, the next due time of what is left (jobNextDue's answer, next-due.ts):
+ * the earliest run_after still ahead among the tenant's queued jobs of the kinds the lease may take. A short
+ * pick walked every due job it could lock, so a due job still queued is one that a concurrent lease holds
+ * locked: that lease takes it, or, if its statement fails, the store announces its kinds again (lease.ts).
+ * Counting it would send the polls of a busy group back to lease every millisecond until that lease commits.
+ * One index range per kind (jobs_delayed, from now); without a filter, the skip scan of the tenant's queued kinds.
+ */
+const FIRST_LEFT_OF_KIND = `(SELECT j.run_after FROM jobs j WHERE j.tenant = $1 AND j.kind = k.kind AND j.status = 'queued'
+    AND j.run_after > now() AND (j.deadline_at IS NULL OR j.deadline_at > now()) ORDER BY j.run_after LIMIT 1)`;
+const NEXT_DUE_KINDS = `(SELECT ${ms(`MIN(${FIRST_LEFT_OF_KIND})`)} FROM (SELECT DISTINCT unnest($6::text[]) AS kind) k)`;
+const NEXT_DUE_ANY_KIND = `(${QUEUED_KINDS} SELECT ${ms(`MIN(${FIRST_LEFT_OF_KIND})`)} FROM k WHERE k.kind IS NOT NULL)`;
+
+/**
  * `held`: the guard of the unrestricted statements, the same probe of kinds_flow for the kinds the lease may
  * take (every kind, or $6). It finds no row for a tenant without pauses or limits, and is evaluated once
  * (an InitPlan) before the pick; when it finds one the pick takes nothing and every answer row says so
@@ -58,7 +71,7 @@ const PICK_CAPPED = `SELECT c.id FROM unnest($6::text[], $7::int[]) AS k(kind, c
  * row also says whether expired leases or passed deadlines are due anywhere (`due`, DUE_NOW), which the
  * store then settles, without a probe of its own before each lease.
  */
-function leaseStatement(name: string, pick: string, held: string | null): ReturnType<typeof namedQuery> {
+function leaseStatement(name: string, pick: string, held: string | null, nextDue: string | null): ReturnType<typeof namedQuery> {
   // $1 tenant, $2 max, $3 tokens (one per slot, drawn in Node), $4 worker, $5 lease ms[, $6 kinds[, $7 caps]].
   // FOR UPDATE SKIP LOCKED lets concurrent leases pass each other instead of
   // queueing on the same rows. MATERIALIZED: the pick must run exactly once,
@@ -82,16 +95,22 @@ function leaseStatement(name: string, pick: string, held: string | null): Return
        INSERT INTO job_attempts (job_id, epoch, attempt, worker_id, started_at)
        SELECT id::uuid, epoch, attempts, $4, now() FROM leased
      )
-     ${held === null ? 'SELECT * FROM leased ORDER BY priority DESC, run_after, seq' : 'SELECT leased.*, flow.held, flow.due FROM flow LEFT JOIN leased ON true ORDER BY leased.priority DESC, leased.run_after, leased.seq'}`,
+     ${
+       held === null
+         ? 'SELECT * FROM leased ORDER BY priority DESC, run_after, seq'
+         : `SELECT leased.*, flow.held, flow.due,
+                   CASE WHEN NOT flow.held AND (SELECT count(*) FROM picked) < $2 THEN ${nextDue} END AS next_due_ms, ${NOW_MS}
+              FROM flow LEFT JOIN leased ON true ORDER BY leased.priority DESC, leased.run_after, leased.seq`
+     }`,
   );
 }
 
 const HELD_ANY_KIND = `EXISTS (SELECT 1 FROM kinds WHERE tenant = $1 AND ${RESTRICTED})`;
 const HELD_KINDS = `EXISTS (SELECT 1 FROM kinds WHERE tenant = $1 AND kind = ANY($6::text[]) AND ${RESTRICTED})`;
 
-export const JOB_LEASE_ANY_KIND = leaseStatement('lh_job_lease_any_kind', PICK_ANY_KIND, HELD_ANY_KIND);
-export const JOB_LEASE_KINDS = leaseStatement('lh_job_lease_kinds', PICK_KINDS, HELD_KINDS);
-export const JOB_LEASE_CAPPED = leaseStatement('lh_job_lease_capped', PICK_CAPPED, null);
+export const JOB_LEASE_ANY_KIND = leaseStatement('lh_job_lease_any_kind', PICK_ANY_KIND, HELD_ANY_KIND, NEXT_DUE_ANY_KIND);
+export const JOB_LEASE_KINDS = leaseStatement('lh_job_lease_kinds', PICK_KINDS, HELD_KINDS, NEXT_DUE_KINDS);
+export const JOB_LEASE_CAPPED = leaseStatement('lh_job_lease_capped', PICK_CAPPED, null, null);
 
 /**
  * The restricted path's lock ($2: the kinds it may take, NULL for all): the tenant's restricted kinds rows, in

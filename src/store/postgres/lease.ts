@@ -31,6 +31,11 @@ import { bind } from './sql-fragments.js';
 export interface LeaseAnswer {
   readonly jobs: readonly LeasedJob[];
   readonly due: boolean;
+  /**
+   * When it took fewer than `max` on the common path: the next due time of what is left (NextDue's runAfter and
+   * the database's clock), read by the same statement; absent otherwise (a full lease, the restricted path).
+   */
+  readonly left?: { readonly runAfter: number | null; readonly now: number };
 }
 
 /** Lease filters remembered as having a restricted kind in reach; forgotten all at once beyond this. */
@@ -48,10 +53,13 @@ export class Leases {
     const reach = `${params.tenant}\u0000${kinds === null ? '*' : [...kinds].sort().join('\u0000')}`;
     if (this.restrictedReach.has(reach)) return this.db.transaction((tx) => this.leaseRestricted(tx, reach, params.tenant, base, params.max, kinds));
     const query = kinds === null ? bind(Q.JOB_LEASE_ANY_KIND, base) : bind(Q.JOB_LEASE_KINDS, [...base, kinds]);
-    const rows = (await this.db.query<JobRow & { held: boolean; due: boolean }>(query)).rows;
+    const rows = (await this.db.query<JobRow & { held: boolean; due: boolean; next_due_ms: number | null; now_ms: number }>(query)).rows;
     // The statement always answers a row saying whether a kind it may take is restricted (then it leased nothing).
-    if (rows[0]?.held === true) return this.db.transaction((tx) => this.leaseRestricted(tx, reach, params.tenant, base, params.max, kinds));
-    return { jobs: rows.filter((row) => row.id !== null).map(toLeasedJob), due: rows[0]?.due === true };
+    const first = rows[0];
+    if (first?.held === true) return this.db.transaction((tx) => this.leaseRestricted(tx, reach, params.tenant, base, params.max, kinds));
+    const jobs = rows.filter((row) => row.id !== null).map(toLeasedJob);
+    const due = first?.due === true;
+    return first === undefined || jobs.length >= params.max ? { jobs, due } : { jobs, due, left: { runAfter: first.next_due_ms, now: first.now_ms } };
   }
 
   private noteReach(reach: string, restricted: boolean): void {

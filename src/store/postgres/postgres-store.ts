@@ -26,7 +26,8 @@ import { openDatabase, type PgDatabase, type TxClient } from './database.js';
 import { enqueueOnClient, hasFlow, insertJobs, prepareEnqueue, type PreparedEnqueue } from './enqueue.js';
 import { completeDistinct, completeOne, markEffectStarted, renewLease, storeCheckpoint } from './guarded-statements.js';
 import { setKindPaused, upsertKind } from './kinds.js';
-import { Leases } from './lease.js';
+import { Leases, type LeaseAnswer } from './lease.js';
+import { nextDue } from '../next-due.js';
 import { completeLockedInTx, failInTx } from './lease-endings.js';
 import { dropSchema } from './migrate.js';
 import { cancelInTx, reapInTx, reconcileInTx, requeueInTx, type ReapCounts } from './operator-actions.js';
@@ -178,14 +179,42 @@ export class PostgresStore extends StoreReads implements S.Store {
   // --- the lease protocol ---------------------------------------------------
 
   async jobLease(params: S.LeaseParams): Promise<readonly S.LeasedJob[]> {
+    return (await this.leaseSettlingDue(params)).jobs;
+  }
+
+  async jobLeaseWithNextDue(params: S.LeaseParams): Promise<S.LeaseWithNextDue> {
+    const { jobs, last } = await this.leaseSettlingDue(params);
+    if (jobs.length >= params.max) return { jobs };
+    // The common lease statement read what is left; after the restricted path, ask.
+    const left = last.left;
+    const due = left === undefined ? await this.jobNextDue(params) : nextDue(left.runAfter, false, left.now);
+    return { jobs, nextDue: due };
+  }
+
+  /**
+   * Leases; when the statement says expiries or deadlines are due, settles them and leases again for the room left.
+   * A lease that fails wakes every waiter: concurrent leases skipped the rows it had locked, and the next due time
+   * they read counts no due job (lease-queries.ts), so they may have parked beside rows that are queued again.
+   */
+  private async leaseSettlingDue(params: S.LeaseParams): Promise<{ readonly jobs: readonly S.LeasedJob[]; readonly last: LeaseAnswer }> {
+    try {
+      return await this.leaseOnce(params);
+    } catch (error) {
+      this.watchers.announceEveryone();
+      throw error;
+    }
+  }
+
+  private async leaseOnce(params: S.LeaseParams): Promise<{ readonly jobs: readonly S.LeasedJob[]; readonly last: LeaseAnswer }> {
     const first = await this.leases.lease(params);
-    if (!first.due) return first.jobs;
+    if (!first.due) return { jobs: first.jobs, last: first };
     // Expired leases or passed deadlines are due (in any tenant): settle them, so that a job whose lease ran
     // out is claimable at once, and lease again for the room the first statement left.
     await this.reap();
     const room = params.max - first.jobs.length;
-    if (room <= 0) return first.jobs;
-    return [...first.jobs, ...(await this.leases.lease({ ...params, max: room })).jobs];
+    if (room <= 0) return { jobs: first.jobs, last: first };
+    const second = await this.leases.lease({ ...params, max: room });
+    return { jobs: [...first.jobs, ...second.jobs], last: second };
   }
 
   async jobPurge(params: JobPurgeParams): Promise<JobPurgeOutcome> {

@@ -6,7 +6,7 @@
  * through unchanged.
  */
 
-import { StoreUnavailableError } from '../../core/errors.js';
+import { ERRORS, StoreUnavailableError } from '../../core/errors.js';
 
 /** SQLite result codes that mean "cannot reach or write the database now", not a bug. */
 const UNAVAILABLE_CODES = /^SQLITE_(BUSY|LOCKED|FULL|IOERR|READONLY|CANTOPEN|PROTOCOL|NOMEM|CORRUPT|NOTADB|PERM)/;
@@ -24,7 +24,7 @@ export function isBusy(error: unknown): boolean {
 export function translate(error: unknown): unknown {
   if (error instanceof StoreUnavailableError) return error;
   if (isUnavailable(error) || (error instanceof Error && error.message === 'store is closed')) {
-    return new StoreUnavailableError('the job store is unavailable', error);
+    return new StoreUnavailableError(ERRORS.store_unavailable.message, error);
   }
   return error;
 }

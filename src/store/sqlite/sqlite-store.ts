@@ -196,6 +196,12 @@ export class SqliteStore extends StoreReads implements S.Store {
     return leased;
   }
 
+  async jobLeaseWithNextDue(params: S.LeaseParams): Promise<S.LeaseWithNextDue> {
+    const jobs = await this.jobLease(params);
+    // Two reads in this process, no round trip to save: the next due job is read after the lease's commit.
+    return jobs.length >= params.max ? { jobs } : { jobs, nextDue: await this.jobNextDue(params) };
+  }
+
   jobRenew(params: S.RenewParams): Promise<S.RenewOutcome> {
     return this.write((now) => renewLease(this.statements, params, now));
   }
