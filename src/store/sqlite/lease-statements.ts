@@ -3,7 +3,7 @@
  * the text. SQLite's planner reads the value of a bound LIMIT (better-sqlite3
  * builds SQLite with STAT4), so binding @max marks the prepared statement
  * expired and every run prepared it again: about 0.25–0.4 ms a lease on a
- * 2-core VM, several times what the lease itself costs (docs/SCALING.md §1.5).
+ * 2-core VM, several times what the lease itself costs (bench/RESULTS.md, 2026-12-01).
  * One statement per (kind count, max) pair, the most recently used KEPT of
  * them, so a caller that varies max pays a prepare per new value and no more
  * memory than KEPT statements.
