@@ -11,6 +11,7 @@
  * autovacuum (the settings that matter are in docs/SCALING.md).
  */
 
+import { statisticsStale } from './statistics.js';
 import { NO_KIND_RETENTION, type JobPurgeCountParams, type JobPurgeParams, type KindRetention } from '../retention.js';
 import type { PgDatabase } from './database.js';
 import { bind, namedQuery } from './sql-fragments.js';
@@ -87,21 +88,40 @@ export const AUTOVACUUM_ON = namedQuery('lh_autovacuum_on', `SELECT current_sett
  * VACUUM takes a lock that conflicts with neither reads nor writes; SKIP_LOCKED
  * passes over a table another session is vacuuming (another coordinator).
  */
-export const VACUUM_QUEUE_TABLES =
-  'VACUUM (SKIP_LOCKED, ANALYZE) jobs, job_attempts, job_results, job_counters, tenant_sums, tenant_counters';
+export const QUEUE_TABLES = ['jobs', 'job_attempts', 'job_results', 'job_counters', 'tenant_sums', 'tenant_counters'] as const;
 
 /**
- * Vacuums the queue's tables when the server's autovacuum is off (true when it
- * did): without it, the space of deleted and rewritten rows is never reused
- * and the database grows whatever the retention. With autovacuum on, nothing.
+ * Which of the queue's tables have dead rows to vacuum, and which have changed enough since their last ANALYZE
+ * for the planner's statistics to be stale (the rule of statistics.ts). An idle queue has neither, so its
+ * retention tick reads these counters and nothing else: an ANALYZE samples up to 30,000 rows whether or not
+ * anything changed, which made an idle coordinator's server use a tenth of a core now and then.
+ */
+export const QUEUE_TABLES_UPKEEP = namedQuery(
+  'lh_queue_tables_upkeep',
+  `SELECT c.relname AS name, s.n_dead_tup > 0 AS dead,
+          s.n_mod_since_analyze::float8 AS changed, greatest(c.reltuples, 0)::float8 AS rows
+     FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid
+    WHERE s.relid = ANY (ARRAY[${QUEUE_TABLES.map((table) => `'${table}'::regclass`).join(', ')}])`,
+);
+
+/**
+ * Vacuums the queue's tables that have dead rows, and analyzes those whose statistics are stale, when the
+ * server's autovacuum is off (true when it did either): without it, the space of deleted and rewritten rows is
+ * never reused and the database grows whatever the retention. With autovacuum on, nothing.
  */
 export async function vacuumWhenAutovacuumOff(db: PgDatabase): Promise<boolean> {
   if ((await db.query<{ on: boolean }>(bind(AUTOVACUUM_ON, []))).rows[0]?.on !== false) return false;
+  const tables = (await db.query<{ name: string; dead: boolean; changed: number; rows: number }>(bind(QUEUE_TABLES_UPKEEP, []))).rows;
+  // Names from QUEUE_TABLES only, so they need no quoting.
+  const vacuum = tables.filter((table) => table.dead).map((table) => table.name);
+  const analyze = tables.filter((table) => statisticsStale(table.changed, table.rows)).map((table) => table.name);
+  if (vacuum.length === 0 && analyze.length === 0) return false;
   await db.withClient(async (client) => {
     // The pool's statement_timeout (30 s) is for the queue's own statements; a vacuum of a large table may take longer.
     await client.query('SET statement_timeout = 0');
     try {
-      await client.query(VACUUM_QUEUE_TABLES);
+      if (vacuum.length > 0) await client.query(`VACUUM (SKIP_LOCKED) ${vacuum.join(', ')}`);
+      if (analyze.length > 0) await client.query(`ANALYZE (SKIP_LOCKED) ${analyze.join(', ')}`);
     } finally {
       await client.query('RESET statement_timeout');
     }
