@@ -11,9 +11,12 @@
  *                   start to the last one's finish, by the jobs' own timestamps);
  *                   with several coordinators the workers are spread over them
  *   latency         500 jobs enqueued 5 ms apart onto an idle queue; enqueue to
- *                   handler start, p50 and p99. With several coordinators the
- *                   jobs go to the last one and the worker polls the first, so
- *                   every wake-up crosses coordinators (LISTEN/NOTIFY)
+ *                   handler start, p50 and p99. The worker long-polls with a
+ *                   kinds filter (its handlers' kinds). With several coordinators
+ *                   the jobs go to the last one and the worker polls the first,
+ *                   so every wake-up crosses coordinators (LISTEN/NOTIFY)
+ *   latency-backlog the same beside 20,000 queued jobs of a kind no worker
+ *                   asks for; printed with its p50's ratio to latency's
  *
  * Options: --db sqlite|postgres://… (default: a fresh SQLite file per run),
  * --runs 3, --jobs 20000, --coordinators 1, --workers 2, --only a,b.
@@ -63,7 +66,11 @@ function usageError(message: string): never {
 for (const [name, value] of [['runs', RUNS], ['jobs', JOBS], ['coordinators', COORDINATORS], ['workers', WORKER_PROCESSES]] as const) {
   if (!Number.isInteger(value) || value < 1) usageError(`--${name} must be a positive integer`);
 }
-const selected = new Set((args.only ?? 'enqueue-single,enqueue-batch,end-to-end,latency').split(','));
+const SCENARIOS = ['enqueue-single', 'enqueue-batch', 'end-to-end', 'latency', 'latency-backlog'];
+const selected = new Set((args.only ?? SCENARIOS.join(',')).split(','));
+
+/** Queued jobs of another kind beside the latency-backlog scenario's. */
+const BACKLOG = 20_000;
 
 interface Deployment {
   readonly urls: string[];
@@ -128,14 +135,15 @@ async function main(): Promise<void> {
   process.stdout.write(`load average at start: ${load()} (${cpus().length} CPUs)\n`);
   for (let run = 1; run <= RUNS; run++) {
     process.stdout.write(`run ${run}\n`);
-    for (const scenario of ['enqueue-single', 'enqueue-batch', 'end-to-end', 'latency']) {
+    for (const scenario of SCENARIOS) {
       if (!selected.has(scenario)) continue;
       const d = await deploy();
       try {
         if (scenario === 'enqueue-single') record('enqueue single jobs/s', await enqueueSingle(d.urls, d.adminKey, 'noop', JOBS, 'bench'));
         if (scenario === 'enqueue-batch') record('enqueue batch jobs/s', (await enqueueBatches(d.urls, d.adminKey, 'noop', JOBS, 'batch')).perSecond);
         if (scenario === 'end-to-end') record('end-to-end jobs/s', await endToEnd(d));
-        if (scenario === 'latency') {
+        if (scenario === 'latency' || scenario === 'latency-backlog') {
+          if (scenario === 'latency-backlog') await enqueueBatches(d.urls, d.adminKey, 'other', BACKLOG, 'backlog');
           const l = await enqueueToStart({
             // With several coordinators the jobs go to the last one and the worker polls the first.
             enqueueUrl: d.urls[d.urls.length - 1] as string,
@@ -146,8 +154,9 @@ async function main(): Promise<void> {
             kind: 'stamp',
             prefix: 'bench',
           });
-          record('latency p50 ms', l.p50);
-          record('latency p99 ms', l.p99);
+          const name = scenario === 'latency' ? 'latency' : 'latency beside backlog';
+          record(`${name} p50 ms`, l.p50);
+          record(`${name} p99 ms`, l.p99);
         }
       } finally {
         await d.stop();
@@ -157,7 +166,12 @@ async function main(): Promise<void> {
   process.stdout.write(`\nload average at end: ${load()}\n`);
   process.stdout.write(`medians of ${RUNS} runs (${args.db === 'sqlite' ? 'SQLite' : 'PostgreSQL'}, ${COORDINATORS} coordinator(s), durable commits):\n`);
   for (const [name, values] of Object.entries(figures)) {
-    process.stdout.write(`  ${name.padEnd(24)} ${median(values).toFixed(name.includes('latency') ? 2 : 0)}   (runs: ${values.map((v) => v.toFixed(name.includes('latency') ? 2 : 0)).join(', ')})\n`);
+    process.stdout.write(`  ${name.padEnd(30)} ${median(values).toFixed(name.includes('latency') ? 2 : 0)}   (runs: ${values.map((v) => v.toFixed(name.includes('latency') ? 2 : 0)).join(', ')})\n`);
+  }
+  const empty = figures['latency p50 ms'];
+  const beside = figures['latency beside backlog p50 ms'];
+  if (empty !== undefined && beside !== undefined) {
+    process.stdout.write(`  p50 beside ${BACKLOG.toLocaleString('en-US')} queued of another kind / empty queue: ${(median(beside) / median(empty)).toFixed(2)}\n`);
   }
 }
 
