@@ -25,20 +25,41 @@ export function* planNodes(node: PlanNode): Generator<PlanNode> {
   for (const child of node.Plans ?? []) yield* planNodes(child);
 }
 
+/** A value as an SQL literal for EXECUTE: null, numbers, booleans, strings and arrays of those. */
+function literal(client: pg.Client, value: unknown): string {
+  if (value === null || value === undefined) return 'NULL';
+  if (typeof value === 'number' || typeof value === 'boolean') return String(value);
+  if (typeof value === 'string') return client.escapeLiteral(value);
+  if (Array.isArray(value)) {
+    const items = value.map((item: unknown) => (item === null ? 'NULL' : `"${String(item).replace(/["\\]/g, (c) => `\\${c}`)}"`));
+    return client.escapeLiteral(`{${items.join(',')}}`);
+  }
+  throw new TypeError(`no literal for ${typeof value}`);
+}
+
+let prepared = 0;
+
 /**
  * Rows each scan of jobs read, over all its loops, for one statement run under EXPLAIN ANALYZE in a
- * transaction that is rolled back; a sequential scan of jobs fails the test.
+ * transaction that is rolled back; a sequential scan of jobs fails the test. The statement is prepared and
+ * run with its generic plan, as the store's connections run their named statements (plan_cache_mode
+ * force_generic_plan, database.ts): the plan chosen without the values is the one measured.
  */
 export async function jobRowsRead(client: pg.Client, text: string, values: readonly unknown[]): Promise<number[]> {
+  const name = `lh_plan_test_${++prepared}`;
   await client.query('BEGIN');
   try {
-    const explained = await client.query<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>(`EXPLAIN (ANALYZE, FORMAT JSON) ${text}`, [...values]);
+    await client.query('SET LOCAL plan_cache_mode = force_generic_plan');
+    await client.query(`PREPARE ${name} AS ${text}`);
+    const args = values.length === 0 ? '' : `(${values.map((value) => literal(client, value)).join(', ')})`;
+    const explained = await client.query<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>(`EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE ${name}${args}`);
     const root = explained.rows[0]?.['QUERY PLAN'][0].Plan as PlanNode;
     const scans = [...planNodes(root)].filter((node) => node['Relation Name'] === 'jobs' && /Scan/.test(node['Node Type']));
     expect(scans.some((node) => node['Node Type'] === 'Seq Scan')).toBe(false);
     return scans.map((node) => (node['Actual Rows'] + (node['Rows Removed by Filter'] ?? 0)) * node['Actual Loops']);
   } finally {
     await client.query('ROLLBACK');
+    await client.query(`DEALLOCATE ${name}`).catch(() => undefined);
   }
 }
 

@@ -38,9 +38,11 @@ export function clientConfig(options: Omit<PgDatabaseOptions, 'poolSize'>): pg.C
     connectionString: options.connectionString,
     // Names the schema too, so an operator (or a test) can tell the coordinators' connections apart.
     application_name: `leasehold:${options.schema}`.slice(0, 63),
-    // The schema name is validated (migrate.ts), so it needs no quoting here.
+    // The schema name is validated (migrate.ts), so it needs no quoting here. Generic plans: the store's named
+    // statements have the same shape every time, and the planner made a custom plan for each execution of the
+    // lease statement (1.1 ms of planning for 0.6 ms of execution here); the plan tests measure the generic plans.
     options:
-      `-c search_path=${options.schema} -c statement_timeout=30000 -c idle_in_transaction_session_timeout=60000` +
+      `-c search_path=${options.schema} -c statement_timeout=30000 -c idle_in_transaction_session_timeout=60000 -c plan_cache_mode=force_generic_plan` +
       (options.forceSynchronousCommit === true ? ' -c synchronous_commit=on' : ''),
     connectionTimeoutMillis: 5_000,
     query_timeout: 35_000,
