@@ -13,7 +13,7 @@
  * carries kind `_other` as well.
  */
 
-import { Counter, Histogram, Registry } from 'prom-client';
+import { Counter, Histogram, Registry, type LabelValues } from 'prom-client';
 import { onCommit, type CommitReport } from '../core/commit-report.js';
 
 /** The label value of a tenant, kind or error code beyond its budget, or not known here. */
@@ -44,6 +44,52 @@ export class LabelBudget {
   }
 }
 
+/** The key of a label set: its values in the metric's label order. */
+function labelKey<L extends string>(names: readonly L[], labels: LabelValues<L>): string {
+  let key = '';
+  for (const name of names) key += `${labels[name] ?? ''}\u0000`;
+  return key;
+}
+
+/**
+ * A counter whose series are kept by their label values: prom-client sorts, hashes and checks the labels of
+ * every inc() it is given an object for, about a tenth of the coordinator's metrics time per request.
+ */
+export class KeptCounter<L extends string> {
+  private readonly series = new Map<string, Counter.Internal>();
+  constructor(
+    private readonly counter: Counter<L>,
+    private readonly names: readonly L[],
+  ) {}
+  inc(labels: LabelValues<L>, value = 1): void {
+    const key = labelKey(this.names, labels);
+    let child = this.series.get(key);
+    if (child === undefined) {
+      child = this.counter.labels(labels);
+      this.series.set(key, child);
+    }
+    child.inc(value);
+  }
+}
+
+/** A histogram whose series are kept by their label values (KeptCounter). */
+export class KeptHistogram<L extends string> {
+  private readonly series = new Map<string, Histogram.Internal<L>>();
+  constructor(
+    private readonly histogram: Histogram<L>,
+    private readonly names: readonly L[],
+  ) {}
+  observe(labels: LabelValues<L>, value: number): void {
+    const key = labelKey(this.names, labels);
+    let child = this.series.get(key);
+    if (child === undefined) {
+      child = this.histogram.labels(labels);
+      this.series.set(key, child);
+    }
+    child.observe(value);
+  }
+}
+
 const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600];
 const REQUEST_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 const BATCH_BUCKETS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000];
@@ -57,10 +103,11 @@ export class CoordinatorMetrics {
   private readonly errorCodes = new LabelBudget(MAX_ERROR_CODE_LABELS);
   private readonly unsubscribe: () => void;
 
-  private readonly c = <L extends string>(name: string, help: string, labelNames: readonly L[]): Counter<L> =>
-    new Counter({ name, help, labelNames, registers: [this.registry] });
-  private readonly h = <L extends string>(name: string, help: string, labelNames: readonly L[], buckets: number[]): Histogram<L> =>
-    new Histogram({ name, help, labelNames, buckets, registers: [this.registry] });
+  // Series are bounded by the label budgets above, so keeping each one's child is bounded too.
+  private readonly c = <L extends string>(name: string, help: string, labelNames: readonly L[]): KeptCounter<L> =>
+    new KeptCounter(new Counter({ name, help, labelNames, registers: [this.registry] }), labelNames);
+  private readonly h = <L extends string>(name: string, help: string, labelNames: readonly L[], buckets: number[]): KeptHistogram<L> =>
+    new KeptHistogram(new Histogram({ name, help, labelNames, buckets, registers: [this.registry] }), labelNames);
 
   readonly enqueued = this.c('leasehold_jobs_enqueued_total', 'Enqueue answers by outcome (created, replayed)', ['tenant', 'kind', 'outcome']);
   readonly leased = this.c('leasehold_jobs_leased_total', 'Jobs leased to workers (attempts started)', ['tenant', 'kind']);
