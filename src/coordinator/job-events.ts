@@ -14,7 +14,6 @@
 
 import { performance } from 'node:perf_hooks';
 import type { FastifyBaseLogger } from 'fastify';
-import { inferFailureClass, type FailureClass } from '../core/failure-classes.js';
 import type { CancelOutcome, CompleteOutcome, EnqueueOutcome, FailOutcome, JobRecord, LeasedJob, ReapOutcome, ReconcileOutcomeName } from '../store/store.js';
 import type { CoordinatorMetrics } from './metrics.js';
 
@@ -22,7 +21,6 @@ interface LeaseEntry {
   readonly tenant: string;
   readonly kind: string;
   readonly attempt: number;
-  readonly maxAttempts: number;
   readonly epoch: number;
   readonly workerId: string;
   readonly leasedAt: number;
@@ -65,7 +63,7 @@ export class JobEvents {
         if (oldest.done !== true) this.ledger.delete(oldest.value);
       }
       this.ledger.delete(job.id);
-      const entry: LeaseEntry = { tenant, kind: job.kind, attempt: job.attempt, maxAttempts: job.maxAttempts, epoch: job.epoch, workerId, leasedAt: now };
+      const entry: LeaseEntry = { tenant, kind: job.kind, attempt: job.attempt, epoch: job.epoch, workerId, leasedAt: now };
       this.ledger.set(job.id, entry);
       log.info({ jobId: job.id, kind: job.kind, attempt: job.attempt, epoch: job.epoch, workerId }, 'job leased');
     }
@@ -89,7 +87,7 @@ export class JobEvents {
     log.info({ ...this.fields(id, entry), errorCode: 'result_too_large', failureClass: 'result_too_large' }, 'job dead');
   }
 
-  failed(log: Log, tenant: string, id: string, errorCode: string, retryable: boolean, outcome: FailOutcome): void {
+  failed(log: Log, tenant: string, id: string, errorCode: string, outcome: FailOutcome): void {
     if (outcome.kind === 'rejected' || outcome.replayed) return;
     const entry = this.end(id, tenant);
     const labels = this.labels(tenant, entry);
@@ -101,11 +99,8 @@ export class JobEvents {
     else if (name === 'dead') this.metrics.dead.inc({ ...labels, error_code: code });
     else if (name === 'unknown') this.metrics.unknown.inc(labels);
     if (name === 'dead' || name === 'unknown') this.metrics.completionTotal.inc({ tenant: labels.tenant, outcome: 'bad' });
-    const failureClass: FailureClass =
-      !retryable && outcome.status === 'dead'
-        ? 'permanent'
-        : inferFailureClass({ status: outcome.status, attempts: entry?.attempt ?? 0, maxAttempts: entry?.maxAttempts ?? Number.MAX_SAFE_INTEGER }, errorCode);
-    log.info({ ...this.fields(id, entry), errorCode, failureClass }, `job ${name}`);
+    // The class the store decided and stored with the ending (a deadline's, an exhausted retry's …), not a guess.
+    log.info({ ...this.fields(id, entry), errorCode, failureClass: outcome.failureClass }, `job ${name}`);
   }
 
   cancelled(log: Log, tenant: string, outcome: CancelOutcome): void {

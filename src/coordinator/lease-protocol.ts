@@ -338,7 +338,7 @@ export async function failJob(ctx: RouteContext, log: ProtocolLog, tenant: strin
     retryable,
     backoff: await backoffFor(ctx, tenant, id),
   });
-  ctx.events.failed(log, tenant, id, body.error.code, retryable, outcome);
+  ctx.events.failed(log, tenant, id, body.error.code, outcome);
   if (outcome.kind === 'rejected') throw await rejection(ctx, tenant, id, outcome.code);
   return outcome.status === 'queued' && outcome.runAfter !== null ? { status: outcome.status, runAfter: toRfc3339(outcome.runAfter) } : { status: outcome.status };
 }

@@ -14,6 +14,7 @@
  */
 
 import type { BackoffPolicy } from '../core/backoff.js';
+import type { FailureClass } from '../core/failure-classes.js';
 import type { JobStatus } from '../core/states.js';
 import type { AttemptOutcome } from '../core/transitions.js';
 import type { NextDue, NextDueParams } from './next-due.js';
@@ -99,7 +100,14 @@ export interface FailParams {
 }
 
 export type FailOutcome =
-  | { readonly kind: 'failed'; readonly status: 'queued' | 'dead' | 'cancelled' | 'unknown'; readonly runAfter: number | null; readonly replayed: boolean }
+  | {
+      readonly kind: 'failed';
+      readonly status: 'queued' | 'dead' | 'cancelled' | 'unknown';
+      readonly runAfter: number | null;
+      readonly replayed: boolean;
+      /** The failure class this fail stored (lease-endings.ts); null for a replay, which stored nothing. */
+      readonly failureClass: FailureClass | null;
+    }
   | { readonly kind: 'rejected'; readonly code: 'stale_lease' | 'not_found' };
 
 export interface TokenParams {

@@ -134,14 +134,14 @@ export async function failInTx(tx: TxClient, params: FailParams, random: Random,
   if (decision.kind === 'reject') return { outcome: { kind: 'rejected', code: decision.code }, kind: row.kind };
   if (decision.kind === 'replay') {
     const status = row.status as 'queued' | 'dead' | 'cancelled' | 'unknown';
-    return { outcome: { kind: 'failed', status, runAfter: status === 'queued' ? row.run_after : null, replayed: true }, kind: row.kind };
+    return { outcome: { kind: 'failed', status, runAfter: status === 'queued' ? row.run_after : null, replayed: true, failureClass: null }, kind: row.kind };
   }
   const ending = failureEnding(decision, params.error);
   const runAfter = decision.kind === 'retry' ? decision.runAfter : null;
   const moved = await endLeases(tx, [{ id: row.id, token: params.token, ending, runAfter, result: null }], true);
   await settleEnded(tx, endedJobs([row], moved), effects);
   const status = ending.status as 'queued' | 'dead' | 'cancelled' | 'unknown';
-  return { outcome: { kind: 'failed', status, runAfter, replayed: false }, kind: row.kind };
+  return { outcome: { kind: 'failed', status, runAfter, replayed: false, failureClass: ending.lastError?.class ?? null }, kind: row.kind };
 }
 
 /** Endings for leases that ran out, with decideLeaseExpiry deciding each. */

@@ -67,11 +67,11 @@ export function failInTx(st: Statements, params: FailParams, random: Random, now
   if (decision.kind === 'reject') return { kind: 'rejected', code: decision.code };
   if (decision.kind === 'replay') {
     const status = row.status as 'queued' | 'dead' | 'cancelled' | 'unknown';
-    return { kind: 'failed', status, runAfter: status === 'queued' ? row.run_after : null, replayed: true };
+    return { kind: 'failed', status, runAfter: status === 'queued' ? row.run_after : null, replayed: true, failureClass: null };
   }
   const ending = failureEnding(decision, params.error);
   const runAfter = decision.kind === 'retry' ? decision.runAfter : null;
   endLease(st, row, params.token, ending, now, runAfter === null ? { live: true, effects } : { live: true, runAfter, effects });
   if (runAfter !== null) effects.available.push({ tenant: row.tenant, kind: row.kind });
-  return { kind: 'failed', status: ending.status as 'queued' | 'dead' | 'cancelled' | 'unknown', runAfter, replayed: false };
+  return { kind: 'failed', status: ending.status as 'queued' | 'dead' | 'cancelled' | 'unknown', runAfter, replayed: false, failureClass: ending.lastError?.class ?? null };
 }
