@@ -19,6 +19,11 @@ const DUE_NOW = `EXISTS (SELECT 1 FROM jobs WHERE status = 'running' AND lease_e
 
 export const DUE_PROBE = namedQuery('lh_due_probe', `SELECT ${DUE_NOW} AS due`);
 
+/** The lease order, written once: priority first, then the earliest due, then the first enqueued. `of` qualifies the columns. */
+function leaseOrder(of = ''): string {
+  return `${of}priority DESC, ${of}run_after, ${of}seq`;
+}
+
 const AVAILABLE_NOW = `status = 'queued' AND run_after <= now() AND (deadline_at IS NULL OR deadline_at > now())`;
 
 /**
@@ -31,12 +36,12 @@ const AVAILABLE_NOW = `status = 'queued' AND run_after <= now() AND (deadline_at
  */
 const UNHELD = 'AND NOT (SELECT held FROM flow)';
 const PICK_ANY_KIND = `SELECT id FROM jobs WHERE tenant = $1 AND ${AVAILABLE_NOW} ${UNHELD}
-        ORDER BY priority DESC, run_after, seq LIMIT $2 FOR UPDATE SKIP LOCKED`;
+        ORDER BY ${leaseOrder()} LIMIT $2 FOR UPDATE SKIP LOCKED`;
 const PICK_KINDS = `SELECT c.id FROM (SELECT DISTINCT unnest($6::text[]) AS kind) k
         CROSS JOIN LATERAL (
           SELECT id, priority, run_after, seq FROM jobs WHERE tenant = $1 AND kind = k.kind AND ${AVAILABLE_NOW} ${UNHELD}
-           ORDER BY priority DESC, run_after, seq LIMIT $2 FOR UPDATE SKIP LOCKED) c
-        ORDER BY c.priority DESC, c.run_after, c.seq LIMIT $2`;
+           ORDER BY ${leaseOrder()} LIMIT $2 FOR UPDATE SKIP LOCKED) c
+        ORDER BY ${leaseOrder('c.')} LIMIT $2`;
 
 const RESTRICTED = RESTRICTED_KIND;
 
@@ -47,8 +52,8 @@ const RESTRICTED = RESTRICTED_KIND;
 const PICK_CAPPED = `SELECT c.id FROM unnest($6::text[], $7::int[]) AS k(kind, cap)
         CROSS JOIN LATERAL (
           SELECT id, priority, run_after, seq FROM jobs WHERE tenant = $1 AND kind = k.kind AND ${AVAILABLE_NOW}
-           ORDER BY priority DESC, run_after, seq LIMIT k.cap FOR UPDATE SKIP LOCKED) c
-        ORDER BY c.priority DESC, c.run_after, c.seq LIMIT $2`;
+           ORDER BY ${leaseOrder()} LIMIT k.cap FOR UPDATE SKIP LOCKED) c
+        ORDER BY ${leaseOrder('c.')} LIMIT $2`;
 
 /**
  * When the lease took fewer than $2 jobs, the next due time of what is left (jobNextDue's answer, next-due.ts):
@@ -97,10 +102,10 @@ function leaseStatement(name: string, pick: string, held: string | null, nextDue
      )
      ${
        held === null
-         ? 'SELECT * FROM leased ORDER BY priority DESC, run_after, seq'
+         ? `SELECT * FROM leased ORDER BY ${leaseOrder()}`
          : `SELECT leased.*, flow.held, flow.due,
                    CASE WHEN NOT flow.held AND (SELECT count(*) FROM picked) < $2 THEN ${nextDue} END AS next_due_ms, ${NOW_MS}
-              FROM flow LEFT JOIN leased ON true ORDER BY leased.priority DESC, leased.run_after, leased.seq`
+              FROM flow LEFT JOIN leased ON true ORDER BY ${leaseOrder('leased.')}`
      }`,
   );
 }
