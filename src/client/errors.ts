@@ -7,19 +7,24 @@
  * and never appear here.
  */
 
+import type { ErrorDetails } from '../protocol/common.js';
+
 export class LeaseholdApiError extends Error {
   readonly status: number;
   /** The coordinator's stable error code (see docs/DESIGN.md), or `http_<status>` when the body had none. */
   readonly code: string;
   /** From the Retry-After header, when the coordinator sent one (503s, enqueue). */
   readonly retryAfterSeconds: number | undefined;
+  /** The error body's `details`, for the codes that name something (duplicate_job: `jobId`, the existing job). */
+  readonly details: ErrorDetails | undefined;
 
-  constructor(status: number, code: string, message: string, retryAfterSeconds: number | undefined) {
+  constructor(status: number, code: string, message: string, retryAfterSeconds: number | undefined, details?: ErrorDetails) {
     super(message);
     this.name = 'LeaseholdApiError';
     this.status = status;
     this.code = code;
     this.retryAfterSeconds = retryAfterSeconds;
+    this.details = details;
   }
 
   /** 503 (overloaded, store_unavailable): nothing changed, the same request may be sent again later. */

@@ -30,6 +30,7 @@ import type {
   EnqueueBatchItem,
   EnqueueBatchResponse,
   EnqueueRequest,
+  EnqueueResponse,
   FailRequest,
   FailResponse,
   Job,
@@ -123,7 +124,8 @@ export class LeaseholdClient implements WorkerCalls {
     const key = options.idempotencyKey ?? randomUUID();
     const response = await this.call('POST', '/jobs', request, { ...options, headers: { 'idempotency-key': key } });
     const replayed = header(response, 'idempotent-replayed') === 'true';
-    return { job: parseJson<Job>(response), replayed, retryAfterSeconds: parseRetryAfter(response.headers['retry-after'], systemClock.now()) };
+    const { deduplicated, ...job } = parseJson<EnqueueResponse>(response);
+    return { job, replayed, deduplicated: deduplicated === true, retryAfterSeconds: parseRetryAfter(response.headers['retry-after'], systemClock.now()) };
   }
 
   /** POST /jobs/batch: up to 1,000 jobs in one transaction, each with its own idempotency key. */

@@ -1,10 +1,11 @@
 /**
  * Reading the coordinator's answers: their JSON bodies and headers, their
- * `{error:{code,message}}` bodies as LeaseholdApiError (with Retry-After), and
+ * `{error:{code,message,details}}` bodies as LeaseholdApiError (with Retry-After), and
  * the driver's code of a request that got no answer, said in words.
  */
 
 import { systemClock } from '../core/clock.js';
+import type { ErrorDetails } from '../protocol/common.js';
 import { LeaseholdApiError, parseRetryAfter } from './errors.js';
 import type { Exchange, RawResponse } from './transport.js';
 
@@ -41,20 +42,29 @@ export function apiError(method: Exchange['method'], path: string, response: Raw
   const retryAfter = parseRetryAfter(response.headers['retry-after'], systemClock.now());
   let code = `http_${response.status}`;
   let message = `${method} ${path.split('?')[0] ?? path} answered ${response.status}`;
+  let details: ErrorDetails | undefined;
   try {
     const parsed = JSON.parse(response.body.toString('utf8')) as unknown;
     if (typeof parsed === 'object' && parsed !== null && 'error' in parsed) {
       const error = (parsed as { error: unknown }).error;
       if (typeof error === 'object' && error !== null) {
-        const fields = error as { code?: unknown; message?: unknown };
+        const fields = error as { code?: unknown; message?: unknown; details?: unknown };
         if (typeof fields.code === 'string') code = fields.code;
         if (typeof fields.message === 'string') message = fields.message;
+        details = errorDetails(fields.details);
       }
     }
   } catch {
     // Not JSON (a proxy's error page, say): keep the generic code.
   }
-  return new LeaseholdApiError(response.status, code, message, retryAfter);
+  return new LeaseholdApiError(response.status, code, message, retryAfter, details);
+}
+
+/** The details an error body names, as far as they have the expected types. */
+function errorDetails(value: unknown): ErrorDetails | undefined {
+  if (typeof value !== 'object' || value === null) return undefined;
+  const jobId = (value as { jobId?: unknown }).jobId;
+  return typeof jobId === 'string' ? { jobId } : {};
 }
 
 export function networkCode(error: unknown): string | undefined {

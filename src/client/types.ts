@@ -10,18 +10,24 @@ export interface EnqueueResult {
   readonly job: Job;
   /** True when the idempotency key matched an earlier identical request (no new job). */
   readonly replayed: boolean;
+  /** True when the request's dedupe key folded it into `job`, an existing job (no new job). */
+  readonly deduplicated: boolean;
   /** The coordinator's suggested polling interval for this job. */
   readonly retryAfterSeconds: number | undefined;
 }
 
 export type {
+  DedupeSpec,
   EnqueueBatchItem,
   EnqueueBatchResponse,
   EnqueueBatchResult,
+  EnqueueResponse,
+  ErrorDetails,
   HealthResponse,
   Kind,
   ReconcileOutcomeName,
   ResultBytes,
+  UniqueSpec,
 } from '../protocol/schemas.js';
 export type { PurgeRequest, PurgeResponse } from '../protocol/retention.js';
 

@@ -8,7 +8,7 @@
 
 import { canonicalJson } from '../core/canonical-json.js';
 import { parseRfc3339 } from '../core/clock.js';
-import { LeaseholdError } from '../core/errors.js';
+import { duplicateJobError, LeaseholdError } from '../core/errors.js';
 import { sha256Hex } from '../core/ids.js';
 import { LIMITS, STORABLE_KEY_PATTERN } from '../protocol/limits.js';
 import type { EnqueueRequest } from '../protocol/schemas.js';
@@ -103,7 +103,23 @@ export function prepareEnqueueWith(
     // A producer sees only its own jobs, so only those can be its parents (another's is unknown).
     ...(principal.role === 'producer' ? { dependsOnOwner: principal.user } : {}),
     ...(request.concurrencyKey === undefined ? {} : { concurrencyKey: request.concurrencyKey }),
+    ...(request.dedupe === undefined ? {} : { dedupe: request.dedupe }),
+    ...(request.unique === undefined ? {} : { unique: request.unique }),
   };
+}
+
+/** The outcomes that refuse the request: a conflicting idempotency key, or a unique key's holder. */
+export type RefusedOutcome = Extract<EnqueueOutcome, { kind: 'conflict' } | { kind: 'duplicate' }>;
+/** The outcomes that answer with a job: created, replayed (Idempotent-Replayed) or deduplicated (Deduplicated). */
+export type AcceptedOutcome = Exclude<EnqueueOutcome, RefusedOutcome>;
+
+export function isRefused(outcome: EnqueueOutcome): outcome is RefusedOutcome {
+  return outcome.kind === 'conflict' || outcome.kind === 'duplicate';
+}
+
+/** The error a refused enqueue answers: idempotency_conflict, or duplicate_job naming the unique key's holder. */
+export function refusalOf(outcome: RefusedOutcome): LeaseholdError {
+  return outcome.kind === 'conflict' ? new LeaseholdError('idempotency_conflict') : duplicateJobError(outcome.job.id);
 }
 
 /**
@@ -115,16 +131,14 @@ export async function enqueueOne(
   principal: Principal,
   request: EnqueueRequest,
   idempotencyKeyHeader: string | string[] | undefined,
-): Promise<Exclude<EnqueueOutcome, { kind: 'conflict' }>> {
+): Promise<AcceptedOutcome> {
   const key = requireIdempotencyKey(idempotencyKeyHeader);
   const params = await prepareEnqueue(ctx, principal, request, key);
   await ctx.backpressure.check(principal.tenant, 1, params.payloadBytes);
   const outcome = await ctx.store.jobEnqueue(params);
   crashPoint('enqueue.after-commit');
+  if (isRefused(outcome)) throw refusalOf(outcome);
   ctx.events.enqueued(principal.tenant, outcome, params.payloadBytes);
-  if (outcome.kind === 'conflict') {
-    throw new LeaseholdError('idempotency_conflict');
-  }
   if (outcome.kind === 'created') ctx.backpressure.recordAccepted(principal.tenant, 1, params.payloadBytes);
   return outcome;
 }

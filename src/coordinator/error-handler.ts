@@ -1,20 +1,22 @@
 /**
  * The one place where anything thrown while serving a request becomes an HTTP
  * answer. Every error body is `{error:{code, message}}` with a code from
- * the table in core/errors.ts (ERRORS). Expected errors (bad input, stale leases, a store
+ * the table in core/errors.ts (ERRORS), plus `details` where the error names
+ * something (duplicate_job: the existing job's id). Expected errors (bad input, stale leases, a store
  * that is down) keep their message; anything else is a bug: it is logged here
  * with its stack and the client gets a generic 500 without details.
  */
 
 import type { Duplex } from 'node:stream';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
-import { ERRORS, LeaseholdError, type CodeWithMessage, type ErrorCode } from '../core/errors.js';
+import { ERRORS, LeaseholdError, type CodeWithMessage, type ErrorCode, type ErrorDetails } from '../core/errors.js';
 
 interface HttpError {
   readonly status: number;
   readonly code: ErrorCode;
   readonly message: string;
   readonly retryAfterSeconds?: number;
+  readonly details?: ErrorDetails;
 }
 
 interface AjvLikeError {
@@ -82,6 +84,7 @@ export function toHttpError(error: unknown): HttpError {
       code: error.code,
       message: error.message,
       ...(error.retryAfterSeconds === undefined ? {} : { retryAfterSeconds: error.retryAfterSeconds }),
+      ...(error.details === undefined ? {} : { details: error.details }),
     };
   }
   if (isStoreUnavailable(error)) return { ...ownAnswer('store_unavailable'), retryAfterSeconds: 1 };
@@ -120,7 +123,12 @@ function publicMessage(code: ErrorCode, message: string | undefined): string {
 
 export function sendError(reply: FastifyReply, httpError: HttpError): FastifyReply {
   if (httpError.retryAfterSeconds !== undefined) reply.header('retry-after', String(httpError.retryAfterSeconds));
-  return reply.code(httpError.status).send({ error: { code: httpError.code, message: httpError.message } });
+  return reply.code(httpError.status).send({ error: errorDetail(httpError) });
+}
+
+/** The `error` of an error body: code, message, and the details when the error names any. */
+export function errorDetail(httpError: HttpError): { code: ErrorCode; message: string; details?: ErrorDetails } {
+  return { code: httpError.code, message: httpError.message, ...(httpError.details === undefined ? {} : { details: httpError.details }) };
 }
 
 /**

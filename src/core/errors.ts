@@ -25,6 +25,8 @@ export const ERRORS = {
   result_not_ready: { status: 404, message: null },
   method_not_allowed: { status: 405, message: null },
   idempotency_conflict: { status: 409, message: 'this Idempotency-Key was already used with a different request body' },
+  // Its details name the existing job (error.details.jobId).
+  duplicate_job: { status: 409, message: 'a job of this kind with this unique key is unfinished or finished within its forMs' },
   stale_lease: { status: 409, message: 'the lease token is not the current lease of this job (it expired or the job was leased again)' },
   not_dead: { status: 409, message: 'only a dead job can be requeued' },
   not_unknown: { status: 409, message: 'only a job in the unknown state can be reconciled' },
@@ -65,22 +67,41 @@ export const JOB_FAILURE_CODES = {
   dependency_failed: 'a job it depends on (dependsOn) ended dead or cancelled',
 } as const;
 
+/** Facts an error names beside its message (the `details` of the error body): duplicate_job names the existing job. */
+export interface ErrorDetails {
+  readonly jobId?: string;
+}
+
+export interface LeaseholdErrorOptions {
+  readonly retryAfterSeconds?: number;
+  readonly details?: ErrorDetails;
+  readonly cause?: unknown;
+}
+
 export class LeaseholdError extends Error {
   readonly code: ErrorCode;
   readonly status: number;
   /** Seconds a client should wait before trying again (503s). */
   readonly retryAfterSeconds: number | undefined;
+  /** Sent as `error.details`; undefined for the codes that name nothing. */
+  readonly details: ErrorDetails | undefined;
 
   /** Without a message, the code's own from ERRORS. */
-  constructor(code: CodeWithMessage, message?: string, options?: { retryAfterSeconds?: number; cause?: unknown });
-  constructor(code: ErrorCode, message: string, options?: { retryAfterSeconds?: number; cause?: unknown });
-  constructor(code: ErrorCode, message?: string, options: { retryAfterSeconds?: number; cause?: unknown } = {}) {
+  constructor(code: CodeWithMessage, message?: string, options?: LeaseholdErrorOptions);
+  constructor(code: ErrorCode, message: string, options?: LeaseholdErrorOptions);
+  constructor(code: ErrorCode, message?: string, options: LeaseholdErrorOptions = {}) {
     super(message ?? ERRORS[code].message ?? code, options.cause === undefined ? undefined : { cause: options.cause });
     this.name = 'LeaseholdError';
     this.code = code;
     this.status = ERRORS[code].status;
     this.retryAfterSeconds = options.retryAfterSeconds;
+    this.details = options.details;
   }
+}
+
+/** A unique key's refusal, naming the job that holds the key. */
+export function duplicateJobError(jobId: string): LeaseholdError {
+  return new LeaseholdError('duplicate_job', undefined, { details: { jobId } });
 }
 
 /** The store could not be reached or written: the request changed nothing and may be retried. */

@@ -1,7 +1,8 @@
 /**
  * The pieces several wire bodies share: timestamps, the status and failure
  * class enumerations, kind names, lease tokens, the `{id}` path parameter,
- * the error body every route answers with, and the bare acknowledgement.
+ * the error body every route answers with (and its details), and the bare
+ * acknowledgement.
  *
  * No schema in src/protocol carries an `$id`: the routes use these schemas
  * as they are, and /openapi.json spells each body out in place. With an
@@ -32,8 +33,14 @@ export const Token = Type.String({ minLength: 1, maxLength: 200 });
 export const IdParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 64 }) });
 export type IdParams = Static<typeof IdParams>;
 
-/** An error's stable code (docs/ERRORS.md) and its message. */
-export const ErrorDetail = Type.Object({ code: Type.String(), message: Type.String() });
+/** Facts an error names beside its message, for a client to act on (docs/ERRORS.md says which code carries which). */
+export const ErrorDetails = Type.Object({
+  jobId: Type.Optional(Type.String({ description: 'duplicate_job: the existing job that holds the unique key' })),
+});
+export type ErrorDetails = Static<typeof ErrorDetails>;
+
+/** An error's stable code (docs/ERRORS.md), its message, and for some codes its details. */
+export const ErrorDetail = Type.Object({ code: Type.String(), message: Type.String(), details: Type.Optional(ErrorDetails) });
 
 /** The body of every error answer. */
 export const ErrorBody = Type.Object(

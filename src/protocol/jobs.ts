@@ -6,7 +6,46 @@
 
 import { Type, type Static } from '@sinclair/typebox';
 import { ErrorDetail, FailureClassSchema, JobStatusSchema, KindName, NullableTimestamp, Timestamp } from './common.js';
+import { DEDUPE_MODES } from '../core/dedupe.js';
 import { LIMITS, STORABLE_KEY_PATTERN } from './limits.js';
+
+/** A dedupe or unique key: the rules of an idempotency key. */
+const EnqueueKey = Type.String({ minLength: 1, maxLength: LIMITS.dedupeKeyLength, pattern: STORABLE_KEY_PATTERN });
+
+export const DedupeModeSchema = Type.Union(
+  DEDUPE_MODES.map((mode) => Type.Literal(mode)),
+  { description: 'drop: answer the existing job; replace: replace its payload; extend: replace it and push its runAfter to now + ttlMs (debounce)' },
+);
+
+export const DedupeSpec = Type.Object(
+  {
+    key: EnqueueKey,
+    mode: DedupeModeSchema,
+    ttlMs: Type.Integer({ minimum: 1, maximum: LIMITS.maxDedupeMs, description: 'How long after its enqueue (or its last extend) the job takes duplicates' }),
+    maxDelayMs: Type.Optional(
+      Type.Integer({ minimum: 1, maximum: LIMITS.maxDedupeMs, description: "extend never pushes runAfter past the job's creation plus this" }),
+    ),
+  },
+  {
+    additionalProperties: false,
+    description:
+      'While a job of the same kind with this key, enqueued by the same user, is queued or waiting and has never been leased, and its window is open, this request is folded into it (answered with deduplicated: true) instead of creating a job.',
+  },
+);
+export type DedupeSpec = Static<typeof DedupeSpec>;
+
+export const UniqueSpec = Type.Object(
+  {
+    key: EnqueueKey,
+    forMs: Type.Integer({ minimum: 0, maximum: LIMITS.maxUniqueForMs, description: 'How long after it finished (succeeded, cancelled, dead) the job still holds the key' }),
+  },
+  {
+    additionalProperties: false,
+    description:
+      'Refuses the job with 409 duplicate_job (error.details.jobId names the existing one) while a job of the same kind with this key, enqueued by the same user, is unfinished or finished less than forMs ago.',
+  },
+);
+export type UniqueSpec = Static<typeof UniqueSpec>;
 
 export const EnqueueRequest = Type.Object(
   {
@@ -32,6 +71,8 @@ export const EnqueueRequest = Type.Object(
         description: "At most one live lease per (kind, concurrencyKey) of the tenant; the key's jobs are leased one at a time in enqueue order.",
       }),
     ),
+    dedupe: Type.Optional(DedupeSpec),
+    unique: Type.Optional(UniqueSpec),
   },
   { additionalProperties: false },
 );
@@ -66,6 +107,13 @@ export const Job = Type.Object({
   children: Type.Array(Type.String(), { maxItems: LIMITS.maxListedChildren, description: 'The jobs that name it in dependsOn: the first 100, in enqueue order' }),
 });
 export type Job = Static<typeof Job>;
+
+/** What POST /jobs answers: the job, and `deduplicated: true` when the request was folded into an existing job. */
+export const EnqueueResponse = Type.Object({
+  ...Job.properties,
+  deduplicated: Type.Optional(Type.Boolean({ description: 'Present (true) when a dedupe key folded the request into this existing job' })),
+});
+export type EnqueueResponse = Static<typeof EnqueueResponse>;
 
 /** What a listing says about a job's result: its content type and size, never its bytes (GET /jobs/{id}/result has those). */
 export const ResultSummary = Type.Union([Type.Object({ contentType: Type.String(), bytes: Type.Integer() }), Type.Null()], {
@@ -133,13 +181,15 @@ export type EnqueueBatchRequest = Static<typeof EnqueueBatchRequest>;
 
 /**
  * One entry per submitted job, in order. `status` is what a single POST /jobs
- * would have answered: 202 with the job (`replayed` for an idempotent replay),
- * or 400/409/413 with the error.
+ * would have answered: 202 with the job (`replayed` for an idempotent replay,
+ * `deduplicated` for a request folded into an existing job), or 400/409/413
+ * with the error.
  */
 export const EnqueueBatchResult = Type.Object({
   idempotencyKey: Type.String(),
   status: Type.Integer(),
   replayed: Type.Optional(Type.Boolean()),
+  deduplicated: Type.Optional(Type.Boolean()),
   job: Type.Optional(Job),
   error: Type.Optional(ErrorDetail),
 });

@@ -6,6 +6,7 @@
  * load the schemas.
  */
 
+import { DEDUPE_KEY_MAX_LENGTH, MAX_DEDUPE_MS, MAX_UNIQUE_FOR_MS } from '../core/dedupe.js';
 import { CONCURRENCY_KEY_MAX_LENGTH, MAX_DEPENDS_ON, MAX_LISTED_CHILDREN } from '../core/dependencies.js';
 
 export const LIMITS = Object.freeze({
@@ -33,6 +34,12 @@ export const LIMITS = Object.freeze({
   /** A job id as the wire carries it (a UUID is 36). */
   jobIdLength: 64,
   concurrencyKeyLength: CONCURRENCY_KEY_MAX_LENGTH,
+  /** A dedupe or unique key (core/dedupe.ts). */
+  dedupeKeyLength: DEDUPE_KEY_MAX_LENGTH,
+  /** A dedupe window (ttlMs) and an extend's longest delay (maxDelayMs): 30 days. */
+  maxDedupeMs: MAX_DEDUPE_MS,
+  /** How long a finished job keeps its unique key (forMs): 365 days. */
+  maxUniqueForMs: MAX_UNIQUE_FOR_MS,
   errorMessageLength: 4096,
   /** Checkpoint step indexes are 32-bit (PostgreSQL integer). */
   maxCheckpointStep: 2_147_483_647,
@@ -55,7 +62,7 @@ export const LIMITS = Object.freeze({
 });
 
 /**
- * What a key's text may hold (idempotency keys, concurrency keys): no NUL and
+ * What a key's text may hold (idempotency, concurrency, dedupe and unique keys): no NUL and
  * no unpaired surrogate. PostgreSQL text holds neither and keeps both as
  * U+FFFD, so two distinct keys would name one job (and the store, finding the
  * conflicting row under another spelling, failed with a 500). A JSON Schema

@@ -30,12 +30,12 @@ import { createApiKey } from '../coordinator/api-keys.js';
 import type { Role } from '../core/states.js';
 import type { Clock } from '../core/clock.js';
 import { createServices, type QueueServices } from '../coordinator/services.js';
-import type { Attempt, EnqueueBatchItem, EnqueueBatchResult, Job, JobList, JobListQuery, Kind, KindDefinition, ReconcileOutcomeName, Schedule, ScheduleDefinition, ScheduleList, ScheduleListQuery, Stats } from '../protocol/schemas.js';
+import type { Attempt, EnqueueBatchItem, EnqueueBatchResult, EnqueueResponse, Job, JobList, JobListQuery, Kind, KindDefinition, ReconcileOutcomeName, Schedule, ScheduleDefinition, ScheduleList, ScheduleListQuery, Stats } from '../protocol/schemas.js';
 import type { EnqueueOutcome, EnqueueParams, Store } from '../store/store.js';
 import type { Database as SqliteHandle } from 'better-sqlite3';
 import type pg from 'pg';
 import { EnqueueRequest } from '../protocol/schemas.js';
-import { enqueueOne, prepareEnqueueWith, requireIdempotencyKey } from '../coordinator/enqueue.js';
+import { enqueueOne, isRefused, prepareEnqueueWith, refusalOf, requireIdempotencyKey, type AcceptedOutcome } from '../coordinator/enqueue.js';
 import { describeValidationError } from '../coordinator/error-handler.js';
 import { validatorCompiler } from '../coordinator/validation.js';
 import { toWireJob } from '../coordinator/wire.js';
@@ -83,6 +83,11 @@ function wireFields<Kinds extends KindPayloads>(
   };
 }
 
+/** A job the enqueue answers with, flagged when a dedupe key folded the request into it. */
+function answerOf(outcome: AcceptedOutcome): EnqueueResponse {
+  return outcome.kind === 'deduplicated' ? { ...toWireJob(outcome.job), deduplicated: true } : toWireJob(outcome.job);
+}
+
 function isSqliteHandle(tx: SqliteHandle | pg.ClientBase): tx is SqliteHandle {
   return typeof (tx as SqliteHandle).prepare === 'function' && typeof (tx as SqliteHandle).inTransaction === 'boolean';
 }
@@ -109,6 +114,7 @@ function toLeaseholdError(error: unknown): unknown {
   const code: ErrorCode = Object.hasOwn(ERROR_CODES, error.code) ? (error.code as ErrorCode) : 'internal_error';
   return new LeaseholdError(code, error.message, {
     ...(error.retryAfterSeconds === undefined ? {} : { retryAfterSeconds: error.retryAfterSeconds }),
+    ...(error.details === undefined ? {} : { details: error.details }),
     cause: error,
   });
 }
@@ -214,11 +220,14 @@ export class Queue<Kinds extends KindPayloads = KindPayloads> {
     return new Queue<Kinds>(store, tenant, settings.owner, app, services, config, client(settings.owner === undefined ? adminKey : producerKey), client(adminKey), closeStore, transactional, enqueuer, injects);
   }
 
-  /** POST /jobs, without the route: the job as stored (the existing one for a replayed key). */
-  async enqueue(job: QueueJob<Kinds>): Promise<Job> {
+  /**
+   * POST /jobs, without the route: the job as stored (the existing one for a replayed key, and for a dedupe key
+   * that folded the job into an existing one, with `deduplicated: true`). A unique key whose job keeps it throws
+   * LeaseholdError duplicate_job with `details.jobId`.
+   */
+  async enqueue(job: QueueJob<Kinds>): Promise<EnqueueResponse> {
     const { idempotencyKey, request } = this.requestOf(job);
-    const outcome = await enqueueOne(this.services.ctx, this.principal, request, idempotencyKey);
-    return toWireJob(outcome.job);
+    return answerOf(await enqueueOne(this.services.ctx, this.principal, request, idempotencyKey));
   }
 
   /** The body of POST /jobs for `job`, checked against its schema as the route checks it. */
@@ -236,9 +245,9 @@ export class Queue<Kinds extends KindPayloads = KindPayloads> {
    * and the call returns a promise. The same rules as enqueue(); the kind rules and the backpressure
    * snapshot are those last loaded (at most `kindCacheMs` and `statsCacheMs` old), since it cannot wait.
    */
-  enqueueInTransaction(tx: SqliteHandle, job: QueueJob<Kinds>): Job;
-  enqueueInTransaction(tx: pg.ClientBase, job: QueueJob<Kinds>): Promise<Job>;
-  enqueueInTransaction(tx: SqliteHandle | pg.ClientBase, job: QueueJob<Kinds>): Job | Promise<Job> {
+  enqueueInTransaction(tx: SqliteHandle, job: QueueJob<Kinds>): EnqueueResponse;
+  enqueueInTransaction(tx: pg.ClientBase, job: QueueJob<Kinds>): Promise<EnqueueResponse>;
+  enqueueInTransaction(tx: SqliteHandle | pg.ClientBase, job: QueueJob<Kinds>): EnqueueResponse | Promise<EnqueueResponse> {
     const params = this.prepareHere(job);
     if (isSqliteHandle(tx)) {
       if (this.transactional.sqlite === undefined) throw new TypeError('this Queue is not on SQLite: pass the pg client of your transaction');
@@ -259,9 +268,9 @@ export class Queue<Kinds extends KindPayloads = KindPayloads> {
     return params;
   }
 
-  private answer(outcome: EnqueueOutcome): Job {
-    if (outcome.kind === 'conflict') throw new LeaseholdError('idempotency_conflict');
-    return toWireJob(outcome.job);
+  private answer(outcome: EnqueueOutcome): EnqueueResponse {
+    if (isRefused(outcome)) throw refusalOf(outcome);
+    return answerOf(outcome);
   }
 
   /** POST /jobs/batch: up to 1,000 jobs in one transaction; one result per job, in order. */

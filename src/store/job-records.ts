@@ -1,5 +1,6 @@
 /** The job's records and the enqueue and listing parameters of the storage seam; store.ts re-exports them. */
 
+import type { DedupeRequest, UniqueRequest } from '../core/dedupe.js';
 import type { FailureClass } from '../core/failure-classes.js';
 import type { JobStatus } from '../core/states.js';
 
@@ -93,11 +94,22 @@ export interface EnqueueParams {
   readonly dependsOnOwner?: string;
   /** One live lease at a time per (tenant, kind, concurrencyKey), in enqueue order (core/dependencies.ts). */
   readonly concurrencyKey?: string | null;
+  /**
+   * Folds the request into the job of (tenant, owner, kind) that holds this key while that job takes duplicates
+   * (core/dedupe.ts decideDedupe): outcome `deduplicated`. Otherwise the new job holds the key.
+   */
+  readonly dedupe?: DedupeRequest;
+  /** Refuses the request while the job of (tenant, owner, kind) that holds this key keeps it (decideUnique): outcome `duplicate`. */
+  readonly unique?: UniqueRequest;
 }
 
 export type EnqueueOutcome =
   | { readonly kind: 'created'; readonly job: JobRecord }
   | { readonly kind: 'replayed'; readonly job: JobRecord }
+  /** The request was folded into `job`, the holder of its dedupe key, as it is after the fold. */
+  | { readonly kind: 'deduplicated'; readonly job: JobRecord }
+  /** Refused: `job` holds the request's unique key. */
+  | { readonly kind: 'duplicate'; readonly job: JobRecord }
   | { readonly kind: 'conflict'; readonly existingJobId: string };
 
 export interface JobListParams {

@@ -50,6 +50,8 @@ describe('SQLite migration 9 (dependencies_and_keys) on a version-8 database', (
       try {
         const after = schemaNames(db);
         const added = ['index job_dependencies_child', 'index jobs_key_active', 'index jobs_key_turn', 'table job_dependencies'];
+        // Migration 13 adds the dedupe and unique keys' indexes (migration-13.test.ts).
+        added.push('index jobs_dedupe_key', 'index jobs_unique_key');
         // Migration 12, which the store applies after 9, drops the insert trigger: enqueue counts its new jobs itself.
         const dropped = ['trigger job_counters_insert'];
         expect(after.filter((name) => !name.startsWith('index sqlite_autoindex_job_dependencies'))).toEqual([...before, ...added].filter((name) => !dropped.includes(name)).sort());

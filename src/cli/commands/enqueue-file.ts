@@ -6,7 +6,8 @@
  * enqueuing twice. A batch the coordinator refuses as a whole (one line fails
  * the request schema) is sent again line by line, so that only the bad lines
  * are refused. Prints a progress bar while it runs when stdout is a terminal,
- * then a summary of accepted, replayed and refused lines; the refused ones
+ * then a summary of accepted, replayed, deduplicated (a dedupe key folded the
+ * line into an existing job) and refused lines; the refused ones
  * are listed on stderr with their line numbers.
  */
 
@@ -36,6 +37,8 @@ interface Tally {
   lines: number;
   accepted: number;
   replayed: number;
+  /** Lines their dedupe key folded into an existing job. */
+  deduplicated: number;
   readonly refused: Refusal[];
 }
 
@@ -59,6 +62,7 @@ function parseLine(text: string, line: number, fields: ReadonlySet<string>): Enq
 function count(tally: Tally, result: EnqueueBatchResult | undefined, line: number): void {
   if (result !== undefined && result.status === 202) {
     if (result.replayed === true) tally.replayed += 1;
+    else if (result.deduplicated === true) tally.deduplicated += 1;
     else tally.accepted += 1;
   } else {
     tally.refused.push({ line, code: result?.error?.code ?? 'missing_result', message: result?.error?.message ?? 'the coordinator answered no result for this line' });
@@ -85,7 +89,14 @@ async function send(client: LeaseholdClient, batch: readonly { item: EnqueueBatc
 function bar(done: number, total: number, tally: Tally): string {
   const fraction = total === 0 ? 1 : Math.min(1, done / total);
   const filled = Math.round(fraction * 30);
-  return `[${'#'.repeat(filled)}${'-'.repeat(30 - filled)}] ${Math.round(fraction * 100)}%  ${tally.lines} lines, ${tally.accepted} accepted, ${tally.replayed} replayed, ${tally.refused.length} refused`;
+  return `[${'#'.repeat(filled)}${'-'.repeat(30 - filled)}] ${Math.round(fraction * 100)}%  ${tally.lines} lines, ${summary(tally)}`;
+}
+
+/** The counts of accepted, replayed, deduplicated (only when some were) and refused lines. */
+function summary(tally: Tally): string {
+  const parts = [`${tally.accepted} accepted`, `${tally.replayed} replayed`];
+  if (tally.deduplicated > 0) parts.push(`${tally.deduplicated} deduplicated`);
+  return [...parts, `${tally.refused.length} refused`].join(', ');
 }
 
 export async function enqueueFile(command: Command, path: string, values: Values, io: Io): Promise<number> {
@@ -95,7 +106,7 @@ export async function enqueueFile(command: Command, path: string, values: Values
   } catch (error) {
     throw new CliError('file_not_found', `cannot read ${path}: ${describeError(error)}`);
   }
-  const tally: Tally = { lines: 0, accepted: 0, replayed: 0, refused: [] };
+  const tally: Tally = { lines: 0, accepted: 0, replayed: 0, deduplicated: 0, refused: [] };
   // Loaded here, not with the CLI: only this command needs a schema.
   const fields: ReadonlySet<string> = new Set(Object.keys((await import('../../protocol/jobs.js')).EnqueueBatchItem.properties));
   await withClient(command, values, io, async (client) => {
@@ -128,12 +139,12 @@ export async function enqueueFile(command: Command, path: string, values: Values
   });
   const refused = tally.refused.sort((a, b) => a.line - b.line);
   if (values['json'] === true) {
-    printJson(io, { lines: tally.lines, accepted: tally.accepted, replayed: tally.replayed, refused: refused.length, refusals: refused });
+    printJson(io, { lines: tally.lines, accepted: tally.accepted, replayed: tally.replayed, deduplicated: tally.deduplicated, refused: refused.length, refusals: refused });
   } else {
     for (const refusal of refused.slice(0, REFUSALS_SHOWN)) io.err(terminalSafe(`line ${refusal.line}: ${refusal.code}: ${refusal.message}`));
     if (refused.length > REFUSALS_SHOWN) io.err(`… and ${refused.length - REFUSALS_SHOWN} more refused lines (--json lists them all)`);
-    io.out(`${tally.lines} lines: ${tally.accepted} accepted, ${tally.replayed} replayed, ${refused.length} refused`);
+    io.out(`${tally.lines} lines: ${summary(tally)}`);
   }
   if (refused.length === 0) return EXIT.ok;
-  return tally.accepted + tally.replayed > 0 ? EXIT.partial : EXIT.failure;
+  return tally.accepted + tally.replayed + tally.deduplicated > 0 ? EXIT.partial : EXIT.failure;
 }

@@ -11,8 +11,8 @@ import { LeaseholdError } from '../../core/errors.js';
 import { EnqueueBatchRequest, EnqueueBatchResponse, type EnqueueBatchResult } from '../../protocol/schemas.js';
 import type { EnqueueParams } from '../../store/store.js';
 import { principalOf } from '../auth.js';
-import { toHttpError } from '../error-handler.js';
-import { prepareEnqueue } from '../enqueue.js';
+import { errorDetail, toHttpError } from '../error-handler.js';
+import { isRefused, prepareEnqueue, refusalOf } from '../enqueue.js';
 import { errorResponses, type CoordinatorApp, type RouteContext } from '../route-context.js';
 import { toWireJob } from '../wire.js';
 
@@ -25,7 +25,7 @@ export function registerBatchRoutes(app: CoordinatorApp, ctx: RouteContext): voi
       schema: {
         summary: 'Enqueue many jobs in one transaction',
         description:
-          'Each item carries its own idempotencyKey. results[i].status is what POST /jobs would have answered for item i: 202 (with replayed:true for a replay), or 400/409/413 with the error.',
+          'Each item carries its own idempotencyKey. results[i].status is what POST /jobs would have answered for item i: 202 (with replayed:true for a replay, deduplicated:true for a request folded into an existing job), or 400/409/413 with the error.',
         tags: ['jobs'],
         body: EnqueueBatchRequest,
         response: { 200: EnqueueBatchResponse, ...errorResponses(413) },
@@ -55,15 +55,21 @@ export function registerBatchRoutes(app: CoordinatorApp, ctx: RouteContext): voi
           const outcome = outcomes[position];
           const idempotencyKey = entry.params.idempotencyKey;
           if (outcome === undefined) throw new Error('the store answered fewer outcomes than jobs');
-          ctx.events.enqueued(principal.tenant, outcome, entry.params.payloadBytes);
-          if (outcome.kind === 'conflict') {
-            results[entry.index] = refused(idempotencyKey, new LeaseholdError('idempotency_conflict'));
+          if (isRefused(outcome)) {
+            results[entry.index] = refused(idempotencyKey, refusalOf(outcome));
           } else {
+            ctx.events.enqueued(principal.tenant, outcome, entry.params.payloadBytes);
             if (outcome.kind === 'created') {
               created += 1;
               createdBytes += entry.params.payloadBytes;
             }
-            results[entry.index] = { idempotencyKey, status: 202, replayed: outcome.kind === 'replayed', job: toWireJob(outcome.job) };
+            results[entry.index] = {
+              idempotencyKey,
+              status: 202,
+              replayed: outcome.kind === 'replayed',
+              ...(outcome.kind === 'deduplicated' ? { deduplicated: true } : {}),
+              job: toWireJob(outcome.job),
+            };
           }
         }
         ctx.backpressure.recordAccepted(principal.tenant, created, createdBytes);
@@ -76,5 +82,5 @@ export function registerBatchRoutes(app: CoordinatorApp, ctx: RouteContext): voi
 /** A job's entry with the error a single POST /jobs would have answered. */
 function refused(idempotencyKey: string, error: LeaseholdError): EnqueueBatchResult {
   const answer = toHttpError(error);
-  return { idempotencyKey, status: answer.status, error: { code: answer.code, message: answer.message } };
+  return { idempotencyKey, status: answer.status, error: errorDetail(answer) };
 }

@@ -8,7 +8,7 @@
 import { Type } from '@sinclair/typebox';
 import { LeaseholdError } from '../../core/errors.js';
 import { isJobId } from '../../core/ids.js';
-import { EnqueueRequest, IdParams, Job, JobGetQuery, JobList, JobListQuery, LIMITS, RequeueRequest, WAIT_END_STATUSES } from '../../protocol/schemas.js';
+import { EnqueueRequest, EnqueueResponse, IdParams, Job, JobGetQuery, JobList, JobListQuery, LIMITS, RequeueRequest, WAIT_END_STATUSES } from '../../protocol/schemas.js';
 import type { JobStatus } from '../../core/states.js';
 import type { JobRecord, JobScope } from '../../store/store.js';
 import { principalOf, scopeOf } from '../auth.js';
@@ -39,17 +39,23 @@ export function registerJobRoutes(app: CoordinatorApp, ctx: RouteContext): void 
       schema: {
         summary: 'Enqueue a job',
         description:
-          'Idempotent by the Idempotency-Key header: the same key with the same canonical body answers the existing job with Idempotent-Replayed: true; a different body answers 409 idempotency_conflict.',
+          'Idempotent by the Idempotency-Key header: the same key with the same canonical body answers the existing job with Idempotent-Replayed: true; a different body answers 409 idempotency_conflict. ' +
+          'A dedupe key folds the request into the job that holds it (202 with that job, Deduplicated: true and deduplicated: true in the body); ' +
+          'a unique key refuses it while its holder keeps it (409 duplicate_job, error.details.jobId).',
         tags: ['jobs'],
         headers: Type.Object({ 'idempotency-key': Type.Optional(Type.String({ description: `Required; at most ${LIMITS.idempotencyKeyLength} characters` })) }),
         body: EnqueueRequest,
-        response: { 202: Job, ...errorResponses(400, 409, 413, 415) },
+        response: { 202: EnqueueResponse, ...errorResponses(400, 409, 413, 415) },
       },
     },
     async (request, reply) => {
       const outcome = await enqueueOne(ctx, principalOf(request), request.body, request.headers['idempotency-key']);
       reply.code(202).header('location', `/jobs/${outcome.job.id}`).header('retry-after', retryAfter);
       if (outcome.kind === 'replayed') reply.header('idempotent-replayed', 'true');
+      if (outcome.kind === 'deduplicated') {
+        reply.header('deduplicated', 'true');
+        return { ...toWireJob(outcome.job), deduplicated: true };
+      }
       return toWireJob(outcome.job);
     },
   );

@@ -6,22 +6,26 @@
  * Each request is checked and serialized on its own first (`prepareEnqueue`),
  * so a bad request fails alone even when the store batches it with others.
  *
- * A job with dependsOn or a concurrencyKey takes insertFlowJob, one row at a
- * time inside the caller's transaction: its parents are locked and looked up
- * in the enqueuer's scope (one it cannot see is refused as unknown), its key
- * is locked, and decideStart (core/dependencies.ts) says whether it starts
+ * A job with dependsOn, a concurrencyKey, a dedupe or a unique key takes
+ * insertFlowJob, one row at a time inside the caller's transaction: its
+ * dedupe and unique keys may fold it into an existing job or refuse it
+ * (enqueue-keys.ts); its parents are locked and looked up in the enqueuer's
+ * scope (one it cannot see is refused as unknown), its concurrency key is
+ * locked, and decideStart (core/dependencies.ts) says whether it starts
  * queued, waiting or dead with dependency_failed. A batch with such a job is
  * inserted item by item, in order, in one transaction.
  */
 
 import type pg from 'pg';
 import { canonicalJson } from '../../core/canonical-json.js';
+import { hasEnqueueKeys } from '../../core/dedupe.js';
 import { decideParentEnd, decideStart } from '../../core/dependencies.js';
-import { LeaseholdError } from '../../core/errors.js';
+import { LeaseholdError, StoreUnavailableError } from '../../core/errors.js';
 import { crashPoint } from '../../core/fault-points.js';
 import { isJobId, newJobId } from '../../core/ids.js';
 import { DEPENDENCY_FAILED, lastErrorColumns } from '../lease-endings.js';
 import { keyFacts } from './dependencies.js';
+import { keyBindings, resolveEnqueueKeys } from './enqueue-keys.js';
 import { distinctAvailability, type Availability, type EnqueueOutcome, type EnqueueParams } from '../store.js';
 import type { PgDatabase } from './database.js';
 import * as Q from './queries.js';
@@ -47,6 +51,10 @@ export function prepareEnqueue(params: EnqueueParams): PreparedEnqueue {
   if ((params.runAfter !== null && !Number.isFinite(params.runAfter)) || (params.deadlineMs !== null && !Number.isFinite(params.deadlineMs))) {
     throw new LeaseholdError('invalid_request', 'runAfter and deadlineMs must be finite numbers');
   }
+  const durations = [params.dedupe?.ttlMs, params.dedupe?.maxDelayMs, params.unique?.forMs].filter((value) => value !== undefined);
+  if (!durations.every((value) => Number.isSafeInteger(value) && value >= 0)) {
+    throw new LeaseholdError('invalid_request', 'ttlMs, maxDelayMs and forMs must be whole numbers of milliseconds');
+  }
   // Identifying text as PostgreSQL will store it, so replies match rows by the same key.
   const stored = {
     ...params,
@@ -56,6 +64,8 @@ export function prepareEnqueue(params: EnqueueParams): PreparedEnqueue {
     requestHash: pgText(params.requestHash),
     kind: pgText(params.kind),
     ...(params.concurrencyKey === undefined || params.concurrencyKey === null ? {} : { concurrencyKey: pgText(params.concurrencyKey) }),
+    ...(params.dedupe === undefined ? {} : { dedupe: { ...params.dedupe, key: pgText(params.dedupe.key) } }),
+    ...(params.unique === undefined ? {} : { unique: { ...params.unique, key: pgText(params.unique.key) } }),
     ...(params.dependsOnOwner === undefined ? {} : { dependsOnOwner: pgText(params.dependsOnOwner) }),
   };
   return { params: stored, payload: params.payloadJson ?? canonicalJson(params.payload ?? null) };
@@ -67,9 +77,9 @@ export interface InsertedJobs {
   readonly available: readonly Availability[];
 }
 
-/** A job with parents or a key: it needs a transaction (insertJobs then takes it item by item). */
+/** A job with parents, a concurrency key, a dedupe or a unique key: it needs a transaction (insertJobs then takes it item by item). */
 export function hasFlow(item: PreparedEnqueue): boolean {
-  return (item.params.dependsOn?.length ?? 0) > 0 || (item.params.concurrencyKey ?? null) !== null;
+  return (item.params.dependsOn?.length ?? 0) > 0 || (item.params.concurrencyKey ?? null) !== null || hasEnqueueKeys(item.params);
 }
 
 /** Inserts `items` in order; with a job that hasFlow, `db` must be inside a transaction. */
@@ -137,12 +147,37 @@ async function existingKey(db: Pick<PgDatabase, 'query'>, p: EnqueueParams): Pro
 
 const UNKNOWN_PARENT = 'body/dependsOn names a job that does not exist';
 
-/** One job with parents or a key, inside the caller's transaction. */
+/**
+ * Times an enqueue with a dedupe or unique key reads the keys' holders again after another transaction moved one
+ * (each round means another enqueue, lease or requeue of the key committed in between).
+ */
+const KEY_ROUNDS = 5;
+
+/** One job with parents, a concurrency key, a dedupe or a unique key, inside the caller's transaction. */
 async function insertFlowJob(db: Pick<PgDatabase, 'query'>, item: PreparedEnqueue): Promise<InsertedJobs> {
   const p = item.params;
   // A key that exists answers as it always has, whatever became of the parents since.
   const existing = await existingKey(db, p);
   if (existing !== undefined) return { outcomes: [existing], available: [] };
+  for (let round = 1; round <= KEY_ROUNDS; round++) {
+    // A request that the keys fold into an existing job, or refuse, creates nothing: its parents are not looked at.
+    const keys = hasEnqueueKeys(p) ? await resolveEnqueueKeys(db, p, item.payload) : ({ kind: 'free' } as const);
+    if (keys.kind === 'answered') return { outcomes: [keys.outcome], available: [] };
+    if (keys.kind === 'free') {
+      const inserted = await insertFlowRow(db, item);
+      if (inserted !== undefined) return inserted;
+      // The same idempotency key committed beside this one (ON CONFLICT waited for it), or a dedupe or unique key.
+      const other = await existingKey(db, p);
+      if (other !== undefined) return { outcomes: [other], available: [] };
+      if (!hasEnqueueKeys(p)) throw new Error('an enqueue conflicted but no key explains it');
+    }
+  }
+  throw new StoreUnavailableError('the dedupe or unique key of this job kept changing hands; try again');
+}
+
+/** Inserts the job, or nothing when a key of it was taken first (undefined). */
+async function insertFlowRow(db: Pick<PgDatabase, 'query'>, item: PreparedEnqueue): Promise<InsertedJobs | undefined> {
+  const p = item.params;
   const named = [...new Set(p.dependsOn ?? [])];
   // Another tenant's or owner's job is as unknown as one that never existed: the answer says nothing of it.
   if (!named.every(isJobId)) throw new LeaseholdError('invalid_request', UNKNOWN_PARENT);
@@ -169,16 +204,11 @@ async function insertFlowJob(db: Pick<PgDatabase, 'query'>, item: PreparedEnqueu
       bind(Q.JOB_INSERT_FLOW, [
         id, p.tenant, p.owner, p.idempotencyKey, p.requestHash, p.kind, item.payload, p.payloadBytes, status,
         p.maxAttempts, p.priority, p.runAfter, p.deadlineMs, error.code, error.message, error.errorClass,
-        status === 'waiting' ? pendingParents : 0, key,
+        status === 'waiting' ? pendingParents : 0, key, ...keyBindings(p),
       ]),
     )
   ).rows[0];
-  if (row === undefined) {
-    // The same key committed beside this one (ON CONFLICT waited for it).
-    const other = await existingKey(db, p);
-    if (other === undefined) throw new Error('an idempotency key conflicted but its job cannot be read');
-    return { outcomes: [other], available: [] };
-  }
+  if (row === undefined) return undefined;
   if (parents.length > 0) await db.query(bind(Q.DEPENDENCY_INSERT, [parents.map((parent) => parent.id), id]));
   const dependsOn = [...parents].sort((a, b) => a.seq - b.seq).map((parent) => parent.id);
   return { outcomes: [{ kind: 'created', job: { ...toJobRecord(row), dependsOn } }], available: status === 'queued' ? [{ tenant: p.tenant, kind: p.kind }] : [] };

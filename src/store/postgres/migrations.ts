@@ -293,4 +293,19 @@ ALTER TABLE job_results SET (vacuum_truncate = false);`,
     // statement triggers, which already count a multi-row insert once per statement.
     sql: `SELECT 1;`,
   },
+  {
+    version: 13,
+    name: 'dedupe_and_unique_keys',
+    // The keys of core/dedupe.ts: dedupe_key with the end of its window (dedupe_until), and unique_key. Each
+    // unique index holds only jobs with a key, at most one per (tenant, owner, kind, key): an enqueue probes it
+    // (one entry), a job without a key adds no entry, and two enqueues of one key cannot both insert (the second
+    // waits for the first to commit, then finds its job). A holder gives its key up (set to NULL) when a new job
+    // takes it. Adding nullable columns rewrites no row; building the two (empty) indexes reads jobs once.
+    sql: `ALTER TABLE jobs ADD COLUMN dedupe_key text;
+ALTER TABLE jobs ADD COLUMN dedupe_until timestamptz;
+ALTER TABLE jobs ADD COLUMN unique_key text;
+ALTER TABLE jobs ADD CONSTRAINT jobs_dedupe_whole CHECK ((dedupe_key IS NULL) = (dedupe_until IS NULL));
+CREATE UNIQUE INDEX jobs_dedupe_key ON jobs (tenant, owner, kind, dedupe_key) WHERE dedupe_key IS NOT NULL;
+CREATE UNIQUE INDEX jobs_unique_key ON jobs (tenant, owner, kind, unique_key) WHERE unique_key IS NOT NULL;`,
+  },
 ];

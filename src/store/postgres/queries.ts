@@ -8,12 +8,14 @@
  *
  * Key, kind, listing and stats statements live in catalog-queries.ts; the
  * lease's own (the due probe, the picks, the restricted path's flow state)
- * in lease-queries.ts, exported from here as well.
+ * in lease-queries.ts, and the dedupe and unique keys' in
+ * enqueue-key-queries.ts, both exported from here as well.
  */
 
 import { interval, JOB_COLUMNS, JOB_RELATIONS, JOB_WITH_RESULT_FROM, ms, namedQuery, NOW_MS, RESULT_COLUMNS, ts } from './sql-fragments.js';
 
 export * from './lease-queries.js';
+export * from './enqueue-key-queries.js';
 
 export const NOW = namedQuery('lh_now', `SELECT ${NOW_MS}`);
 
@@ -56,17 +58,22 @@ export const JOB_GET = namedQuery(
 );
 
 /**
- * A job with dependsOn or a concurrencyKey (enqueue.ts insertFlowJob), one row inside a transaction: its status
- * comes from decideStart, and a job dead at once (dependency_failed, $14… bound) is finished at its acceptance.
+ * A job with dependsOn, a concurrencyKey, a dedupe or a unique key (enqueue.ts insertFlowJob), one row inside a
+ * transaction: its status comes from decideStart, and a job dead at once (dependency_failed, $14… bound) is
+ * finished at its acceptance. Its dedupe window ($20 ms) starts at now(). A row whose idempotency, dedupe or
+ * unique key another job took first (the conflict waits for that job's transaction) is not inserted: the
+ * caller looks again at what holds the key.
  */
 export const JOB_INSERT_FLOW = namedQuery(
   'lh_job_insert_flow',
   `INSERT INTO jobs AS j (id, tenant, owner, idempotency_key, request_hash, kind, payload, payload_bytes, status,
                          max_attempts, priority, run_after, deadline_ms, deadline_at, created_at, finished_at,
-                         last_error_code, last_error_message, last_error_class, pending_parents, concurrency_key)
+                         last_error_code, last_error_message, last_error_class, pending_parents, concurrency_key,
+                         dedupe_key, dedupe_until, unique_key)
    VALUES ($1::uuid, $2, $3, $4, $5, $6, $7::json, $8, $9::text, $10, $11, coalesce(${ts('$12')}, now()), $13::bigint,
-           now() + $13::bigint * interval '1 millisecond', now(), CASE WHEN $9::text = 'dead' THEN now() END, $14, $15, $16, $17, $18)
-   ON CONFLICT (tenant, owner, idempotency_key) DO NOTHING
+           now() + $13::bigint * interval '1 millisecond', now(), CASE WHEN $9::text = 'dead' THEN now() END, $14, $15, $16, $17, $18,
+           $19::text, now() + ${interval('$20')}, $21::text)
+   ON CONFLICT DO NOTHING
    RETURNING ${JOB_COLUMNS}`,
 );
 

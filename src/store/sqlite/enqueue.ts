@@ -2,13 +2,15 @@
  * Enqueue for SQLite, inside the write transaction: an idempotency key that
  * exists answers as a replay (same request hash) or a conflict; a new one
  * inserts the job and counts its payload in the tenant's storage. A job with
- * dependsOn or a concurrencyKey takes enqueueFlowJob: its parents are looked
- * up in the enqueuer's scope (one it cannot see is refused as unknown), and
- * decideStart (core/dependencies.ts) says whether it starts queued, waiting
- * or dead with dependency_failed.
+ * dependsOn, a concurrencyKey, a dedupe or a unique key takes enqueueFlowJob:
+ * its keys may fold it into an existing job or refuse it (enqueue-keys.ts);
+ * its parents are looked up in the enqueuer's scope (one it cannot see is
+ * refused as unknown), and decideStart (core/dependencies.ts) says whether it
+ * starts queued, waiting or dead with dependency_failed.
  */
 
 import { canonicalJson } from '../../core/canonical-json.js';
+import { hasEnqueueKeys } from '../../core/dedupe.js';
 import { decideParentEnd, decideStart } from '../../core/dependencies.js';
 import { LeaseholdError } from '../../core/errors.js';
 import { crashPoint } from '../../core/fault-points.js';
@@ -17,6 +19,7 @@ import type { JobStatus } from '../../core/states.js';
 import { DEPENDENCY_FAILED, lastErrorColumns } from '../lease-endings.js';
 import type { EnqueueOutcome, EnqueueParams, JobRecord } from '../store.js';
 import { keyFacts } from './dependencies.js';
+import { keyColumns, resolveEnqueueKeys } from './enqueue-keys.js';
 import { reloadJobById } from './locked-rows.js';
 import type { Statements } from './queries.js';
 import { lazyStatements } from './database.js';
@@ -32,7 +35,7 @@ export function enqueueInTx(st: Statements, counts: NewJobCounts, params: Enqueu
     if (existing.request_hash !== params.requestHash) return { kind: 'conflict', existingJobId: existing.id };
     return { kind: 'replayed', job: reloadJobById(st, existing.id) };
   }
-  if ((params.dependsOn?.length ?? 0) > 0 || (params.concurrencyKey ?? null) !== null) return enqueueFlowJob(st, counts, params, now);
+  if ((params.dependsOn?.length ?? 0) > 0 || (params.concurrencyKey ?? null) !== null || hasEnqueueKeys(params)) return enqueueFlowJob(st, counts, params, now);
   const row = newJobRow(params, now);
   const { id, runAfter, deadlineAt } = row;
   st.jobInsert.run(row);
@@ -98,8 +101,12 @@ function insertedJob(
   };
 }
 
-/** A job with parents or a key (the idempotency key is new). */
+/** A job with parents, a concurrency key, a dedupe or a unique key (the idempotency key is new). */
 function enqueueFlowJob(st: Statements, counts: NewJobCounts, params: EnqueueParams, now: number): EnqueueOutcome {
+  const row = newJobRow(params, now);
+  // A request that the keys fold into an existing job, or refuse, creates nothing: its parents are not looked at.
+  const answered = hasEnqueueKeys(params) ? resolveEnqueueKeys(st, params, row.payload, now) : null;
+  if (answered !== null) return answered;
   const named = [...new Set(params.dependsOn ?? [])];
   const parents = (named.length === 0 ? [] : st.jobParentsFind.all({ tenant: params.tenant, owner: params.dependsOnOwner ?? null, ids: JSON.stringify(named) })) as {
     seq: number;
@@ -118,7 +125,6 @@ function enqueueFlowJob(st: Statements, counts: NewJobCounts, params: EnqueuePar
   const key = params.concurrencyKey ?? null;
   const decision = decideStart({ pendingParents, failedParent, key: keyFacts(st, { tenant: params.tenant, kind: params.kind, key }) });
   const status: JobStatus = decision.kind === 'dependency_failed' ? 'dead' : decision.kind;
-  const row = newJobRow(params, now);
   const { id, runAfter, deadlineAt } = row;
   const error = lastErrorColumns(status === 'dead' ? DEPENDENCY_FAILED : { status, outcome: null, lastError: null, attemptCode: null });
   const inserted = st.jobInsertFlow.get({
@@ -127,6 +133,7 @@ function enqueueFlowJob(st: Statements, counts: NewJobCounts, params: EnqueuePar
     ...error,
     pendingParents: status === 'waiting' ? pendingParents : 0,
     concurrencyKey: key,
+    ...keyColumns(params, now),
   }) as { seq: number };
   if (parents.length > 0) {
     const seqs = JSON.stringify(parents.map((p) => p.seq));

@@ -116,6 +116,13 @@ CREATE INDEX jobs_key_active ON jobs (tenant, kind, concurrency_key, seq)
   WHERE concurrency_key IS NOT NULL AND status IN ('queued', 'running');
 `;
 
+/** Migration 13 (core/dedupe.ts): the two keys of an enqueue that can fold or refuse it. */
+const DEDUPE_KEYS_SQL = `ALTER TABLE jobs ADD COLUMN dedupe_key TEXT;
+ALTER TABLE jobs ADD COLUMN dedupe_until INTEGER CHECK ((dedupe_until IS NULL) = (dedupe_key IS NULL));
+ALTER TABLE jobs ADD COLUMN unique_key TEXT;
+CREATE UNIQUE INDEX jobs_dedupe_key ON jobs (tenant, owner, kind, dedupe_key) WHERE dedupe_key IS NOT NULL;
+CREATE UNIQUE INDEX jobs_unique_key ON jobs (tenant, owner, kind, unique_key) WHERE unique_key IS NOT NULL;`;
+
 export const MIGRATIONS: readonly Migration[] = [
   {
     version: 1,
@@ -327,5 +334,14 @@ CREATE INDEX schedules_due ON schedules (next_at, tenant) WHERE next_at IS NOT N
     // Enqueue counts the transaction's new jobs once before COMMIT (new-job-counts.ts) instead of by a trigger per
     // row: the trigger and its statement journal were about a sixth of a single enqueue's time.
     sql: `DROP TRIGGER job_counters_insert;`,
+  },
+  {
+    version: 13,
+    name: 'dedupe_and_unique_keys',
+    // The keys of core/dedupe.ts: dedupe_key with the end of its window (dedupe_until), and unique_key. Each
+    // unique index holds only jobs with a key, at most one per (tenant, owner, kind, key): an enqueue probes it
+    // (one entry) and a job without a key adds no entry. A holder gives its key up (set to NULL) when a new job
+    // takes it. Adding nullable columns leaves existing rows as they are.
+    sql: DEDUPE_KEYS_SQL,
   },
 ];

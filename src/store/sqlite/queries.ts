@@ -7,11 +7,16 @@
 
 import type { Statement } from 'better-sqlite3';
 import { MAX_LISTED_CHILDREN } from '../../core/dependencies.js';
+import { PURGEABLE_STATUSES } from '../../core/states.js';
 
 /** The statuses that hold a concurrency key's turn (core/dependencies.ts holdsKeyTurn): the predicate of jobs_key_turn. */
 const KEY_TURN = `status IN ('queued', 'waiting', 'running')`;
 /** The predicate of jobs_key_active: a key's job that is queued or running. */
 const KEY_ACTIVE = `status IN ('queued', 'running')`;
+/** A dedupe key's holder that still takes duplicates (core/dedupe.ts takesDuplicates), at @now. */
+const TAKES_DUPLICATES = `status IN ('queued', 'waiting') AND epoch = 0 AND dedupe_until > @now`;
+/** The finished statuses, after which a unique key's holder keeps it for forMs (core/dedupe.ts decideUnique). */
+const FINISHED = PURGEABLE_STATUSES.map((status) => `'${status}'`).join(', ');
 
 const JOB_COLUMNS = `j.seq, j.id, j.tenant, j.owner, j.kind, j.payload, j.status, j.attempts, j.max_attempts, j.priority,
   j.run_after, j.deadline_at, j.deadline_ms, j.lease_owner, j.lease_expires_at, j.epoch, j.lease_token, j.last_outcome,
@@ -111,15 +116,15 @@ export const SQL = {
     VALUES (@id, @tenant, @owner, @idempotencyKey, @requestHash, @kind, @payload, @payloadBytes, 'queued',
       @maxAttempts, @priority, @runAfter, @deadlineMs, @deadlineAt, @now)`,
   /**
-   * A job with dependsOn or a concurrencyKey (enqueue.ts enqueueFlowJob): its status comes from decideStart, and a
-   * job dead at once (dependency_failed) is finished at its acceptance.
+   * A job with dependsOn, a concurrencyKey, a dedupe or a unique key (enqueue.ts enqueueFlowJob): its status comes
+   * from decideStart, and a job dead at once (dependency_failed) is finished at its acceptance.
    */
   jobInsertFlow: `INSERT INTO jobs (id, tenant, owner, idempotency_key, request_hash, kind, payload, payload_bytes, status,
       max_attempts, priority, run_after, deadline_ms, deadline_at, created_at, finished_at, last_error_code, last_error_message,
-      last_error_class, pending_parents, concurrency_key)
+      last_error_class, pending_parents, concurrency_key, dedupe_key, dedupe_until, unique_key)
     VALUES (@id, @tenant, @owner, @idempotencyKey, @requestHash, @kind, @payload, @payloadBytes, @status,
       @maxAttempts, @priority, @runAfter, @deadlineMs, @deadlineAt, @now, CASE WHEN @status = 'dead' THEN @now END, @code, @message,
-      @errorClass, @pendingParents, @concurrencyKey)
+      @errorClass, @pendingParents, @concurrencyKey, @dedupeKey, @dedupeUntil, @uniqueKey)
     RETURNING seq`,
   /** The named parents (@ids: a JSON array) the enqueuer may see. */
   jobParentsFind: `SELECT seq, id, status FROM jobs
@@ -151,6 +156,22 @@ export const SQL = {
   /** decideRelease's 'release': no parent pending and the key's turn. It becomes available now, or at its own later run-after. */
   jobRelease: `UPDATE jobs SET status = 'queued', run_after = MAX(run_after, @now)
     WHERE seq = @seq AND status = 'waiting' AND pending_parents = 0`,
+  /** The job of (tenant, owner, kind) that holds a dedupe key: one entry of jobs_dedupe_key (migration 13). */
+  jobDedupeHolder: `SELECT seq, id, status, epoch, created_at, run_after, dedupe_until, payload_bytes FROM jobs INDEXED BY jobs_dedupe_key
+    WHERE tenant = @tenant AND owner = @owner AND kind = @kind AND dedupe_key = @key`,
+  /** decideDedupe's merge, guarded by takesDuplicates: the payload when @replace, runAfter and the window never moved earlier. */
+  jobDedupeMerge: `UPDATE jobs SET payload = CASE WHEN @replace = 1 THEN @payload ELSE payload END,
+      payload_bytes = CASE WHEN @replace = 1 THEN @payloadBytes ELSE payload_bytes END,
+      run_after = MAX(run_after, @runAfter), dedupe_until = MAX(dedupe_until, @dedupeUntil)
+    WHERE seq = @seq AND dedupe_key = @key AND ${TAKES_DUPLICATES}`,
+  /** decideDedupe's release: a holder that takes no more duplicates gives its key up to the job about to be inserted. */
+  jobDedupeRelease: `UPDATE jobs SET dedupe_key = NULL, dedupe_until = NULL WHERE seq = @seq AND dedupe_key = @key AND NOT (${TAKES_DUPLICATES})`,
+  /** The job of (tenant, owner, kind) that holds a unique key: one entry of jobs_unique_key (migration 13). */
+  jobUniqueHolder: `SELECT seq, id, status, finished_at FROM jobs INDEXED BY jobs_unique_key
+    WHERE tenant = @tenant AND owner = @owner AND kind = @kind AND unique_key = @key`,
+  /** decideUnique's release: a holder finished at least @forMs ago gives its key up to the job about to be inserted. */
+  jobUniqueRelease: `UPDATE jobs SET unique_key = NULL
+    WHERE seq = @seq AND unique_key = @key AND status IN (${FINISHED}) AND finished_at + @forMs <= @now`,
   /** New jobs of one (tenant, kind, status), counted once per commit (new-job-counts.ts): a new job adds only `jobs`. */
   counterAddJobs: `INSERT INTO job_counters (tenant, kind, status, jobs) VALUES (?, ?, ?, ?)
     ON CONFLICT (tenant, kind, status) DO UPDATE SET jobs = jobs + excluded.jobs`,

@@ -1,0 +1,103 @@
+/**
+ * The dedupe and unique keys of an enqueue for SQLite, inside its write
+ * transaction (which holds the database's write lock, so a holder read here
+ * cannot change before the statement that acts on it). core/dedupe.ts
+ * decides; this module reads each key's holder (one entry of its unique
+ * index, migration 13) and applies the answer: a fold into the dedupe key's
+ * holder, a refusal naming the unique key's holder, or, for a new job, the
+ * release of the keys by holders that no longer keep them. A release is
+ * applied only once neither key answered, so a refused request changes nothing.
+ */
+
+import { decideDedupe, decideUnique, dedupeUntilOf } from '../../core/dedupe.js';
+import type { JobStatus } from '../../core/states.js';
+import type { EnqueueOutcome, EnqueueParams } from '../store.js';
+import { expectOne, reloadJobById } from './locked-rows.js';
+import type { Statements } from './queries.js';
+
+interface DedupeHolderRow {
+  readonly seq: number;
+  readonly id: string;
+  readonly status: JobStatus;
+  readonly epoch: number;
+  readonly created_at: number;
+  readonly run_after: number;
+  readonly dedupe_until: number;
+  readonly payload_bytes: number;
+}
+
+interface UniqueHolderRow {
+  readonly seq: number;
+  readonly id: string;
+  readonly status: JobStatus;
+  readonly finished_at: number | null;
+}
+
+/** The key columns of a job the enqueue inserts (all null for a job without keys). */
+export interface KeyColumns {
+  readonly dedupeKey: string | null;
+  readonly dedupeUntil: number | null;
+  readonly uniqueKey: string | null;
+}
+
+export function keyColumns(params: EnqueueParams, now: number): KeyColumns {
+  return {
+    dedupeKey: params.dedupe?.key ?? null,
+    dedupeUntil: params.dedupe === undefined ? null : dedupeUntilOf(params.dedupe, now),
+    uniqueKey: params.unique?.key ?? null,
+  };
+}
+
+/**
+ * The answer the keys give the request (deduplicated into the dedupe key's holder, or duplicate of the unique
+ * key's holder), or null when it creates a job: then the keys are free for that job to take.
+ */
+export function resolveEnqueueKeys(st: Statements, params: EnqueueParams, payload: string, now: number): EnqueueOutcome | null {
+  const scope = { tenant: params.tenant, owner: params.owner, kind: params.kind };
+  // The guarded writes that free the keys for the new job, applied once neither key answered.
+  const releases: (() => void)[] = [];
+  if (params.dedupe !== undefined) {
+    const key = params.dedupe.key;
+    const holder = st.jobDedupeHolder.get({ ...scope, key }) as DedupeHolderRow | undefined;
+    if (holder !== undefined) {
+      const decision = decideDedupe(
+        { status: holder.status, epoch: holder.epoch, createdAt: holder.created_at, runAfter: holder.run_after, dedupeUntil: holder.dedupe_until },
+        params.dedupe,
+        now,
+      );
+      if (decision.kind === 'merge') {
+        // drop changes nothing: the holder is answered as it is.
+        if (decision.replacePayload || decision.runAfter !== holder.run_after || decision.dedupeUntil !== holder.dedupe_until) {
+          const merged = st.jobDedupeMerge.run({
+            seq: holder.seq,
+            key,
+            replace: decision.replacePayload ? 1 : 0,
+            payload,
+            payloadBytes: params.payloadBytes,
+            runAfter: decision.runAfter,
+            dedupeUntil: decision.dedupeUntil,
+            now,
+          });
+          expectOne(merged.changes);
+          // The payload counts toward the tenant's storage like any payload (tenant_counters.storage_bytes).
+          const delta = decision.replacePayload ? params.payloadBytes - holder.payload_bytes : 0;
+          if (delta !== 0) st.counterAddStorage.run(params.tenant, delta);
+        }
+        return { kind: 'deduplicated', job: reloadJobById(st, holder.id) };
+      }
+      releases.push(() => expectOne(st.jobDedupeRelease.run({ seq: holder.seq, key, now }).changes));
+    }
+  }
+  if (params.unique !== undefined) {
+    const { key, forMs } = params.unique;
+    const holder = st.jobUniqueHolder.get({ ...scope, key }) as UniqueHolderRow | undefined;
+    if (holder !== undefined) {
+      if (decideUnique({ status: holder.status, finishedAt: holder.finished_at }, { forMs }, now).kind === 'refuse') {
+        return { kind: 'duplicate', job: reloadJobById(st, holder.id) };
+      }
+      releases.push(() => expectOne(st.jobUniqueRelease.run({ seq: holder.seq, key, forMs, now }).changes));
+    }
+  }
+  for (const release of releases) release();
+  return null;
+}
