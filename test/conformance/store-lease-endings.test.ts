@@ -75,29 +75,29 @@ describe.each(backends)('store conformance ($label): what each ending stores', (
     expected.set(tooLarge.id, resultTooLargeEnding({ kind: 'too_large', bytes: body.length, maxBytes: 3 }));
 
     const retried = await lease('fail-retry');
-    expect(await fail(retried, true)).toMatchObject({ kind: 'failed', status: 'queued' });
+    expect(await fail(retried, true)).toMatchObject({ kind: 'failed', status: 'queued', failureClass: 'transient' });
     expected.set(retried.id, failureEnding({ kind: 'retry', runAfter: 0 }, ERROR));
 
     const permanent = await lease('fail-permanent');
-    expect(await fail(permanent, false)).toMatchObject({ kind: 'failed', status: 'dead' });
+    expect(await fail(permanent, false)).toMatchObject({ kind: 'failed', status: 'dead', failureClass: 'permanent' });
     expected.set(permanent.id, failureEnding({ kind: 'dead', code: 'permanent' }, ERROR));
 
     const exhausted = await lease('fail-exhausted', { maxAttempts: 1 });
-    expect(await fail(exhausted, true)).toMatchObject({ kind: 'failed', status: 'dead' });
+    expect(await fail(exhausted, true)).toMatchObject({ kind: 'failed', status: 'dead', failureClass: 'attempts_exhausted' });
     expected.set(exhausted.id, failureEnding({ kind: 'dead', code: 'attempts_exhausted' }, ERROR));
 
     const pastDeadline = await lease('fail-deadline', { deadlineMs: 600_000 });
-    expect(await fail(pastDeadline, true, FAR_BACKOFF)).toMatchObject({ kind: 'failed', status: 'dead' });
+    expect(await fail(pastDeadline, true, FAR_BACKOFF)).toMatchObject({ kind: 'failed', status: 'dead', failureClass: 'deadline_exceeded' });
     expected.set(pastDeadline.id, failureEnding({ kind: 'dead', code: 'deadline_exceeded' }, ERROR));
 
     const failCancelled = await lease('fail-cancelled');
     expect(await store.jobCancel({ scope, id: failCancelled.id })).toMatchObject({ kind: 'cancel_requested' });
-    expect(await fail(failCancelled, true)).toMatchObject({ kind: 'failed', status: 'cancelled' });
+    expect(await fail(failCancelled, true)).toMatchObject({ kind: 'failed', status: 'cancelled', failureClass: 'cancelled' });
     expected.set(failCancelled.id, failureEnding({ kind: 'cancelled' }, ERROR));
 
     const failUnknown = await lease('fail-unknown');
     await markEffect(failUnknown);
-    expect(await fail(failUnknown, true)).toMatchObject({ kind: 'failed', status: 'unknown' });
+    expect(await fail(failUnknown, true)).toMatchObject({ kind: 'failed', status: 'unknown', failureClass: 'effect_unknown' });
     expected.set(failUnknown.id, failureEnding({ kind: 'unknown' }, ERROR));
 
     const cancelled = await enqueue(store, 'cancel', { kind: 'cancel' });

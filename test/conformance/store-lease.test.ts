@@ -261,7 +261,7 @@ describe.each(backends)('store conformance ($label): leases', (factory) => {
     const first = await store.jobFail(params);
     const second = await store.jobFail({ ...params, error: { code: 'other', message: 'different' } });
     if (first.kind !== 'failed') throw new Error('expected failed');
-    expect(second).toEqual({ kind: 'failed', status: 'queued', runAfter: first.runAfter, replayed: true });
+    expect(second).toEqual({ kind: 'failed', status: 'queued', runAfter: first.runAfter, replayed: true, failureClass: null });
     expect(await getJob(store, job.id)).toMatchObject({ lastError: ERROR, attempts: 1 });
     const attempts = await store.jobAttempts({ scope: { tenant: TENANT }, id: job.id });
     expect(attempts).toHaveLength(1);
@@ -276,6 +276,7 @@ describe.each(backends)('store conformance ($label): leases', (factory) => {
       status: 'dead',
       runAfter: null,
       replayed: false,
+      failureClass: 'attempts_exhausted',
     });
     expect(await getJob(store, once.id)).toMatchObject({ status: 'dead', attempts: 1, lastError: { code: ERROR.code, class: 'attempts_exhausted' } });
     expect((await getJob(store, once.id)).finishedAt).not.toBeNull();
@@ -286,7 +287,7 @@ describe.each(backends)('store conformance ($label): leases', (factory) => {
     expect(outcome).toMatchObject({ kind: 'failed', status: 'dead' });
     expect(await getJob(store, permanent.id)).toMatchObject({ status: 'dead', attempts: 1, lastError: { code: 'bad_input', message: 'no', class: 'permanent' } });
     const replay = await store.jobFail({ tenant: TENANT, id: permanent.id, token: lease2.token, error: ERROR, retryable: false, backoff: IMMEDIATE_BACKOFF });
-    expect(replay).toEqual({ kind: 'failed', status: 'dead', runAfter: null, replayed: true });
+    expect(replay).toEqual({ kind: 'failed', status: 'dead', runAfter: null, replayed: true, failureClass: null });
   });
 
   it('fails a job through retries into dead and to success after a requeue', async () => {

@@ -85,8 +85,8 @@ describe.each(backends)('store conformance ($label): lifecycle', (factory) => {
     const lease = await leaseOne(store);
     await store.jobMarkEffectStarted({ tenant: TENANT, id: job.id, token: lease.token });
     const params = { tenant: TENANT, id: job.id, token: lease.token, error: ERROR, retryable: true, backoff: IMMEDIATE_BACKOFF };
-    expect(await store.jobFail(params)).toEqual({ kind: 'failed', status: 'unknown', runAfter: null, replayed: false });
-    expect(await store.jobFail(params)).toEqual({ kind: 'failed', status: 'unknown', runAfter: null, replayed: true });
+    expect(await store.jobFail(params)).toEqual({ kind: 'failed', status: 'unknown', runAfter: null, replayed: false, failureClass: 'effect_unknown' });
+    expect(await store.jobFail(params)).toEqual({ kind: 'failed', status: 'unknown', runAfter: null, replayed: true, failureClass: null });
     expect(await getJob(store, job.id)).toMatchObject({ status: 'unknown', attempts: 1, lastError: { code: ERROR.code, class: 'effect_unknown' } });
     expect(await store.jobLease(leaseParams())).toEqual([]);
   });
