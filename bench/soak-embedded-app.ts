@@ -28,7 +28,7 @@ import Database from 'better-sqlite3';
 import pg from 'pg';
 import { openQueue, LeaseholdError, type Queue } from '../src/index.js';
 import { soakJob } from './soak-producer.js';
-import type { CoordinatorConfigInput } from '../src/coordinator/config.js';
+import type { CoordinatorConfigInput } from '../src/engine/config.js';
 
 export const SOAK_TENANT = 'soak';
 

@@ -8,7 +8,7 @@
  */
 
 import { readFileSync } from 'node:fs';
-import type { CoordinatorConfig } from '../coordinator/config.js';
+import type { CoordinatorConfig } from '../engine/config.js';
 import { UsageError, type Command, type OptionSpec, type Values } from './command.js';
 
 interface ConfigFlag {
@@ -105,7 +105,7 @@ export async function serveConfig(values: Values, command: Command, read: (path:
     }
     input = withValue(input, spec.path, value);
   }
-  const { CoordinatorConfigError, resolveConfig } = await import('../coordinator/config.js');
+  const { CoordinatorConfigError, resolveConfig } = await import('../engine/config.js');
   try {
     const config = resolveConfig(input);
     if (problems.length === 0) return config;

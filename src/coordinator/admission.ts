@@ -38,7 +38,7 @@
  */
 
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
-import type { AdmissionConfig } from './config.js';
+import type { AdmissionConfig } from '../engine/config.js';
 
 declare module 'fastify' {
   interface FastifyInstance {

@@ -16,12 +16,14 @@ import type { Logger } from 'pino';
 import type { Store } from '../store/store.js';
 import type { Clock } from '../core/clock.js';
 import { installAdmission } from './admission.js';
-import { installAuth, type Principal } from './auth.js';
-import { resolveConfig, type CoordinatorConfig, type CoordinatorConfigInput } from './config.js';
+import { installAuth } from './auth.js';
+import { type Principal } from '../engine/principal.js';
+import { resolveConfig, type CoordinatorConfig, type CoordinatorConfigInput } from '../engine/config.js';
 import { answerClientError, installErrorHandling, installHostHeaderCheck, installUnroutedAnswer, routeMethods, sendError, toHttpError } from './error-handler.js';
 import { installJsonBodyParser } from './json-body.js';
-import type { CoordinatorApp, RouteContext } from './route-context.js';
-import { createServices, type QueueServices } from './services.js';
+import { CoordinatorApp } from './route-context.js';
+import type { EngineContext } from '../engine/context.js';
+import { createServices, type QueueServices } from '../engine/services.js';
 import { registerBatchRoutes } from './routes/batch.js';
 import { registerOperatorRoutes } from './routes/operator.js';
 import { registerCompletionRoutes } from './routes/completion.js';
@@ -34,7 +36,7 @@ import { registerPurgeRoutes } from './routes/purge.js';
 import { registerScheduleRoutes } from './routes/schedules.js';
 import { registerSystemRoutes } from './routes/system.js';
 import { registerUiRoutes } from './routes/ui.js';
-import { validatorCompiler } from './validation.js';
+import { validatorCompiler } from '../engine/validation.js';
 import { logRedaction } from '../core/log-redaction.js';
 import { installRequestObservation, requestIdOf } from './request-observation.js';
 
@@ -55,7 +57,7 @@ export interface CoordinatorOptions {
 export { LOG_REDACT_PATHS } from '../core/log-redaction.js';
 
 /** Every route of the API; exported so a test can enumerate them. */
-export function registerRoutes(app: CoordinatorApp, ctx: RouteContext): void {
+export function registerRoutes(app: CoordinatorApp, ctx: EngineContext): void {
   registerJobRoutes(app, ctx);
   registerBatchRoutes(app, ctx);
   registerOperatorRoutes(app, ctx);
@@ -69,12 +71,12 @@ export function registerRoutes(app: CoordinatorApp, ctx: RouteContext): void {
   registerMetricsRoutes(app, ctx);
 }
 
-export { MAX_FINISH_WAITS_PER_TENANT } from './services.js';
+export { MAX_FINISH_WAITS_PER_TENANT } from '../engine/services.js';
 
 export interface ApiOptions {
   readonly store: Store;
   readonly config: CoordinatorConfig;
-  readonly ctx: RouteContext;
+  readonly ctx: EngineContext;
   readonly inProcessKeys?: ReadonlyMap<string, Principal>;
   /**
    * The app is the coordinator's own: it also answers unrouted requests and a missing Host in the error

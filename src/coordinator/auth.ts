@@ -21,14 +21,9 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { LeaseholdError } from '../core/errors.js';
 import { constantTimeEqual, hashApiKey } from '../core/ids.js';
 import type { Role } from '../core/states.js';
-import type { ApiKeyRecord, JobScope, Store } from '../store/store.js';
+import type { ApiKeyRecord, Store } from '../store/store.js';
+import type { Principal } from '../engine/principal.js';
 
-export interface Principal {
-  readonly keyId: string;
-  readonly tenant: string;
-  readonly user: string;
-  readonly role: Role;
-}
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -115,9 +110,4 @@ export function principalOf(request: FastifyRequest): Principal {
   const principal = request.principal;
   if (principal === null) throw new LeaseholdError('unauthorized', 'not authenticated');
   return principal;
-}
-
-/** Which jobs a principal can see: its tenant, and only its own jobs for producers. */
-export function scopeOf(principal: Principal): JobScope {
-  return principal.role === 'producer' ? { tenant: principal.tenant, owner: principal.user } : { tenant: principal.tenant };
 }

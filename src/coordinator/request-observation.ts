@@ -17,7 +17,7 @@ import type { IncomingMessage } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
 import { isCounted } from './admission.js';
-import type { CoordinatorMetrics } from './metrics.js';
+import type { CoordinatorMetrics } from '../engine/metrics.js';
 
 export const REQUEST_ID_HEADER = 'x-request-id';
 /** A client's request id is kept when it is this short and made of these characters; otherwise a fresh one is used. */

@@ -41,10 +41,10 @@ import {
   saveCheckpoint,
   type LeaseWaitScope,
   type ProtocolLog,
-} from '../coordinator/lease-protocol.js';
-import type { RouteContext } from '../coordinator/route-context.js';
-import { validatorCompiler } from '../coordinator/validation.js';
-import { toWireLeasedJob } from '../coordinator/wire.js';
+} from '../engine/lease-protocol.js';
+import type { EngineContext } from '../engine/context.js';
+import { validatorCompiler } from '../engine/validation.js';
+import { toWireLeasedJob } from '../engine/wire.js';
 import {
   CheckpointRequest,
   CompleteManyRequest,
@@ -66,20 +66,20 @@ type Check = ((value: unknown) => boolean) & { errors?: Parameters<typeof descri
 const compile = validatorCompiler();
 
 /** A route's body schema, compiled as the coordinator compiles it. */
-function bodyCheck(schema: TSchema, url: string): (value: unknown) => void {
-  const check = compile({ schema, method: 'POST', url, httpPart: 'body' }) as Check;
+function bodyCheck(schema: TSchema): (value: unknown) => void {
+  const check = compile({ schema, httpPart: 'body' }) as Check;
   return (value) => {
     if (!check(value)) throw new LeaseholdError('invalid_request', describeValidationError(check.errors?.[0] ?? undefined, 'body'));
   };
 }
 
-const checkLease = bodyCheck(LeaseRequest, '/lease');
-const checkRenew = bodyCheck(RenewRequest, '/jobs/:id/renew');
-const checkComplete = bodyCheck(CompleteRequest, '/jobs/:id/complete');
-const checkCompleteMany = bodyCheck(CompleteManyRequest, '/complete');
-const checkFail = bodyCheck(FailRequest, '/jobs/:id/fail');
-const checkToken = bodyCheck(TokenRequest, '/jobs/:id/effect');
-const checkCheckpoint = bodyCheck(CheckpointRequest, '/jobs/:id/checkpoint');
+const checkLease = bodyCheck(LeaseRequest);
+const checkRenew = bodyCheck(RenewRequest);
+const checkComplete = bodyCheck(CompleteRequest);
+const checkCompleteMany = bodyCheck(CompleteManyRequest);
+const checkFail = bodyCheck(FailRequest);
+const checkToken = bodyCheck(TokenRequest);
+const checkCheckpoint = bodyCheck(CheckpointRequest);
 
 /**
  * A handler's value as the wire carries it: what JSON.stringify then JSON.parse make of it (a Date
@@ -115,7 +115,7 @@ const NEVER = new AbortController().signal;
 
 export class DirectWorkerTransport implements WorkerCalls {
   constructor(
-    private readonly ctx: RouteContext,
+    private readonly ctx: EngineContext,
     /** Every call is scoped to this tenant, as the Queue's in-process admin key is. */
     private readonly tenant: string,
   ) {}

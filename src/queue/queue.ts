@@ -24,21 +24,21 @@ import type { Exchange, RawResponse } from '../client/transport.js';
 import type { JobResultBody } from '../client/types.js';
 import { ERROR_CODES, LeaseholdError, type ErrorCode } from '../core/errors.js';
 import { buildCoordinator } from '../coordinator/app.js';
-import type { Principal } from '../coordinator/auth.js';
-import { resolveConfig, type CoordinatorConfig, type CoordinatorConfigInput } from '../coordinator/config.js';
-import { createApiKey } from '../coordinator/api-keys.js';
+import { Principal } from '../engine/principal.js';
+import { resolveConfig, type CoordinatorConfig, type CoordinatorConfigInput } from '../engine/config.js';
+import { createApiKey } from '../engine/api-keys.js';
 import type { Role } from '../core/states.js';
 import type { Clock } from '../core/clock.js';
-import { createServices, type QueueServices } from '../coordinator/services.js';
+import { createServices, type QueueServices } from '../engine/services.js';
 import type { Attempt, EnqueueBatchItem, EnqueueBatchResult, EnqueueResponse, Job, JobList, JobListQuery, Kind, KindDefinition, ReconcileOutcomeName, Schedule, ScheduleDefinition, ScheduleList, ScheduleListQuery, Stats } from '../protocol/schemas.js';
 import type { EnqueueOutcome, EnqueueParams, Store } from '../store/store.js';
 import type { Database as SqliteHandle } from 'better-sqlite3';
 import type pg from 'pg';
 import { EnqueueRequest } from '../protocol/schemas.js';
-import { enqueueOne, isRefused, prepareEnqueueWith, refusalOf, requireIdempotencyKey, type AcceptedOutcome } from '../coordinator/enqueue.js';
+import { enqueueOne, isRefused, prepareEnqueueWith, refusalOf, requireIdempotencyKey, type AcceptedOutcome } from '../engine/enqueue.js';
 import { describeValidationError } from '../coordinator/error-handler.js';
-import { validatorCompiler } from '../coordinator/validation.js';
-import { toWireJob } from '../coordinator/wire.js';
+import { validatorCompiler } from '../engine/validation.js';
+import { toWireJob } from '../engine/wire.js';
 import { DirectWorkerTransport } from './direct-worker.js';
 
 /** Payload types by kind name; `Record<string, unknown>` accepts any kind and payload. */
@@ -93,7 +93,7 @@ function isSqliteHandle(tx: SqliteHandle | pg.ClientBase): tx is SqliteHandle {
 }
 
 /** The enqueue body's schema, compiled as the coordinator compiles it for POST /jobs. */
-const validateEnqueueRequest = validatorCompiler()({ schema: EnqueueRequest, method: 'POST', url: '/jobs', httpPart: 'body' }) as ((value: unknown) => boolean) & {
+const validateEnqueueRequest = validatorCompiler()({ schema: EnqueueRequest, httpPart: 'body' }) as ((value: unknown) => boolean) & {
   errors?: Parameters<typeof describeValidationError>[0][] | null;
 };
 

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { buildCoordinator } from '../../src/coordinator/app.js';
-import type { CoordinatorConfigInput } from '../../src/coordinator/config.js';
+import type { CoordinatorConfigInput } from '../../src/engine/config.js';
 import { hashApiKey, newApiKey } from '../../src/core/ids.js';
 import type { Role } from '../../src/core/states.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';

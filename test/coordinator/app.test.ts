@@ -8,7 +8,7 @@ import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { buildCoordinator } from '../../src/coordinator/app.js';
-import { CoordinatorConfigError, resolveConfig } from '../../src/coordinator/config.js';
+import { CoordinatorConfigError, resolveConfig } from '../../src/engine/config.js';
 import { StoreUnavailableError } from '../../src/core/errors.js';
 import type { Store } from '../../src/store/store.js';
 import { backends, bearer, drainAfterAll, enqueue, errorCode, get, lease, post, startCoordinator, type Harness } from '../support/http-fixtures.js';

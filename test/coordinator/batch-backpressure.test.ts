@@ -4,7 +4,7 @@
  * leases and completions keep answering. Runs on every backend.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { retryAfterSeconds } from '../../src/coordinator/backpressure.js';
+import { retryAfterSeconds } from '../../src/engine/backpressure.js';
 import { backends, bearer, drainAfterAll, enqueue, errorCode, get, lease, post, startCoordinator, type Harness } from '../support/http-fixtures.js';
 
 interface BatchResult {

@@ -4,7 +4,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { canonicalJson } from '../../src/core/canonical-json.js';
-import { canonicalRequestText } from '../../src/coordinator/enqueue.js';
+import { canonicalRequestText } from '../../src/engine/enqueue.js';
 import { backends, bearer, drainAfterAll, enqueue, errorCode, get, startCoordinator, type Harness } from '../support/http-fixtures.js';
 
 interface WireJob {

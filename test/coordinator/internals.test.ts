@@ -8,8 +8,8 @@
 import { describe, expect, it } from 'vitest';
 import { pino } from 'pino';
 import { CoalescedNotifier, MAX_PENDING_PAIRS, parseAvailabilityPayload } from '../../src/store/postgres/coalesced-notifier.js';
-import { LeaseWaiters, waiterGroup } from '../../src/coordinator/lease-waiters.js';
-import { startReaper } from '../../src/coordinator/reaper.js';
+import { LeaseWaiters, waiterGroup } from '../../src/engine/lease-waiters.js';
+import { startReaper } from '../../src/engine/reaper.js';
 import type { ReapOutcome, Store } from '../../src/store/store.js';
 import { waitFor } from '../support/http-fixtures.js';
 

@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { KindRegistry } from '../../src/coordinator/kind-registry.js';
+import { KindRegistry } from '../../src/engine/kind-registry.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { kindParams as kind } from '../support/kind-records.js';
 

@@ -9,7 +9,7 @@
 
 import type { FastifyInstance } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { CoordinatorConfigInput } from '../../src/coordinator/config.js';
+import type { CoordinatorConfigInput } from '../../src/engine/config.js';
 import { backends, bearer, drainAfterAll, enqueue, get, startCoordinator, type Harness } from '../support/http-fixtures.js';
 import { waitFor } from '../support/wait-for.js';
 

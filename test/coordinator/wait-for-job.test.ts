@@ -11,7 +11,7 @@ import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import pg from 'pg';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { buildCoordinator } from '../../src/coordinator/app.js';
-import { FinishWaiters } from '../../src/coordinator/finish-waiters.js';
+import { FinishWaiters } from '../../src/engine/finish-waiters.js';
 import { LeaseholdError } from '../../src/core/errors.js';
 import type { Store } from '../../src/store/store.js';
 import { backends, bearer, drainAfterAll, enqueue, errorCode, lease, post, startCoordinator, type Harness } from '../support/http-fixtures.js';

@@ -15,7 +15,7 @@ import { Writable } from 'node:stream';
 import { pino, type Logger } from 'pino';
 import { expect } from 'vitest';
 import { buildCoordinator } from '../../src/coordinator/app.js';
-import type { CoordinatorConfigInput } from '../../src/coordinator/config.js';
+import type { CoordinatorConfigInput } from '../../src/engine/config.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import type { Store } from '../../src/store/store.js';
 import { createKey, errorCode } from '../support/http-fixtures.js';

@@ -16,7 +16,7 @@ import type { FastifyInstance } from 'fastify';
 import { Pool } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
 import { canonicalJson } from '../../src/core/canonical-json.js';
-import { describePayloadError, KindRegistry } from '../../src/coordinator/kind-registry.js';
+import { describePayloadError, KindRegistry } from '../../src/engine/kind-registry.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { backends, drainAfterAll, startCoordinator, type Harness } from '../support/http-fixtures.js';
 import { kindParams } from '../support/kind-records.js';

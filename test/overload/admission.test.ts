@@ -14,7 +14,7 @@ import { performance } from 'node:perf_hooks';
 import { Pool } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
 import { QueueDelayProbe, QueueDelayRule, UNCOUNTED_ROUTES } from '../../src/coordinator/admission.js';
-import { CoordinatorConfigError, resolveConfig, type CoordinatorConfigInput } from '../../src/coordinator/config.js';
+import { CoordinatorConfigError, resolveConfig, type CoordinatorConfigInput } from '../../src/engine/config.js';
 import type { Store } from '../../src/store/store.js';
 import { createKey, startCoordinator, type Harness } from '../support/http-fixtures.js';
 import { waitFor } from '../support/wait-for.js';

@@ -18,7 +18,7 @@
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import { afterAll } from 'vitest';
 import { buildCoordinator } from '../../src/coordinator/app.js';
-import type { CoordinatorConfigInput } from '../../src/coordinator/config.js';
+import type { CoordinatorConfigInput } from '../../src/engine/config.js';
 import { ManualClock } from '../../src/core/clock.js';
 import { hashApiKey, newApiKey } from '../../src/core/ids.js';
 import type { Role } from '../../src/core/states.js';

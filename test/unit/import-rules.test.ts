@@ -3,10 +3,13 @@
  * core imports nothing of ours; the store interface imports only core; a
  * backend (store/sqlite, store/postgres) imports core, the interface and its
  * own folder; only the composition roots (the CLI's src/cli/open-store.ts and
- * the library's src/queue/open-queue.ts) import a backend; coordinator,
- * worker and client never do; no module imports
- * itself back through a cycle. Imports are read with the TypeScript scanner
- * (static, type-only, re-exports and dynamic `import()` alike).
+ * the library's src/queue/open-queue.ts) import a backend; the engine
+ * imports core, protocol and the store interface, and never Fastify; the
+ * coordinator (the HTTP front) and the library's queue call the engine;
+ * coordinator, engine, worker and client never import
+ * a backend; no module imports itself back through a cycle. Imports are read
+ * with the TypeScript scanner (static, type-only, re-exports and dynamic
+ * `import()` alike).
  */
 
 import { readdirSync, readFileSync, statSync } from 'node:fs';
@@ -24,6 +27,7 @@ type Layer =
   | 'store'
   | 'store/sqlite'
   | 'store/postgres'
+  | 'engine'
   | 'coordinator'
   | 'client'
   | 'worker'
@@ -37,6 +41,9 @@ const BACKENDS: readonly Layer[] = ['store/sqlite', 'store/postgres'];
 const COMPOSITION_ROOT = 'cli/open-store.ts';
 const COMPOSITION_ROOTS: readonly string[] = [COMPOSITION_ROOT, 'queue/open-queue.ts'];
 
+/** Packages that are the HTTP front's own: the engine never imports them. */
+const FASTIFY_PACKAGE = /^(fastify|@fastify\/|fastify-)/;
+
 /** What each layer may import besides itself. */
 const ALLOWED: Readonly<Record<Layer, readonly Layer[]>> = {
   core: [],
@@ -44,13 +51,14 @@ const ALLOWED: Readonly<Record<Layer, readonly Layer[]>> = {
   store: ['core'],
   'store/sqlite': ['core', 'store'],
   'store/postgres': ['core', 'store'],
-  coordinator: ['core', 'protocol', 'store'],
+  engine: ['core', 'protocol', 'store'],
+  coordinator: ['core', 'protocol', 'store', 'engine'],
   client: ['core', 'protocol'],
   // The worker takes the Checkpoint type from the store interface; it never sees a backend.
   worker: ['core', 'protocol', 'client', 'store'],
   // Backends only through COMPOSITION_ROOT (checked separately).
-  queue: ['core', 'protocol', 'store', 'coordinator', 'client', 'store/sqlite', 'store/postgres'],
-  cli: ['core', 'protocol', 'store', 'coordinator', 'client', 'worker', 'queue', 'store/sqlite', 'store/postgres'],
+  queue: ['core', 'protocol', 'store', 'engine', 'coordinator', 'client', 'store/sqlite', 'store/postgres'],
+  cli: ['core', 'protocol', 'store', 'engine', 'coordinator', 'client', 'worker', 'queue', 'store/sqlite', 'store/postgres'],
   index: ['client', 'worker', 'queue'],
 };
 
@@ -63,7 +71,7 @@ function layerOf(module: string): Layer {
     if (second === 'postgres') return 'store/postgres';
     return 'store';
   }
-  if (top === 'core' || top === 'protocol' || top === 'coordinator' || top === 'client' || top === 'worker' || top === 'queue' || top === 'cli') return top;
+  if (top === 'core' || top === 'protocol' || top === 'engine' || top === 'coordinator' || top === 'client' || top === 'worker' || top === 'queue' || top === 'cli') return top;
   throw new Error(`src/${module} is in no layer: add its folder to the import rules`);
 }
 
@@ -83,6 +91,19 @@ function violations(graph: ReadonlyMap<string, readonly string[]>): string[] {
     }
   }
   for (const cycle of cycles(graph)) found.push(`import cycle among ${cycle.map((m) => `src/${m}`).join(', ')}`);
+  return found;
+}
+
+/** Every import of a Fastify package where it does not belong, in a map of module → package specifiers. */
+function fastifyViolations(packages: ReadonlyMap<string, readonly string[]>): string[] {
+  const found: string[] = [];
+  for (const [from, specifiers] of packages) {
+    const layer = layerOf(from);
+    if (layer !== 'engine') continue;
+    for (const specifier of specifiers) {
+      if (FASTIFY_PACKAGE.test(specifier)) found.push(`src/${from} (${layer}) imports ${specifier}; only the HTTP front may`);
+    }
+  }
   return found;
 }
 
@@ -131,12 +152,30 @@ function sourceFiles(dir: string): string[] {
   });
 }
 
+/** Each module's specifiers as written (relative to src/), read with the TypeScript scanner. */
+function specifiersByModule(): Map<string, string[]> {
+  const all = new Map<string, string[]>();
+  for (const file of sourceFiles(SRC)) {
+    const module = relative(SRC, file).split('\\').join('/');
+    all.set(module, ts.preProcessFile(readFileSync(file, 'utf8'), true, true).importedFiles.map((f) => f.fileName));
+  }
+  return all;
+}
+
+/** The packages each module imports (node: builtins left out). */
+function packageImports(): Map<string, string[]> {
+  const packages = new Map<string, string[]>();
+  for (const [module, specifiers] of specifiersByModule()) {
+    packages.set(module, specifiers.filter((specifier) => !specifier.startsWith('.') && !specifier.startsWith('node:')));
+  }
+  return packages;
+}
+
 /** The import graph of src/: relative specifiers resolved to modules; packages and node: builtins left out. */
 function importGraph(): Map<string, string[]> {
   const graph = new Map<string, string[]>();
-  for (const file of sourceFiles(SRC)) {
-    const module = relative(SRC, file).split('\\').join('/');
-    const imports = ts.preProcessFile(readFileSync(file, 'utf8'), true, true).importedFiles.map((f) => f.fileName);
+  for (const [module, imports] of specifiersByModule()) {
+    const file = join(SRC, module);
     const targets = imports
       .filter((specifier) => specifier.startsWith('.'))
       .map((specifier) => {
@@ -165,6 +204,21 @@ describe('import rules of src/', () => {
     expect(violations(graph)).toEqual([]);
   });
 
+  it('keeps Fastify out of the engine', () => {
+    expect(fastifyViolations(packageImports())).toEqual([]);
+    expect(
+      fastifyViolations(
+        new Map([
+          ['engine/services.ts', ['fastify', 'pino']],
+          ['queue/http-front.ts', ['fastify']],
+          ['coordinator/app.ts', ['fastify']],
+        ]),
+      ),
+    ).toEqual([
+      'src/engine/services.ts (engine) imports fastify; only the HTTP front may',
+    ]);
+  });
+
   it('reports each kind of violation (the checker itself can fail)', () => {
     const planted = new Map<string, readonly string[]>([
       ['core/states.ts', ['store/store.ts']],
@@ -173,6 +227,7 @@ describe('import rules of src/', () => {
       ['coordinator/app.ts', ['store/sqlite/sqlite-store.ts']],
       ['cli/main.ts', ['store/postgres/postgres-store.ts']],
       ['worker/worker.ts', ['coordinator/app.ts']],
+      ['engine/services.ts', ['coordinator/auth.ts']],
       ['client/types.ts', ['worker/worker.ts']],
       ['cli/open-store.ts', ['store/sqlite/sqlite-store.ts']],
       ['protocol/schemas.ts', ['protocol/limits.ts']],
@@ -185,6 +240,7 @@ describe('import rules of src/', () => {
       'src/coordinator/app.ts (coordinator) imports src/store/sqlite/sqlite-store.ts (store/sqlite)',
       'src/cli/main.ts imports the backend src/store/postgres/postgres-store.ts; only src/cli/open-store.ts and src/queue/open-queue.ts may',
       'src/worker/worker.ts (worker) imports src/coordinator/app.ts (coordinator)',
+      'src/engine/services.ts (engine) imports src/coordinator/auth.ts (coordinator)',
       'src/client/types.ts (client) imports src/worker/worker.ts (worker)',
       'import cycle among src/protocol/schemas.ts, src/protocol/limits.ts',
       'import cycle among src/core/states.ts, src/store/store.ts',

@@ -5,7 +5,7 @@
  * SHA-256 hash is stored.
  */
 
-import { createApiKey } from '../../coordinator/api-keys.js';
+import { createApiKey } from '../../engine/api-keys.js';
 import { isRole, ROLES } from '../../core/states.js';
 import { CliError, requireOption, UsageError, type Command } from '../command.js';
 import { openStore } from '../open-store.js';

@@ -12,11 +12,12 @@ import { EnqueueBatchRequest, EnqueueBatchResponse, type EnqueueBatchResult } fr
 import type { EnqueueParams } from '../../store/store.js';
 import { principalOf } from '../auth.js';
 import { errorDetail, toHttpError } from '../error-handler.js';
-import { isRefused, prepareEnqueue, refusalOf } from '../enqueue.js';
-import { errorResponses, type CoordinatorApp, type RouteContext } from '../route-context.js';
-import { toWireJob } from '../wire.js';
+import { isRefused, prepareEnqueue, refusalOf } from '../../engine/enqueue.js';
+import { errorResponses, type CoordinatorApp } from '../route-context.js';
+import type { EngineContext } from '../../engine/context.js';
+import { toWireJob } from '../../engine/wire.js';
 
-export function registerBatchRoutes(app: CoordinatorApp, ctx: RouteContext): void {
+export function registerBatchRoutes(app: CoordinatorApp, ctx: EngineContext): void {
   app.post(
     '/jobs/batch',
     {

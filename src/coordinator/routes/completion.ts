@@ -18,10 +18,11 @@ import {
   IdParams,
 } from '../../protocol/schemas.js';
 import { principalOf } from '../auth.js';
-import { completeJob, completeJobs, failJob } from '../lease-protocol.js';
-import { errorResponses, type CoordinatorApp, type RouteContext } from '../route-context.js';
+import { completeJob, completeJobs, failJob } from '../../engine/lease-protocol.js';
+import { errorResponses, type CoordinatorApp } from '../route-context.js';
+import type { EngineContext } from '../../engine/context.js';
 
-export function registerCompletionRoutes(app: CoordinatorApp, ctx: RouteContext): void {
+export function registerCompletionRoutes(app: CoordinatorApp, ctx: EngineContext): void {
   app.post(
     '/jobs/:id/complete',
     {

@@ -10,9 +10,11 @@ import { LeaseholdError } from '../../core/errors.js';
 import { isJobId } from '../../core/ids.js';
 import { essenceOf, isMediaType } from '../../core/media-type.js';
 import { AttemptList, CancelRequest, IdParams, Job, ReconcileRequest } from '../../protocol/schemas.js';
-import { principalOf, scopeOf } from '../auth.js';
-import { errorResponses, type CoordinatorApp, type RouteContext } from '../route-context.js';
-import { toWireAttempt, toWireJob } from '../wire.js';
+import { principalOf } from '../auth.js';
+import { scopeOf } from '../../engine/principal.js';
+import { errorResponses, type CoordinatorApp } from '../route-context.js';
+import type { EngineContext } from '../../engine/context.js';
+import { toWireAttempt, toWireJob } from '../../engine/wire.js';
 import { emptyBodyAsObject, getScopedJob } from './jobs.js';
 
 /** `Repr-Digest` (RFC 9530) wants the raw digest in base64. */
@@ -38,7 +40,7 @@ export function resultHeaders(contentType: string): Record<string, string> {
   };
 }
 
-export function registerJobActionRoutes(app: CoordinatorApp, ctx: RouteContext): void {
+export function registerJobActionRoutes(app: CoordinatorApp, ctx: EngineContext): void {
   app.get(
     '/jobs/:id/result',
     {

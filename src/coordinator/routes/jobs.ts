@@ -11,11 +11,13 @@ import { isJobId } from '../../core/ids.js';
 import { EnqueueRequest, EnqueueResponse, IdParams, Job, JobGetQuery, JobList, JobListQuery, LIMITS, RequeueRequest, WAIT_END_STATUSES } from '../../protocol/schemas.js';
 import type { JobStatus } from '../../core/states.js';
 import type { JobRecord, JobScope } from '../../store/store.js';
-import { principalOf, scopeOf } from '../auth.js';
-import { enqueueOne } from '../enqueue.js';
-import { listFilteredJobs } from '../job-filter.js';
-import { errorResponses, type CoordinatorApp, type RouteContext } from '../route-context.js';
-import { toWireJob, toWireJobListItem } from '../wire.js';
+import { principalOf } from '../auth.js';
+import { scopeOf } from '../../engine/principal.js';
+import { enqueueOne } from '../../engine/enqueue.js';
+import { listFilteredJobs } from '../../engine/job-filter.js';
+import { errorResponses, type CoordinatorApp } from '../route-context.js';
+import type { EngineContext } from '../../engine/context.js';
+import { toWireJob, toWireJobListItem } from '../../engine/wire.js';
 
 export const DEFAULT_LIST_LIMIT = 100;
 
@@ -23,13 +25,13 @@ export const DEFAULT_LIST_LIMIT = 100;
 const WAIT_ENDS: ReadonlySet<JobStatus> = new Set(WAIT_END_STATUSES);
 
 /** Reads a job the caller may see, or answers 404. */
-export async function getScopedJob(ctx: RouteContext, scope: JobScope, id: string): Promise<JobRecord> {
+export async function getScopedJob(ctx: EngineContext, scope: JobScope, id: string): Promise<JobRecord> {
   const job = isJobId(id) ? await ctx.store.jobGet({ scope, id }) : null;
   if (job === null) throw new LeaseholdError('not_found');
   return job;
 }
 
-export function registerJobRoutes(app: CoordinatorApp, ctx: RouteContext): void {
+export function registerJobRoutes(app: CoordinatorApp, ctx: EngineContext): void {
   const retryAfter = String(ctx.config.pollIntervalSeconds);
 
   app.post(

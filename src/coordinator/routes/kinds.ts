@@ -10,14 +10,15 @@
 import { LeaseholdError } from '../../core/errors.js';
 import { KindDefinition, KindList, KindParams, KindPauseRequest, Kind } from '../../protocol/schemas.js';
 import { principalOf } from '../auth.js';
-import { errorResponses, type CoordinatorApp, type RouteContext } from '../route-context.js';
-import { toWireKind } from '../wire.js';
+import { errorResponses, type CoordinatorApp } from '../route-context.js';
+import type { EngineContext } from '../../engine/context.js';
+import { toWireKind } from '../../engine/wire.js';
 import { emptyBodyAsObject } from './jobs.js';
 
 /** A kind the tenant has not registered (another tenant's answers the same). */
 const KIND_NOT_FOUND = 'kind not found';
 
-export function registerKindRoutes(app: CoordinatorApp, ctx: RouteContext): void {
+export function registerKindRoutes(app: CoordinatorApp, ctx: EngineContext): void {
   app.put(
     '/kinds/:kind',
     {
@@ -135,7 +136,7 @@ export function registerKindRoutes(app: CoordinatorApp, ctx: RouteContext): void
  * Replacing a kind is always allowed. Two registrations racing past the cap
  * can exceed it by the number of concurrent requests, not more.
  */
-async function refuseBeyondKindCap(ctx: RouteContext, tenant: string, kind: string): Promise<void> {
+async function refuseBeyondKindCap(ctx: EngineContext, tenant: string, kind: string): Promise<void> {
   const existing = (await ctx.kinds.forTenant(tenant)).byName;
   if (existing.size < ctx.config.maxKindsPerTenant || existing.has(kind)) return;
   throw new LeaseholdError(

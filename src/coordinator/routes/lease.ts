@@ -19,11 +19,12 @@ import {
   TokenRequest,
 } from '../../protocol/schemas.js';
 import { principalOf } from '../auth.js';
-import { leaseJobs, markEffectStarted, renewLease, saveCheckpoint, type LeaseWaitScope } from '../lease-protocol.js';
-import { errorResponses, type CoordinatorApp, type RouteContext } from '../route-context.js';
-import { toWireLeasedJob } from '../wire.js';
+import { leaseJobs, markEffectStarted, renewLease, saveCheckpoint, type LeaseWaitScope } from '../../engine/lease-protocol.js';
+import { errorResponses, type CoordinatorApp } from '../route-context.js';
+import type { EngineContext } from '../../engine/context.js';
+import { toWireLeasedJob } from '../../engine/wire.js';
 
-export function registerLeaseRoutes(app: CoordinatorApp, ctx: RouteContext): void {
+export function registerLeaseRoutes(app: CoordinatorApp, ctx: EngineContext): void {
   app.post(
     '/lease',
     {

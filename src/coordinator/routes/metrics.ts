@@ -8,11 +8,12 @@
  */
 
 import { Type } from '@sinclair/typebox';
-import { errorResponses, type CoordinatorApp, type RouteContext } from '../route-context.js';
+import { errorResponses, type CoordinatorApp } from '../route-context.js';
+import type { EngineContext } from '../../engine/context.js';
 import { METRICS_CONTENT_TYPE, renderMetrics } from '../metrics-text.js';
 import { readQueueGauges } from '../queue-gauges.js';
 
-export function registerMetricsRoutes(app: CoordinatorApp, ctx: RouteContext): void {
+export function registerMetricsRoutes(app: CoordinatorApp, ctx: EngineContext): void {
   app.get(
     '/metrics',
     {

@@ -9,13 +9,15 @@
 import { LeaseholdError } from '../../core/errors.js';
 import { BulkRequest, BulkResponse, JobDetail } from '../../protocol/operator.js';
 import { IdParams } from '../../protocol/schemas.js';
-import { principalOf, scopeOf } from '../auth.js';
-import { runBulkAction } from '../bulk-actions.js';
-import { errorResponses, type CoordinatorApp, type RouteContext } from '../route-context.js';
-import { toWireAttempt, toWireJob } from '../wire.js';
+import { principalOf } from '../auth.js';
+import { scopeOf } from '../../engine/principal.js';
+import { runBulkAction } from '../../engine/bulk-actions.js';
+import { errorResponses, type CoordinatorApp } from '../route-context.js';
+import type { EngineContext } from '../../engine/context.js';
+import { toWireAttempt, toWireJob } from '../../engine/wire.js';
 import { getScopedJob } from './jobs.js';
 
-export function registerOperatorRoutes(app: CoordinatorApp, ctx: RouteContext): void {
+export function registerOperatorRoutes(app: CoordinatorApp, ctx: EngineContext): void {
   app.post(
     '/jobs/bulk',
     {

@@ -11,13 +11,14 @@
 import { PurgeRequest, PurgeResponse } from '../../protocol/retention.js';
 import { PURGEABLE_STATUSES } from '../../store/retention.js';
 import { principalOf } from '../auth.js';
-import { purgeJobs } from '../retention.js';
-import { errorResponses, type CoordinatorApp, type RouteContext } from '../route-context.js';
+import { purgeJobs } from '../../engine/retention.js';
+import { errorResponses, type CoordinatorApp } from '../route-context.js';
+import type { EngineContext } from '../../engine/context.js';
 
 /** Batches of retentionBatchSize jobs one request deletes at most. */
 export const PURGE_BATCHES_PER_REQUEST = 10;
 
-export function registerPurgeRoutes(app: CoordinatorApp, ctx: RouteContext): void {
+export function registerPurgeRoutes(app: CoordinatorApp, ctx: EngineContext): void {
   app.post(
     '/jobs/purge',
     {

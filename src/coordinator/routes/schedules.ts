@@ -16,8 +16,9 @@ import { LeaseholdError } from '../../core/errors.js';
 import { Schedule, ScheduleDefinition, ScheduleList, ScheduleListQuery, ScheduleParams, type Schedule as WireSchedule } from '../../protocol/schemas.js';
 import { scheduleJobKey, type ScheduleRecord } from '../../store/schedules.js';
 import { principalOf } from '../auth.js';
-import { prepareEnqueue } from '../enqueue.js';
-import { errorResponses, type CoordinatorApp, type RouteContext } from '../route-context.js';
+import { prepareEnqueue } from '../../engine/enqueue.js';
+import { errorResponses, type CoordinatorApp } from '../route-context.js';
+import type { EngineContext } from '../../engine/context.js';
 
 const DEFAULT_LIST_LIMIT = 100;
 
@@ -38,7 +39,7 @@ export function toWireSchedule(record: ScheduleRecord): WireSchedule {
   };
 }
 
-export function registerScheduleRoutes(app: CoordinatorApp, ctx: RouteContext): void {
+export function registerScheduleRoutes(app: CoordinatorApp, ctx: EngineContext): void {
   app.put(
     '/schedules/:name',
     {

@@ -7,10 +7,11 @@ import { Type } from '@sinclair/typebox';
 import { ERRORS, StoreUnavailableError } from '../../core/errors.js';
 import { HealthResponse, Stats } from '../../protocol/schemas.js';
 import { principalOf } from '../auth.js';
-import { errorResponses, PUBLIC_ERRORS, type CoordinatorApp, type RouteContext } from '../route-context.js';
-import { toWireStats } from '../wire.js';
+import { errorResponses, PUBLIC_ERRORS, type CoordinatorApp } from '../route-context.js';
+import type { EngineContext } from '../../engine/context.js';
+import { toWireStats } from '../../engine/wire.js';
 
-export function registerSystemRoutes(app: CoordinatorApp, ctx: RouteContext): void {
+export function registerSystemRoutes(app: CoordinatorApp, ctx: EngineContext): void {
   app.get(
     '/stats',
     {

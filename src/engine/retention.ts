@@ -9,7 +9,7 @@
  * purgeJobs is the same loop for POST /jobs/purge, bounded per request.
  */
 
-import type { FastifyBaseLogger } from 'fastify';
+import type { Logger } from './logger.js';
 import { PURGEABLE_STATUSES, retentionField, type PurgeableStatus, type RetentionPeriods } from '../store/retention.js';
 import type { Store } from '../store/store.js';
 import { startPeriodicTask, type PeriodicTask } from './periodic-task.js';
@@ -61,7 +61,7 @@ export function startRetention(options: {
   readonly intervalMs: number;
   readonly periods: RetentionPeriods;
   readonly batchSize: number;
-  readonly log: FastifyBaseLogger;
+  readonly log: Logger;
 }): Retention {
   return startPeriodicTask({
     intervalMs: options.intervalMs,

@@ -3,13 +3,13 @@
  * exactly as sent (no type coercion, unknown fields rejected rather than
  * silently removed, no defaults injected), while querystrings, params and
  * headers — which arrive as strings — are coerced to the schema's types.
- * The same TypeBox schemas generate /openapi.json.
+ * The same TypeBox schemas generate /openapi.json. The library checks its
+ * calls with the same compiler, so both fronts refuse the same input.
  */
 
 import { Ajv, type CodeOptions, type ValidateFunction } from 'ajv';
 import { RE2JS } from 're2js';
 import addFormatsModule from 'ajv-formats';
-import type { FastifySchemaCompiler } from 'fastify';
 
 const addFormats = addFormatsModule.default;
 
@@ -27,7 +27,14 @@ function newAjv(coerce: boolean): Ajv {
   return ajv;
 }
 
-export function validatorCompiler(): FastifySchemaCompiler<unknown> {
+/** Which part of a request a schema describes: bodies are checked as sent, the other parts coerced from text. */
+export interface SchemaRoute {
+  readonly schema: unknown;
+  readonly httpPart?: string;
+}
+
+/** A compiler of request schemas (Fastify's validator compiler has this shape; the library compiles with it too). */
+export function validatorCompiler(): (route: SchemaRoute) => ValidateFunction {
   const bodyAjv = newAjv(false);
   const stringAjv = newAjv(true);
   return ({ schema, httpPart }) => {

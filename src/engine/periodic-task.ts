@@ -5,7 +5,7 @@
  * and stop() waits for a run in progress. An interval of 0 runs nothing.
  */
 
-import type { FastifyBaseLogger } from 'fastify';
+import type { Logger } from './logger.js';
 
 export interface PeriodicTask {
   /** Stops the timer (the run in progress sees `stopped()` turn true) and waits for a run in progress. */
@@ -14,7 +14,7 @@ export interface PeriodicTask {
 
 export function startPeriodicTask(options: {
   readonly intervalMs: number;
-  readonly log: FastifyBaseLogger;
+  readonly log: Logger;
   /** What a failed run logs. */
   readonly failure: string;
   readonly run: (stopped: () => boolean) => Promise<void>;

@@ -14,9 +14,9 @@ import { LIMITS, STORABLE_KEY_PATTERN } from '../protocol/limits.js';
 import type { EnqueueRequest } from '../protocol/schemas.js';
 import type { EnqueueOutcome, EnqueueParams } from '../store/store.js';
 import { crashPoint } from '../core/fault-points.js';
-import type { Principal } from './auth.js';
+import { Principal } from './principal.js';
 import { describePayloadError, type TenantKinds } from './kind-registry.js';
-import type { RouteContext } from './route-context.js';
+import type { EngineContext } from './context.js';
 
 /** The batch schema's rule for a key's text (protocol/limits.ts), for the header, which no schema checks. */
 const STORABLE_KEY = new RegExp(STORABLE_KEY_PATTERN, 'u');
@@ -51,7 +51,7 @@ export function canonicalRequestText(body: Readonly<Record<string, unknown>>, pa
 }
 
 export async function prepareEnqueue(
-  ctx: RouteContext,
+  ctx: EngineContext,
   principal: Principal,
   request: EnqueueRequest,
   idempotencyKey: string,
@@ -62,7 +62,7 @@ export async function prepareEnqueue(
 /** prepareEnqueue with the tenant's kinds at hand (synchronous). */
 export function prepareEnqueueWith(
   tenantKinds: TenantKinds,
-  ctx: Pick<RouteContext, 'config'>,
+  ctx: Pick<EngineContext, 'config'>,
   principal: Principal,
   request: EnqueueRequest,
   idempotencyKey: string,
@@ -127,7 +127,7 @@ export function refusalOf(outcome: RefusedOutcome): LeaseholdError {
  * the counting of what was accepted. The route and a library Queue's enqueue() both call this.
  */
 export async function enqueueOne(
-  ctx: RouteContext,
+  ctx: EngineContext,
   principal: Principal,
   request: EnqueueRequest,
   idempotencyKeyHeader: string | string[] | undefined,

@@ -6,7 +6,7 @@
  * front registered on it from the same instance.
  */
 
-import type { FastifyBaseLogger } from 'fastify';
+import type { Logger } from './logger.js';
 import type { Store } from '../store/store.js';
 import { Backpressure } from './backpressure.js';
 import type { CoordinatorConfig } from './config.js';
@@ -17,7 +17,7 @@ import { JobEvents } from './job-events.js';
 import { CoordinatorMetrics } from './metrics.js';
 import { startReaper } from './reaper.js';
 import { startRetention } from './retention.js';
-import type { RouteContext } from './route-context.js';
+import type { EngineContext } from './context.js';
 import { Scheduler } from './scheduler.js';
 import type { Clock } from '../core/clock.js';
 
@@ -25,7 +25,7 @@ import type { Clock } from '../core/clock.js';
 export const MAX_FINISH_WAITS_PER_TENANT = 1_000;
 
 export interface QueueServices {
-  readonly ctx: RouteContext;
+  readonly ctx: EngineContext;
   /** Parked long polls answer at once; the reaper stops. Safe to call twice. */
   stopWaiting(): Promise<void>;
   /** Releases what the services hold (after stopWaiting). The store stays open. */
@@ -37,7 +37,7 @@ export interface ServiceOptions {
   readonly scheduleClock?: Clock;
 }
 
-export function createServices(store: Store, config: CoordinatorConfig, log: FastifyBaseLogger, options: ServiceOptions = {}): QueueServices {
+export function createServices(store: Store, config: CoordinatorConfig, log: Logger, options: ServiceOptions = {}): QueueServices {
   // Polls held back by a kind's maxConcurrent wake when a job of their tenant finishes (lease-waiters.ts).
   const waiters = new LeaseWaiters((onFreed) => store.watchFinished((job) => onFreed(job === null ? null : job.tenant)), config.emptyLeaseReuseMs);
   const metrics = new CoordinatorMetrics();
@@ -48,7 +48,7 @@ export function createServices(store: Store, config: CoordinatorConfig, log: Fas
     store, config, kinds, events, backpressure, log,
     ...(options.scheduleClock === undefined ? {} : { clock: options.scheduleClock }),
   });
-  const ctx: RouteContext = {
+  const ctx: EngineContext = {
     store,
     config,
     kinds,

@@ -20,7 +20,7 @@
  */
 
 import { performance } from 'node:perf_hooks';
-import type { FastifyBaseLogger } from 'fastify';
+import type { Logger } from './logger.js';
 import type { BackoffPolicy } from '../core/backoff.js';
 import { canonicalJson } from '../core/canonical-json.js';
 import { toRfc3339 } from '../core/clock.js';
@@ -43,15 +43,15 @@ import type {
 } from '../protocol/schemas.js';
 import type { CompleteOutcome, CompleteParams, LeasedJob, LeaseParams, LeaseWithNextDue } from '../store/store.js';
 import { waiterGroup } from './lease-waiters.js';
-import type { RouteContext } from './route-context.js';
-import { explainRejection, rejection } from './routes/rejections.js';
+import type { EngineContext } from './context.js';
+import { explainRejection, rejection } from './rejections.js';
 import { JSON_CONTENT_TYPE } from './wire.js';
 
 /** Progress is for display; a larger value belongs in a checkpoint or the result. */
 export const MAX_PROGRESS_BYTES = 4096;
 
 /** Where the events of a call are logged: the request's logger over HTTP, the Queue's in a library. */
-export type ProtocolLog = Pick<FastifyBaseLogger, 'info'>;
+export type ProtocolLog = Pick<Logger, 'info'>;
 
 /**
  * What ends a parked lease wait early: the client went away (HTTP) or the worker stops (library).
@@ -80,7 +80,7 @@ export interface LeaseAnswer {
  * resume or a changed limit announces the kind like new work. Answers no jobs
  * when the wait ends empty.
  */
-export async function leaseJobs(ctx: RouteContext, log: ProtocolLog, tenant: string, body: LeaseRequest, openWait: () => LeaseWaitScope): Promise<LeaseAnswer> {
+export async function leaseJobs(ctx: EngineContext, log: ProtocolLog, tenant: string, body: LeaseRequest, openWait: () => LeaseWaitScope): Promise<LeaseAnswer> {
   const max = body.max ?? 1;
   const params: LeaseParams = {
     tenant,
@@ -143,7 +143,7 @@ export async function leaseJobs(ctx: RouteContext, log: ProtocolLog, tenant: str
  * announced to the tenant since (knownLeft), so the poll parks without a store call.
  */
 async function leaseOrKnown(
-  ctx: RouteContext,
+  ctx: EngineContext,
   tenant: string,
   kinds: readonly string[] | undefined,
   params: LeaseParams,
@@ -158,7 +158,7 @@ async function leaseOrKnown(
 }
 
 /** A registered kind's lease duration when the worker leases exactly that kind; the default otherwise. */
-async function defaultLeaseMs(ctx: RouteContext, tenant: string, kinds: readonly string[] | undefined): Promise<number> {
+async function defaultLeaseMs(ctx: EngineContext, tenant: string, kinds: readonly string[] | undefined): Promise<number> {
   if (kinds?.length === 1 && kinds[0] !== undefined) {
     const registered = (await ctx.kinds.forTenant(tenant)).byName.get(kinds[0]);
     if (registered !== undefined) return registered.record.leaseMs;
@@ -171,7 +171,7 @@ function requireJobId(id: string): void {
 }
 
 /** Extends the lease (and replaces the stored progress when given) while the token is the live lease. */
-export async function renewLease(ctx: RouteContext, tenant: string, id: string, body: RenewRequest): Promise<RenewResponse> {
+export async function renewLease(ctx: EngineContext, tenant: string, id: string, body: RenewRequest): Promise<RenewResponse> {
   if (body.progress !== undefined && Buffer.byteLength(canonicalJson(body.progress), 'utf8') > MAX_PROGRESS_BYTES) {
     throw new LeaseholdError('payload_too_large', `progress must be at most ${MAX_PROGRESS_BYTES} bytes of JSON`);
   }
@@ -188,7 +188,7 @@ export async function renewLease(ctx: RouteContext, tenant: string, id: string, 
 }
 
 /** Declares that the handler starts an external effect: if this lease then expires, the job becomes unknown. */
-export async function markEffectStarted(ctx: RouteContext, tenant: string, id: string, token: string): Promise<void> {
+export async function markEffectStarted(ctx: EngineContext, tenant: string, id: string, token: string): Promise<void> {
   requireJobId(id);
   const outcome = await ctx.store.jobMarkEffectStarted({ tenant, id, token });
   if (outcome.kind === 'rejected') throw await rejection(ctx, tenant, id, outcome.code);
@@ -200,14 +200,14 @@ export async function markEffectStarted(ctx: RouteContext, tenant: string, id: s
  * one is refused (payload_too_large) before anything is written; the job's kind is read only when the
  * state is larger than the smallest limit that could apply.
  */
-export async function saveCheckpoint(ctx: RouteContext, tenant: string, id: string, body: CheckpointRequest): Promise<void> {
+export async function saveCheckpoint(ctx: EngineContext, tenant: string, id: string, body: CheckpointRequest): Promise<void> {
   requireJobId(id);
   await checkCheckpointSize(ctx, tenant, id, body.state);
   const outcome = await ctx.store.jobCheckpoint({ tenant, id, token: body.token, checkpoint: { step: body.step, state: body.state } });
   if (outcome.kind === 'rejected') throw await rejection(ctx, tenant, id, outcome.code);
 }
 
-async function checkCheckpointSize(ctx: RouteContext, tenant: string, id: string, state: unknown): Promise<void> {
+async function checkCheckpointSize(ctx: EngineContext, tenant: string, id: string, state: unknown): Promise<void> {
   const bytes = Buffer.byteLength(canonicalJson(state ?? null), 'utf8');
   const kinds = await ctx.kinds.forTenant(tenant);
   const fallback = ctx.config.maxCheckpointBytes;
@@ -242,7 +242,7 @@ function resultInput(result: unknown, resultBytes: ResultBytes | undefined): Res
  * for an unregistered kind), looked up only when it could matter: a result
  * within every limit needs no lookup of the job's kind.
  */
-async function maxResultBytesFor(ctx: RouteContext, tenant: string, id: string, result: ResultInput | undefined): Promise<number | undefined> {
+async function maxResultBytesFor(ctx: EngineContext, tenant: string, id: string, result: ResultInput | undefined): Promise<number | undefined> {
   if (result === undefined) return undefined;
   const kinds = await ctx.kinds.forTenant(tenant);
   const fallback = ctx.config.defaultMaxResultBytes;
@@ -253,7 +253,7 @@ async function maxResultBytesFor(ctx: RouteContext, tenant: string, id: string, 
 
 type CompletionInput = CompleteManyRequest['completions'][number];
 
-async function completeParams(ctx: RouteContext, tenant: string, { id, token, result, resultBytes }: CompletionInput): Promise<CompleteParams> {
+async function completeParams(ctx: EngineContext, tenant: string, { id, token, result, resultBytes }: CompletionInput): Promise<CompleteParams> {
   const input = resultInput(result, resultBytes);
   const maxResultBytes = await maxResultBytesFor(ctx, tenant, id, input);
   return {
@@ -270,7 +270,7 @@ async function completeParams(ctx: RouteContext, tenant: string, { id, token, re
  * job's kind allows makes it dead with result_too_large (answered as status `dead`, since that is
  * committed). The same complete again answers the same and changes nothing.
  */
-export async function completeJob(ctx: RouteContext, log: ProtocolLog, tenant: string, id: string, body: CompleteRequest): Promise<CompleteResponse> {
+export async function completeJob(ctx: EngineContext, log: ProtocolLog, tenant: string, id: string, body: CompleteRequest): Promise<CompleteResponse> {
   requireJobId(id);
   const params = await completeParams(ctx, tenant, { ...body, id });
   const outcome = await ctx.store.jobComplete(params);
@@ -285,7 +285,7 @@ export async function completeJob(ctx: RouteContext, log: ProtocolLog, tenant: s
  * with code result_too_large; or `rejected` with the code the single call would answer (an item whose
  * content type is not a media type is refused alone with invalid_request, like an item with a stale token).
  */
-export async function completeJobs(ctx: RouteContext, log: ProtocolLog, tenant: string, all: readonly CompletionInput[]): Promise<CompleteManyResult[]> {
+export async function completeJobs(ctx: EngineContext, log: ProtocolLog, tenant: string, all: readonly CompletionInput[]): Promise<CompleteManyResult[]> {
   const refused = new Set(all.filter((item) => item.resultBytes !== undefined && !isMediaType(item.resultBytes.contentType)));
   const items = all.filter((item) => !refused.has(item));
   const params = await Promise.all(items.map((item) => completeParams(ctx, tenant, item)));
@@ -310,7 +310,7 @@ function batchItemResult(id: string, outcome: CompleteOutcome | undefined): Comp
   return { id, status: 'rejected', code: outcome.code };
 }
 
-async function backoffFor(ctx: RouteContext, tenant: string, id: string): Promise<BackoffPolicy> {
+async function backoffFor(ctx: EngineContext, tenant: string, id: string): Promise<BackoffPolicy> {
   const kinds = await ctx.kinds.forTenant(tenant);
   if (kinds.byName.size === 0) return ctx.config.defaultBackoff;
   const job = await ctx.store.jobGet({ scope: { tenant }, id });
@@ -327,7 +327,7 @@ export function sanitizeMessage(message: string | undefined): string {
  * `retryable` is false (cancelled when a cancel was requested, unknown after a declared effect, as the
  * store's transition decides). Repeating the call changes nothing.
  */
-export async function failJob(ctx: RouteContext, log: ProtocolLog, tenant: string, id: string, body: FailRequest): Promise<FailResponse> {
+export async function failJob(ctx: EngineContext, log: ProtocolLog, tenant: string, id: string, body: FailRequest): Promise<FailResponse> {
   requireJobId(id);
   const retryable = body.retryable ?? true;
   const outcome = await ctx.store.jobFail({

@@ -22,18 +22,18 @@
  * schema) is logged and passed over.
  */
 
-import type { FastifyBaseLogger } from 'fastify';
+import type { Logger } from './logger.js';
 import type { Clock } from '../core/clock.js';
 import { dueOccurrences, parseCron } from '../core/cron.js';
 import { scheduleJobKey, type ScheduleRecord } from '../store/schedules.js';
 import type { EnqueueParams, Store } from '../store/store.js';
-import type { Principal } from './auth.js';
+import { Principal } from './principal.js';
 import type { CoordinatorConfig } from './config.js';
 import { prepareEnqueueWith } from './enqueue.js';
 import type { Backpressure } from './backpressure.js';
 import type { JobEvents } from './job-events.js';
 import type { KindRegistry } from './kind-registry.js';
-import type { SchedulerHandle } from './route-context.js';
+import type { SchedulerHandle } from './context.js';
 
 /** Due schedules read and fired together. */
 export const SCHEDULER_BATCH = 100;
@@ -50,7 +50,7 @@ export interface SchedulerOptions {
   readonly kinds: KindRegistry;
   readonly events: JobEvents;
   readonly backpressure: Backpressure;
-  readonly log: FastifyBaseLogger;
+  readonly log: Logger;
   /** The clock occurrences are judged by; the store's own (store.now()) when absent. */
   readonly clock?: Clock;
 }

@@ -13,7 +13,7 @@
  */
 
 import { performance } from 'node:perf_hooks';
-import type { FastifyBaseLogger } from 'fastify';
+import type { Logger } from './logger.js';
 import type { CancelOutcome, CompleteOutcome, EnqueueOutcome, FailOutcome, JobRecord, LeasedJob, ReapOutcome, ReconcileOutcomeName } from '../store/store.js';
 import type { CoordinatorMetrics } from './metrics.js';
 
@@ -29,7 +29,7 @@ interface LeaseEntry {
 /** Leases remembered at once; the oldest is forgotten first (its ending is then counted under `_other`). */
 export const MAX_LEDGER_ENTRIES = 50_000;
 
-type Log = Pick<FastifyBaseLogger, 'info'>;
+type Log = Pick<Logger, 'info'>;
 
 export class JobEvents {
   private readonly ledger = new Map<string, LeaseEntry>();

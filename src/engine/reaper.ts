@@ -6,7 +6,7 @@
  * Runs never overlap; a failed run is logged and the next tick tries again.
  */
 
-import type { FastifyBaseLogger } from 'fastify';
+import type { Logger } from './logger.js';
 import type { ReapOutcome, Store } from '../store/store.js';
 import type { JobEvents } from './job-events.js';
 import { startPeriodicTask, type PeriodicTask } from './periodic-task.js';
@@ -16,7 +16,7 @@ export type Reaper = PeriodicTask;
 export function startReaper(options: {
   readonly store: Store;
   readonly intervalMs: number;
-  readonly log: FastifyBaseLogger;
+  readonly log: Logger;
   /** Counts and logs what each run applied. */
   readonly events?: JobEvents;
 }): Reaper {
