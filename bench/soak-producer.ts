@@ -89,7 +89,7 @@ async function sendUntilAnswered(options: ProducerOptions, items: EnqueueBatchIt
     try {
       const answer = await options.client.enqueueBatch(items);
       answer.results.forEach((result, index) => {
-        const n = (items[index]?.payload as SoakPayload).n;
+        const n = (items[index]?.payload as SoakPayload | undefined)?.n ?? -1;
         if (result.status === 202 && result.job !== undefined) {
           tally.accepted.push({ n, idempotencyKey: result.idempotencyKey, id: result.job.id });
           if (result.replayed === true) tally.replayedAcks += 1;

@@ -164,7 +164,7 @@ export class Worker<Kinds = Record<string, unknown>> {
         continue;
       }
       const sentAt = this.deps.clock.now();
-      let answer;
+      let answer: Awaited<ReturnType<WorkerCalls['leaseResponse']>>;
       try {
         answer = await withRetry(
           (callSignal) =>
