@@ -17,7 +17,6 @@ import type { Store } from '../store/store.js';
 import type { Clock } from '../core/clock.js';
 import { installAdmission } from './admission.js';
 import { installAuth } from './auth.js';
-import { type Principal } from '../engine/principal.js';
 import { resolveConfig, type CoordinatorConfig, type CoordinatorConfigInput } from '../engine/config.js';
 import { answerClientError, installErrorHandling, installHostHeaderCheck, installUnroutedAnswer, routeMethods, sendError, toHttpError } from './error-handler.js';
 import { installJsonBodyParser } from './json-body.js';
@@ -47,8 +46,6 @@ export interface CoordinatorOptions {
   readonly config?: CoordinatorConfigInput;
   /** Services built by the caller (a library Queue) and shared with it; the caller closes them. */
   readonly services?: QueueServices;
-  /** Keys known only to this process (a Queue's own, for an app that never listens), checked before the store's. */
-  readonly inProcessKeys?: ReadonlyMap<string, Principal>;
   /** The clock recurring schedules are computed against; the store's own when absent (tests pass a fake one). */
   readonly scheduleClock?: Clock;
 }
@@ -77,7 +74,6 @@ export interface ApiOptions {
   readonly store: Store;
   readonly config: CoordinatorConfig;
   readonly ctx: EngineContext;
-  readonly inProcessKeys?: ReadonlyMap<string, Principal>;
   /**
    * The app is the coordinator's own: it also answers unrouted requests and a missing Host in the error
    * shape, and serves /openapi.json. Inside an application's Fastify instance (leaseholdRoutes) those stay
@@ -108,7 +104,6 @@ export async function installApi(app: CoordinatorApp, options: ApiOptions): Prom
     store: options.store,
     cacheMs: config.authCacheMs,
     scrapeToken: config.metricsToken,
-    ...(options.inProcessKeys === undefined ? {} : { inProcessKeys: options.inProcessKeys }),
   });
   installAdmission(app, config, () => options.store.queueWaitMs());
 
@@ -170,7 +165,7 @@ export async function buildCoordinator(options: CoordinatorOptions): Promise<Fas
   app.server.headersTimeout = config.headersTimeoutMs;
   // A library Queue passes its own services (shared with its calls); a coordinator builds and owns them.
   const services = options.services ?? createServices(options.store, config, app.log, options.scheduleClock === undefined ? {} : { scheduleClock: options.scheduleClock });
-  await installApi(app, { store: options.store, config, ctx: services.ctx, standalone: true, ...(options.inProcessKeys === undefined ? {} : { inProcessKeys: options.inProcessKeys }) });
+  await installApi(app, { store: options.store, config, ctx: services.ctx, standalone: true });
 
   // preClose runs before the server stops accepting: parked long polls answer 204 instead of holding close() open.
   if (options.services === undefined) {

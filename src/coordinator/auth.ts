@@ -45,8 +45,6 @@ const MAX_CACHED_KEYS = 10_000;
 export interface AuthOptions {
   readonly store: Store;
   readonly cacheMs: number;
-  /** Keys that exist only in this process's memory (a library Queue's), by the key itself. */
-  readonly inProcessKeys?: ReadonlyMap<string, Principal>;
   /** The token GET /metrics admits besides admin keys; null for none. */
   readonly scrapeToken?: string | null;
 }
@@ -91,7 +89,7 @@ export function installAuth(app: FastifyInstance, options: AuthOptions): void {
     }
     const keyHash = hashApiKey(key);
     if (config.scrapeToken === true && scrapeTokenHash !== null && constantTimeEqual(keyHash, scrapeTokenHash)) return;
-    const principal = options.inProcessKeys?.get(key) ?? (await lookup(keyHash));
+    const principal = await lookup(keyHash);
     if (principal === null) {
       reply.header('connection', 'close');
       throw new LeaseholdError('unauthorized', 'invalid API key');

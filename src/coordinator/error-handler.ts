@@ -10,6 +10,8 @@
 import type { Duplex } from 'node:stream';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
 import { ERRORS, LeaseholdError, type CodeWithMessage, type ErrorCode, type ErrorDetails } from '../core/errors.js';
+import { isStoreUnavailable } from '../engine/error-translation.js';
+import { describeValidationError } from '../engine/validation.js';
 
 interface HttpError {
   readonly status: number;
@@ -17,13 +19,6 @@ interface HttpError {
   readonly message: string;
   readonly retryAfterSeconds?: number;
   readonly details?: ErrorDetails;
-}
-
-interface AjvLikeError {
-  readonly instancePath?: string;
-  readonly keyword?: string;
-  readonly message?: string;
-  readonly params?: Record<string, unknown>;
 }
 
 const FASTIFY_CODES: Readonly<Record<string, ErrorCode>> = {
@@ -45,19 +40,6 @@ const STATUS_CODES: Readonly<Record<number, ErrorCode>> = {
   415: 'unsupported_media_type',
 };
 
-/** Describes an Ajv error by the path that failed, e.g. `body/maxAttempts must be <= 1000`. */
-export function describeValidationError(error: AjvLikeError | undefined, root: string): string {
-  if (error === undefined) return `${root} is invalid`;
-  const path = `${root}${error.instancePath ?? ''}`;
-  const params = error.params ?? {};
-  if (error.keyword === 'additionalProperties' && typeof params['additionalProperty'] === 'string') {
-    return `${path}/${params['additionalProperty']} is not an allowed field`;
-  }
-  if (error.keyword === 'required' && typeof params['missingProperty'] === 'string') {
-    return `${path}/${params['missingProperty']} is required`;
-  }
-  return `${path} ${error.message ?? 'is invalid'}`;
-}
 
 /**
  * The driver's code under a refused request (SQLITE_FULL, SQLITE_BUSY, a
@@ -69,12 +51,6 @@ function driverCode(error: unknown): string | undefined {
   const cause = error instanceof Error ? (error.cause as { code?: unknown } | null | undefined) : undefined;
   const code = cause?.code;
   return typeof code === 'string' && /^[A-Z0-9_]{1,64}$/.test(code) ? code : undefined;
-}
-
-function isStoreUnavailable(error: unknown): boolean {
-  return error instanceof LeaseholdError
-    ? error.code === 'store_unavailable'
-    : error !== null && typeof error === 'object' && (error as { code?: unknown }).code === 'store_unavailable';
 }
 
 export function toHttpError(error: unknown): HttpError {

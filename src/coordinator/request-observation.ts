@@ -84,11 +84,7 @@ export function installRequestObservation(app: FastifyInstance, metrics: Coordin
     // Admission writes its 503 straight to the socket, past onSend: a 503 without a recorded code is its refusal.
     if (status === 503) metrics.unavailable.inc({ reason: request.refusalCode ?? 'overloaded' });
     const principal = request.principal;
-    if (principal !== null && ENQUEUE_ROUTES.has(`${method} ${route}`) && (status < 400 || status >= 500)) {
-      const tenant = metrics.tenant(principal.tenant);
-      metrics.acceptanceValid.inc({ tenant });
-      if (status < 300) metrics.acceptanceGood.inc({ tenant });
-    }
+    if (principal !== null && ENQUEUE_ROUTES.has(`${method} ${route}`)) metrics.acceptance(principal.tenant, status);
     request.log.debug({ method: request.method, route, statusCode: status, responseTimeMs: Math.round(seconds * 1e4) / 10 }, 'request answered');
   }
 }

@@ -1,9 +1,13 @@
 /**
- * Turns one validated enqueue request into the store's EnqueueParams: applies
- * the tenant's kind rules (allowlist, payload schema, payload size), the
- * defaults (attempts, deadline), and computes the idempotency hash over the
- * canonical request body. Shared by POST /jobs and POST /jobs/batch, so a job
- * enqueued either way under the same key compares equal.
+ * Enqueue, in one place for every path. prepareEnqueue turns one validated
+ * request into the store's EnqueueParams: the tenant's kind rules
+ * (allowlist, payload schema, payload size), the defaults (attempts,
+ * deadline), and the idempotency hash over the canonical request body, so a
+ * job enqueued by any path under the same key compares equal. What follows
+ * the store's answer (the event, the refusal, the acceptance count) is
+ * recordEnqueues and settleEnqueue, for POST /jobs and the library's
+ * enqueue (enqueueOne), the batch (enqueue-batch.ts), a library's
+ * enqueueInTransaction (prepareInTransaction) and the scheduler.
  */
 
 import { canonicalJson } from '../core/canonical-json.js';
@@ -11,12 +15,13 @@ import { parseRfc3339 } from '../core/clock.js';
 import { duplicateJobError, LeaseholdError } from '../core/errors.js';
 import { sha256Hex } from '../core/ids.js';
 import { LIMITS, STORABLE_KEY_PATTERN } from '../protocol/limits.js';
-import type { EnqueueRequest } from '../protocol/schemas.js';
+import type { EnqueueRequest, EnqueueResponse } from '../protocol/schemas.js';
 import type { EnqueueOutcome, EnqueueParams } from '../store/store.js';
 import { crashPoint } from '../core/fault-points.js';
-import { Principal } from './principal.js';
+import type { Principal } from './principal.js';
 import { describePayloadError, type TenantKinds } from './kind-registry.js';
 import type { EngineContext } from './context.js';
+import { toWireJob } from './wire.js';
 
 /** The batch schema's rule for a key's text (protocol/limits.ts), for the header, which no schema checks. */
 const STORABLE_KEY = new RegExp(STORABLE_KEY_PATTERN, 'u');
@@ -122,9 +127,47 @@ export function refusalOf(outcome: RefusedOutcome): LeaseholdError {
   return outcome.kind === 'conflict' ? new LeaseholdError('idempotency_conflict') : duplicateJobError(outcome.job.id);
 }
 
+/** An enqueue the store answered: what it was given and what it answered. */
+export interface StoredEnqueue {
+  readonly params: EnqueueParams;
+  readonly outcome: EnqueueOutcome;
+}
+
+/**
+ * What follows every enqueue the store answered, on every path (POST /jobs and the library's enqueue, the
+ * batch, enqueueInTransaction, the scheduler): each job answered with one (created, replayed, deduplicated) is
+ * an enqueued event, and the created ones, with their payload bytes, count toward backpressure's snapshot and
+ * the acceptance SLI. A refused one (a conflicting idempotency key, a unique key's holder) is neither.
+ */
+export function recordEnqueues(ctx: Pick<EngineContext, 'events' | 'backpressure'>, tenant: string, stored: readonly StoredEnqueue[]): void {
+  let created = 0;
+  let createdBytes = 0;
+  for (const { params, outcome } of stored) {
+    if (isRefused(outcome)) continue;
+    ctx.events.enqueued(tenant, outcome, params.payloadBytes);
+    if (outcome.kind === 'created') {
+      created += 1;
+      createdBytes += params.payloadBytes;
+    }
+  }
+  if (created > 0) ctx.backpressure.recordAccepted(tenant, created, createdBytes);
+}
+
+/** One enqueue's answer from the store, recorded (recordEnqueues): its job, or the refusal thrown. */
+export function settleEnqueue(ctx: Pick<EngineContext, 'events' | 'backpressure'>, tenant: string, params: EnqueueParams, outcome: EnqueueOutcome): AcceptedOutcome {
+  recordEnqueues(ctx, tenant, [{ params, outcome }]);
+  if (isRefused(outcome)) throw refusalOf(outcome);
+  return outcome;
+}
+
+/** The job an enqueue answers with, flagged when a dedupe key folded the request into it. */
+export function enqueueAnswer(outcome: AcceptedOutcome): EnqueueResponse {
+  return outcome.kind === 'deduplicated' ? { ...toWireJob(outcome.job), deduplicated: true } : toWireJob(outcome.job);
+}
+
 /**
  * POST /jobs, after the body is parsed and the caller known: the kind rules, backpressure, the store, and
- * the counting of what was accepted. The route and a library Queue's enqueue() both call this.
+ * what follows it (settleEnqueue). The route and a library Queue's enqueue() both call this.
  */
 export async function enqueueOne(
   ctx: EngineContext,
@@ -137,8 +180,21 @@ export async function enqueueOne(
   await ctx.backpressure.check(principal.tenant, 1, params.payloadBytes);
   const outcome = await ctx.store.jobEnqueue(params);
   crashPoint('enqueue.after-commit');
-  if (isRefused(outcome)) throw refusalOf(outcome);
-  ctx.events.enqueued(principal.tenant, outcome, params.payloadBytes);
-  if (outcome.kind === 'created') ctx.backpressure.recordAccepted(principal.tenant, 1, params.payloadBytes);
-  return outcome;
+  return settleEnqueue(ctx, principal.tenant, params, outcome);
+}
+
+/**
+ * An enqueue inside the caller's own transaction, before the store: the same checks as enqueueOne, at once,
+ * with the kind rules and the backpressure snapshot as last loaded (it cannot wait for either). The caller
+ * hands the store's answer to settleEnqueue. Its counting happens when the store answers, inside the
+ * transaction: a job whose transaction then rolls back was counted as accepted, which backpressure's next
+ * snapshot corrects.
+ */
+export function prepareInTransaction(ctx: EngineContext, principal: Principal, request: EnqueueRequest, idempotencyKey: string): EnqueueParams {
+  const key = requireIdempotencyKey(idempotencyKey);
+  const kinds = ctx.kinds.loadedForTenant(principal.tenant);
+  if (kinds === undefined) throw new LeaseholdError('store_unavailable', 'the kinds of this tenant are not loaded yet; retry');
+  const params = prepareEnqueueWith(kinds, ctx, principal, request, key);
+  ctx.backpressure.checkSnapshot(principal.tenant, 1, params.payloadBytes);
+  return params;
 }

@@ -1,7 +1,7 @@
 /**
  * The worker's lease protocol as functions over the shared services: lease
  * (with its long-poll wait), renew, effect, checkpoint, complete (one or
- * many) and fail. The routes in routes/lease.ts and routes/completion.ts are
+ * many) and fail. The routes in src/coordinator/routes/lease.ts and completion.ts are
  * these functions behind HTTP (body schema, authentication, admission), and a
  * library Queue's direct worker transport (src/queue/direct-worker.ts) calls
  * the same functions without a route. So the kind rules (result and

@@ -163,6 +163,17 @@ export class CoordinatorMetrics {
     return this.errorCodes.label(code);
   }
 
+  /**
+   * One enqueue request in the acceptance SLI, by the HTTP status it answered (or, in the library, would have
+   * answered): valid unless it was the client's fault (4xx), good when accepted (2xx). Both fronts count here.
+   */
+  acceptance(tenant: string, status: number): void {
+    if (status >= 400 && status < 500) return;
+    const labels = { tenant: this.tenant(tenant) };
+    this.acceptanceValid.inc(labels);
+    if (status < 300) this.acceptanceGood.inc(labels);
+  }
+
   close(): void {
     this.unsubscribe();
   }

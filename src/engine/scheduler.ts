@@ -27,9 +27,9 @@ import type { Clock } from '../core/clock.js';
 import { dueOccurrences, parseCron } from '../core/cron.js';
 import { scheduleJobKey, type ScheduleRecord } from '../store/schedules.js';
 import type { EnqueueParams, Store } from '../store/store.js';
-import { Principal } from './principal.js';
+import type { Principal } from './principal.js';
 import type { CoordinatorConfig } from './config.js';
-import { prepareEnqueueWith } from './enqueue.js';
+import { prepareEnqueueWith, recordEnqueues } from './enqueue.js';
 import type { Backpressure } from './backpressure.js';
 import type { JobEvents } from './job-events.js';
 import type { KindRegistry } from './kind-registry.js';
@@ -183,11 +183,14 @@ export class Scheduler implements SchedulerHandle {
       lastAt: occurrences.at(-1) ?? null,
     });
     if (outcome.kind === 'stale') return;
-    for (const [i, enqueued] of outcome.outcomes.entries()) {
-      const bytes = jobs[i]?.payloadBytes ?? 0;
-      this.options.events.enqueued(schedule.tenant, enqueued, bytes);
-      if (enqueued.kind === 'created') this.options.backpressure.recordAccepted(schedule.tenant, 1, bytes);
-    }
+    recordEnqueues(
+      this.options,
+      schedule.tenant,
+      jobs.flatMap((params, i) => {
+        const enqueued = outcome.outcomes[i];
+        return enqueued === undefined ? [] : [{ params, outcome: enqueued }];
+      }),
+    );
   }
 
   /** The job of the last occurrence enqueued is still queued or running. */

@@ -77,3 +77,25 @@ export function payloadAjv(): Ajv {
   addFormats(ajv);
   return ajv;
 }
+
+/** What describeValidationError reads of an Ajv error (Fastify passes the same objects). */
+export interface AjvLikeError {
+  readonly instancePath?: string;
+  readonly keyword?: string;
+  readonly message?: string;
+  readonly params?: Record<string, unknown>;
+}
+
+/** Describes an Ajv error by the path that failed, e.g. `body/maxAttempts must be <= 1000`. */
+export function describeValidationError(error: AjvLikeError | undefined, root: string): string {
+  if (error === undefined) return `${root} is invalid`;
+  const path = `${root}${error.instancePath ?? ''}`;
+  const params = error.params ?? {};
+  if (error.keyword === 'additionalProperties' && typeof params['additionalProperty'] === 'string') {
+    return `${path}/${params['additionalProperty']} is not an allowed field`;
+  }
+  if (error.keyword === 'required' && typeof params['missingProperty'] === 'string') {
+    return `${path}/${params['missingProperty']} is required`;
+  }
+  return `${path} ${error.message ?? 'is invalid'}`;
+}

@@ -131,7 +131,7 @@ export type JobList = Static<typeof JobList>;
  * What selects jobs: the query of GET /jobs (with limit and cursor) and the
  * `filter` of POST /jobs/bulk. The store selects by status and kind; the
  * coordinator applies the error code and the creation-time range to the rows
- * it reads (src/coordinator/job-filter.ts).
+ * it reads (src/engine/job-filter.ts).
  */
 export const JobFilterProperties = {
   status: Type.Optional(JobStatusSchema),

@@ -2,7 +2,7 @@
  * The direct worker transport: what a `Worker` over a library Queue calls to
  * lease, renew, checkpoint, declare an effect, complete and fail, on the
  * Queue's store and services without HTTP (no Fastify, no JSON text, no
- * keys). Each call is the coordinator's own lease-protocol.ts function, the
+ * keys). Each call is the engine's lease-protocol.ts function, the
  * one its route calls, so the kind rules, fencing, refusal codes, waiter
  * wake-ups, events and metrics are the HTTP API's by construction.
  *
@@ -13,7 +13,7 @@
  * undefined fields), so what is stored, and its checksum, is the same. A
  * refusal throws LeaseholdError with the code and status the HTTP API
  * answers. What it leaves out: authentication (the Queue is its tenant's
- * admin, as its in-process key is), admission's per-key caps (one process's
+ * admin), admission's per-key caps (one process's
  * own workers, bounded by their concurrency) and the HTTP body limits (the
  * kind's result and checkpoint limits still apply).
  *
@@ -28,9 +28,9 @@
  * signal ends the wait.
  */
 
-import type { TSchema } from '@sinclair/typebox';
-import { LeaseholdError } from '../core/errors.js';
-import { describeValidationError, toHttpError } from '../coordinator/error-handler.js';
+import { asLeaseholdError } from '../engine/error-translation.js';
+import { SILENT_LOGGER } from '../engine/logger.js';
+import { bodyCheck } from './call-checks.js';
 import {
   completeJob,
   completeJobs,
@@ -40,10 +40,8 @@ import {
   renewLease,
   saveCheckpoint,
   type LeaseWaitScope,
-  type ProtocolLog,
 } from '../engine/lease-protocol.js';
 import type { EngineContext } from '../engine/context.js';
-import { validatorCompiler } from '../engine/validation.js';
 import { toWireLeasedJob } from '../engine/wire.js';
 import {
   CheckpointRequest,
@@ -60,18 +58,6 @@ import {
   TokenRequest,
 } from '../protocol/schemas.js';
 import type { WorkerCallOptions, WorkerCalls } from '../protocol/worker-calls.js';
-
-type Check = ((value: unknown) => boolean) & { errors?: Parameters<typeof describeValidationError>[0][] | null };
-
-const compile = validatorCompiler();
-
-/** A route's body schema, compiled as the coordinator compiles it. */
-function bodyCheck(schema: TSchema): (value: unknown) => void {
-  const check = compile({ schema, httpPart: 'body' }) as Check;
-  return (value) => {
-    if (!check(value)) throw new LeaseholdError('invalid_request', describeValidationError(check.errors?.[0] ?? undefined, 'body'));
-  };
-}
 
 const checkLease = bodyCheck(LeaseRequest);
 const checkRenew = bodyCheck(RenewRequest);
@@ -101,15 +87,8 @@ function withJson<T extends object, K extends keyof T & string>(body: T, key: K)
   return (value === undefined ? rest : { ...rest, [key]: value }) as T;
 }
 
-/** Refusals as the HTTP API would answer them: LeaseholdError as is; a store fault store_unavailable; else internal_error. */
-function asLeaseholdError(error: unknown): unknown {
-  if (error instanceof LeaseholdError) return error;
-  const http = toHttpError(error);
-  return new LeaseholdError(http.code, http.message, { ...(http.retryAfterSeconds === undefined ? {} : { retryAfterSeconds: http.retryAfterSeconds }), cause: error });
-}
-
 /** The Queue has no logger of its own yet: events are counted in its metrics, and their lines go nowhere. */
-const SILENT_LOG: ProtocolLog = { info: () => undefined };
+const SILENT_LOG = SILENT_LOGGER;
 
 const NEVER = new AbortController().signal;
 

@@ -15,7 +15,6 @@
  */
 
 import type { FastifyPluginAsync } from 'fastify';
-import { installApi } from '../coordinator/app.js';
 import type { CoordinatorApp } from '../coordinator/route-context.js';
 import type { Queue, KindPayloads } from './queue.js';
 
@@ -25,5 +24,7 @@ export interface LeaseholdRoutesOptions {
 
 export const leaseholdRoutes: FastifyPluginAsync<LeaseholdRoutesOptions> = async (instance, options) => {
   const { queue } = options;
+  // Loaded when the plugin is registered: the package's entry re-exports this plugin, and a Queue alone loads no Fastify.
+  const { installApi } = await import('../coordinator/app.js');
   await installApi(instance as unknown as CoordinatorApp, { store: queue.store, config: queue.config, ctx: queue.services.ctx, standalone: false });
 };

@@ -1,12 +1,11 @@
 /**
  * leasehold as a library: a Queue is the application's handle on the job
- * store, for one tenant (and, with `owner`, one producer's own jobs). Its
- * enqueues call the functions of POST /jobs without the route; its other
- * calls go through the coordinator's own routes, run in process (Fastify's
- * inject, no socket): the same validation, kind rules,
- * idempotency, size limits, backpressure, scoping and error codes as over
- * HTTP, from the same code. The Queue's keys exist only in this process's
- * memory, and its coordinator never listens.
+ * store, for one tenant (and, with `owner`, one producer's own jobs). Each
+ * call is the engine's operation (src/engine/), the one the HTTP route
+ * calls: the same validation (the route's own schemas, call-checks.ts), kind
+ * rules, idempotency, size limits, backpressure, scoping and error codes,
+ * without HTTP — no Fastify, no keys. The Queue acts as its tenant's admin,
+ * or as a producer when opened with an owner.
  *
  * Workers in the same process (`new Worker({ queue })`) lease, renew,
  * checkpoint and complete through `queue.workerTransport`, on the store
@@ -15,30 +14,56 @@
  * `leaseholdRoutes` (http-front.ts) over the same Queue.
  */
 
-import { randomBytes } from 'node:crypto';
-import type { FastifyInstance } from 'fastify';
-import { pino } from 'pino';
-import { LeaseholdApiError } from '../client/errors.js';
-import { LeaseholdClient } from '../client/leasehold-client.js';
-import type { Exchange, RawResponse } from '../client/transport.js';
+import { createHash } from 'node:crypto';
+import { LeaseholdIntegrityError } from '../client/errors.js';
 import type { JobResultBody } from '../client/types.js';
-import { ERROR_CODES, LeaseholdError, type ErrorCode } from '../core/errors.js';
-import { buildCoordinator } from '../coordinator/app.js';
-import { Principal } from '../engine/principal.js';
-import { resolveConfig, type CoordinatorConfig, type CoordinatorConfigInput } from '../engine/config.js';
-import { createApiKey } from '../engine/api-keys.js';
+import { systemClock, type Clock } from '../core/clock.js';
+import { essenceOf, isMediaType } from '../core/media-type.js';
 import type { Role } from '../core/states.js';
-import type { Clock } from '../core/clock.js';
+import { createApiKey } from '../engine/api-keys.js';
+import { resolveConfig, type CoordinatorConfig, type CoordinatorConfigInput } from '../engine/config.js';
+import type { EngineContext } from '../engine/context.js';
+import { enqueueAnswer, enqueueOne, prepareInTransaction, settleEnqueue } from '../engine/enqueue.js';
+import { enqueueMany } from '../engine/enqueue-batch.js';
+import { LeaseholdError } from '../core/errors.js';
+import { asLeaseholdError } from '../engine/error-translation.js';
+import { cancelJob, reconcileJob, requeueJob } from '../engine/job-actions.js';
+import { getJob, jobAttempts, jobResult, listJobs, waitForJob } from '../engine/jobs.js';
+import { putKind, setKindPaused } from '../engine/kinds.js';
+import { SILENT_LOGGER } from '../engine/logger.js';
+import { tenantStats } from '../engine/operator.js';
+import type { Principal } from '../engine/principal.js';
+import { deleteSchedule, listSchedules, putSchedule } from '../engine/schedules.js';
 import { createServices, type QueueServices } from '../engine/services.js';
-import type { Attempt, EnqueueBatchItem, EnqueueBatchResult, EnqueueResponse, Job, JobList, JobListQuery, Kind, KindDefinition, ReconcileOutcomeName, Schedule, ScheduleDefinition, ScheduleList, ScheduleListQuery, Stats } from '../protocol/schemas.js';
+import {
+  EnqueueBatchRequest,
+  EnqueueRequest,
+  JobListQuery,
+  KindDefinition,
+  KindParams,
+  LIMITS,
+  ReconcileRequest,
+  RequeueRequest,
+  ScheduleDefinition,
+  ScheduleListQuery,
+  ScheduleParams,
+  WAIT_END_STATUSES,
+  type Attempt,
+  type EnqueueBatchItem,
+  type EnqueueBatchResult,
+  type EnqueueResponse,
+  type Job,
+  type JobList,
+  type Kind,
+  type ReconcileOutcomeName,
+  type Schedule,
+  type ScheduleList,
+  type Stats,
+} from '../protocol/schemas.js';
 import type { EnqueueOutcome, EnqueueParams, Store } from '../store/store.js';
 import type { Database as SqliteHandle } from 'better-sqlite3';
 import type pg from 'pg';
-import { EnqueueRequest } from '../protocol/schemas.js';
-import { enqueueOne, isRefused, prepareEnqueueWith, refusalOf, requireIdempotencyKey, type AcceptedOutcome } from '../engine/enqueue.js';
-import { describeValidationError } from '../coordinator/error-handler.js';
-import { validatorCompiler } from '../engine/validation.js';
-import { toWireJob } from '../engine/wire.js';
+import { partCheck } from './call-checks.js';
 import { DirectWorkerTransport } from './direct-worker.js';
 
 /** Payload types by kind name; `Record<string, unknown>` accepts any kind and payload. */
@@ -83,19 +108,20 @@ function wireFields<Kinds extends KindPayloads>(
   };
 }
 
-/** A job the enqueue answers with, flagged when a dedupe key folded the request into it. */
-function answerOf(outcome: AcceptedOutcome): EnqueueResponse {
-  return outcome.kind === 'deduplicated' ? { ...toWireJob(outcome.job), deduplicated: true } : toWireJob(outcome.job);
-}
-
 function isSqliteHandle(tx: SqliteHandle | pg.ClientBase): tx is SqliteHandle {
   return typeof (tx as SqliteHandle).prepare === 'function' && typeof (tx as SqliteHandle).inTransaction === 'boolean';
 }
 
-/** The enqueue body's schema, compiled as the coordinator compiles it for POST /jobs. */
-const validateEnqueueRequest = validatorCompiler()({ schema: EnqueueRequest, httpPart: 'body' }) as ((value: unknown) => boolean) & {
-  errors?: Parameters<typeof describeValidationError>[0][] | null;
-};
+const checkEnqueue = partCheck<EnqueueRequest>(EnqueueRequest);
+const checkBatch = partCheck<EnqueueBatchRequest>(EnqueueBatchRequest);
+const checkListQuery = partCheck<JobListQuery>(JobListQuery, 'querystring');
+const checkRequeue = partCheck<RequeueRequest>(RequeueRequest);
+const checkReconcile = partCheck<ReconcileRequest>(ReconcileRequest);
+const checkKindName = partCheck<KindParams>(KindParams, 'params');
+const checkKindDefinition = partCheck<KindDefinition>(KindDefinition);
+const checkScheduleName = partCheck<ScheduleParams>(ScheduleParams, 'params');
+const checkScheduleDefinition = partCheck<ScheduleDefinition>(ScheduleDefinition);
+const checkScheduleQuery = partCheck<ScheduleListQuery>(ScheduleListQuery, 'querystring');
 
 export interface QueueSettings {
   /** The tenant whose jobs this Queue enqueues and sees. Default 'default'. */
@@ -108,47 +134,23 @@ export interface QueueSettings {
   readonly scheduleClock?: Clock;
 }
 
-/** A failed call: the code and status of the HTTP API's error with the same cause. */
-function toLeaseholdError(error: unknown): unknown {
-  if (!(error instanceof LeaseholdApiError)) return error;
-  const code: ErrorCode = Object.hasOwn(ERROR_CODES, error.code) ? (error.code as ErrorCode) : 'internal_error';
-  return new LeaseholdError(code, error.message, {
-    ...(error.retryAfterSeconds === undefined ? {} : { retryAfterSeconds: error.retryAfterSeconds }),
-    ...(error.details === undefined ? {} : { details: error.details }),
-    cause: error,
-  });
-}
-
-async function rethrowing<T>(call: Promise<T>): Promise<T> {
+/** An engine call, its failure as the LeaseholdError the HTTP API's answer would carry (a store fault: store_unavailable). */
+async function engineCall<T>(call: () => Promise<T>): Promise<T> {
   try {
-    return await call;
+    return await call();
   } catch (error) {
-    throw toLeaseholdError(error);
+    throw asLeaseholdError(error);
   }
 }
 
-/** One exchange through the app's router, in process; an abort answers at once (the call's answer is dropped). */
-function injector(app: FastifyInstance, counted: () => void): (request: Exchange) => Promise<RawResponse> {
-  return async (request) => {
-    counted();
-    const { signal } = request;
-    if (signal?.aborted === true) throw signal.reason;
-    const answer = app
-      .inject({ method: request.method, url: request.path, headers: request.headers, ...(request.body === undefined ? {} : { payload: request.body }) })
-      .then((response): RawResponse => {
-        const headers: Record<string, string> = {};
-        for (const [name, value] of Object.entries(response.headers)) {
-          if (value !== undefined) headers[name.toLowerCase()] = Array.isArray(value) ? String(value[0]) : String(value);
-        }
-        return { status: response.statusCode, headers, body: response.rawPayload };
-      });
-    if (signal === undefined) return answer;
-    return new Promise<RawResponse>((resolve, reject) => {
-      const onAbort = (): void => reject(signal.reason);
-      signal.addEventListener('abort', onAbort, { once: true });
-      answer.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
-    });
-  };
+/** A stored result as the HTTP API serves it: a value that is not a media type is bytes; JSON is parsed. */
+function resultBody(id: string, result: { readonly contentType: string; readonly body: Buffer; readonly checksum: string }): JobResultBody {
+  const checksum = createHash('sha256').update(result.body).digest('hex');
+  if (checksum !== result.checksum) throw new LeaseholdIntegrityError('checksum_mismatch', `result of job ${id} does not match its checksum`);
+  const contentType = isMediaType(result.contentType) ? result.contentType : 'application/octet-stream';
+  const essence = isMediaType(contentType) ? essenceOf(contentType) : '';
+  const isJson = essence === 'application/json' || essence.endsWith('+json');
+  return { contentType, body: result.body, checksum, value: isJson && result.body.length > 0 ? (JSON.parse(result.body.toString('utf8')) as unknown) : undefined };
 }
 
 export class Queue<Kinds extends KindPayloads = KindPayloads> {
@@ -156,37 +158,28 @@ export class Queue<Kinds extends KindPayloads = KindPayloads> {
   declare readonly kinds?: Kinds;
   /**
    * What `new Worker({ queue })` leases, renews, checkpoints and completes through: on the store, without
-   * HTTP, with the coordinator's own functions for each call (direct-worker.ts).
+   * HTTP, with the engine's lease-protocol functions the routes call too (direct-worker.ts).
    */
   readonly workerTransport: DirectWorkerTransport;
-  /** The HTTP API's calls as the tenant's admin, through the in-process routes (Fastify's inject). */
-  readonly workerClient: LeaseholdClient;
   private closing: Promise<void> | undefined;
+  private readonly ctx: EngineContext;
 
   private constructor(
     readonly store: Store,
     readonly tenant: string,
     readonly owner: string | undefined,
-    /** The coordinator every call goes through; never listening. */
-    private readonly app: FastifyInstance,
     /** Shared with every HTTP front registered over this Queue (http-front.ts). */
     readonly services: QueueServices,
     readonly config: CoordinatorConfig,
-    private readonly producer: LeaseholdClient,
-    private readonly admin: LeaseholdClient,
+    /** Who this Queue acts as for its jobs: a producer with `owner`, else its tenant's admin. */
+    private readonly principal: Principal,
+    /** Who this Queue acts as for the admin's calls (requeue, reconcile, stats, kinds, schedules). */
+    private readonly admin: Principal,
     private readonly closeStore: (() => Promise<void>) | undefined,
     private readonly transactional: TransactionalEnqueue,
-    /** Who this Queue enqueues as, for the enqueues that do not go through its coordinator. */
-    private readonly principal: Principal,
-    private readonly injects: { count: number },
   ) {
-    this.workerClient = admin;
+    this.ctx = services.ctx;
     this.workerTransport = new DirectWorkerTransport(services.ctx, tenant);
-  }
-
-  /** Calls served through the in-process routes so far (diagnostics: a Worker's calls are not among them). */
-  get inProcessRequests(): number {
-    return this.injects.count;
   }
 
   /** A Queue over an open store; `closeStore` runs at close() when the Queue owns the store. */
@@ -197,27 +190,20 @@ export class Queue<Kinds extends KindPayloads = KindPayloads> {
     transactional: TransactionalEnqueue = {},
   ): Promise<Queue<Kinds>> {
     const tenant = settings.tenant ?? 'default';
-    const input = settings.config ?? {};
-    const config = resolveConfig(input);
-    const key = (): string => `lhq_${randomBytes(24).toString('base64url')}`;
-    const adminKey = key();
-    const producerKey = key();
+    const config = resolveConfig(settings.config ?? {});
     const user = settings.owner ?? 'library';
-    const keys = new Map<string, Principal>([
-      [adminKey, Object.freeze({ keyId: 'in-process-admin', tenant, user, role: 'admin' })],
-      [producerKey, Object.freeze({ keyId: 'in-process-producer', tenant, user, role: 'producer' })],
-    ]);
-    // A library has no logger of its own yet: the reaper's is silent.
-    const services = createServices(store, config, pino({ level: 'silent' }), settings.scheduleClock === undefined ? {} : { scheduleClock: settings.scheduleClock });
-    const app = await buildCoordinator({ store, logger: false, config: input, services, inProcessKeys: keys });
-    await app.ready();
-    const injects = { count: 0 };
-    const dispatch = injector(app, () => injects.count++);
-    const client = (apiKey: string): LeaseholdClient => new LeaseholdClient({ baseUrl: 'http://in-process', apiKey, dispatch });
-    // An enqueue inside the application's transaction cannot wait: it uses the kinds as last loaded.
-    await services.ctx.kinds.forTenant(tenant);
-    const enqueuer = keys.get(settings.owner === undefined ? adminKey : producerKey) as Principal;
-    return new Queue<Kinds>(store, tenant, settings.owner, app, services, config, client(settings.owner === undefined ? adminKey : producerKey), client(adminKey), closeStore, transactional, enqueuer, injects);
+    const admin: Principal = Object.freeze({ keyId: 'library-admin', tenant, user, role: 'admin' });
+    const principal: Principal = settings.owner === undefined ? admin : Object.freeze({ keyId: 'library-producer', tenant, user, role: 'producer' });
+    // A library has no logger of its own yet: the reaper's and the scheduler's lines go nowhere.
+    const services = createServices(store, config, SILENT_LOGGER, settings.scheduleClock === undefined ? {} : { scheduleClock: settings.scheduleClock });
+    try {
+      // An enqueue inside the application's transaction cannot wait: it uses the kinds as last loaded.
+      await services.ctx.kinds.forTenant(tenant);
+    } catch (error) {
+      await services.close();
+      throw error;
+    }
+    return new Queue<Kinds>(store, tenant, settings.owner, services, config, principal, admin, closeStore, transactional);
   }
 
   /**
@@ -225,16 +211,29 @@ export class Queue<Kinds extends KindPayloads = KindPayloads> {
    * that folded the job into an existing one, with `deduplicated: true`). A unique key whose job keeps it throws
    * LeaseholdError duplicate_job with `details.jobId`.
    */
-  async enqueue(job: QueueJob<Kinds>): Promise<EnqueueResponse> {
-    const { idempotencyKey, request } = this.requestOf(job);
-    return answerOf(await enqueueOne(this.services.ctx, this.principal, request, idempotencyKey));
+  enqueue(job: QueueJob<Kinds>): Promise<EnqueueResponse> {
+    return this.accepting(async () => {
+      const { idempotencyKey, request } = this.requestOf(job);
+      return enqueueAnswer(await enqueueOne(this.ctx, this.principal, request, idempotencyKey));
+    });
+  }
+
+  /** An enqueue call, counted in the acceptance SLI by the status its HTTP request would have answered. */
+  private async accepting<T>(call: () => Promise<T>): Promise<T> {
+    try {
+      const answer = await engineCall(call);
+      this.ctx.metrics.acceptance(this.tenant, 202);
+      return answer;
+    } catch (error) {
+      this.countRefusal(error);
+      throw error;
+    }
   }
 
   /** The body of POST /jobs for `job`, checked against its schema as the route checks it. */
   private requestOf(job: QueueJob<Kinds>): { readonly idempotencyKey: string; readonly request: EnqueueRequest } {
     const { idempotencyKey, ...request } = wireFields(job);
-    if (!validateEnqueueRequest(request)) throw new LeaseholdError('invalid_request', describeValidationError(validateEnqueueRequest.errors?.[0] ?? undefined, 'job'));
-    return { idempotencyKey, request: request as EnqueueRequest };
+    return { idempotencyKey, request: checkEnqueue(request) };
   }
 
   /**
@@ -244,79 +243,94 @@ export class Queue<Kinds extends KindPayloads = KindPayloads> {
    * synchronous. With pg, `tx` is the client of the application's `BEGIN … COMMIT` on the same database,
    * and the call returns a promise. The same rules as enqueue(); the kind rules and the backpressure
    * snapshot are those last loaded (at most `kindCacheMs` and `statsCacheMs` old), since it cannot wait.
+   * Its job counts as accepted (metrics, backpressure) when the store answers, as enqueue()'s does.
    */
   enqueueInTransaction(tx: SqliteHandle, job: QueueJob<Kinds>): EnqueueResponse;
   enqueueInTransaction(tx: pg.ClientBase, job: QueueJob<Kinds>): Promise<EnqueueResponse>;
   enqueueInTransaction(tx: SqliteHandle | pg.ClientBase, job: QueueJob<Kinds>): EnqueueResponse | Promise<EnqueueResponse> {
-    const params = this.prepareHere(job);
-    if (isSqliteHandle(tx)) {
-      if (this.transactional.sqlite === undefined) throw new TypeError('this Queue is not on SQLite: pass the pg client of your transaction');
-      return this.answer(this.transactional.sqlite(tx, params));
+    const { sqlite, pg: onClient } = this.transactional;
+    if (isSqliteHandle(tx) && sqlite === undefined) throw new TypeError('this Queue is not on SQLite: pass the pg client of your transaction');
+    if (!isSqliteHandle(tx) && onClient === undefined) throw new TypeError('this Queue is not on PostgreSQL: pass the better-sqlite3 Database of your transaction');
+    try {
+      const { idempotencyKey, request } = this.requestOf(job);
+      const params = prepareInTransaction(this.ctx, this.principal, request, idempotencyKey);
+      if (isSqliteHandle(tx)) return this.settled(params, (sqlite as NonNullable<typeof sqlite>)(tx, params));
+      return (onClient as NonNullable<typeof onClient>)(tx, params)
+        .then((outcome) => this.settled(params, outcome))
+        .catch((error: unknown) => {
+          this.countRefusal(error);
+          throw error;
+        });
+    } catch (error) {
+      this.countRefusal(error);
+      throw error;
     }
-    if (this.transactional.pg === undefined) throw new TypeError('this Queue is not on PostgreSQL: pass the better-sqlite3 Database of your transaction');
-    return this.transactional.pg(tx, params).then((outcome) => this.answer(outcome));
   }
 
-  /** What POST /jobs checks before the store, here and synchronously. */
-  private prepareHere(job: QueueJob<Kinds>): EnqueueParams {
-    const { idempotencyKey, request } = this.requestOf(job);
-    const key = requireIdempotencyKey(idempotencyKey);
-    const kinds = this.services.ctx.kinds.loadedForTenant(this.tenant);
-    if (kinds === undefined) throw new LeaseholdError('store_unavailable', 'the kinds of this tenant are not loaded yet; retry');
-    const params = prepareEnqueueWith(kinds, this.services.ctx, this.principal, request, key);
-    this.services.ctx.backpressure.checkSnapshot(this.tenant, 1, params.payloadBytes);
-    return params;
+  /** The store's answer to an enqueue in the application's transaction: recorded (engine), counted, answered; a refusal thrown. */
+  private settled(params: EnqueueParams, outcome: EnqueueOutcome): EnqueueResponse {
+    const answer = enqueueAnswer(settleEnqueue(this.ctx, this.tenant, params, outcome));
+    this.ctx.metrics.acceptance(this.tenant, 202);
+    return answer;
   }
 
-  private answer(outcome: EnqueueOutcome): EnqueueResponse {
-    if (isRefused(outcome)) throw refusalOf(outcome);
-    return answerOf(outcome);
+  /** A refused enqueue in the acceptance SLI: by its code's status (a client's 4xx is not counted), else as a 500. */
+  private countRefusal(error: unknown): void {
+    this.ctx.metrics.acceptance(this.tenant, error instanceof LeaseholdError ? error.status : 500);
   }
 
   /** POST /jobs/batch: up to 1,000 jobs in one transaction; one result per job, in order. */
-  async enqueueMany(jobs: readonly QueueJob<Kinds>[]): Promise<readonly EnqueueBatchResult[]> {
-    const items = jobs.map(wireFields);
-    return (await rethrowing(this.producer.enqueueBatch(items as Parameters<LeaseholdClient['enqueueBatch']>[0]))).results;
+  enqueueMany(jobs: readonly QueueJob<Kinds>[]): Promise<readonly EnqueueBatchResult[]> {
+    return this.accepting(async () => {
+      const body = checkBatch({ jobs: jobs.map(wireFields) });
+      return enqueueMany(this.ctx, this.principal, body.jobs);
+    });
   }
 
   get(id: string): Promise<Job> {
-    return rethrowing(this.producer.getJob(id));
+    return engineCall(() => getJob(this.ctx, this.principal, id));
   }
 
   list(filter: JobListQuery = {}): Promise<JobList> {
-    return rethrowing(this.producer.listJobs(filter));
+    return engineCall(() => listJobs(this.ctx, this.principal, checkListQuery(filter)));
   }
 
   /** The result's bytes and content type, after checking its SHA-256 checksum. */
   result(id: string): Promise<JobResultBody> {
-    return rethrowing(this.producer.getResult(id));
+    return engineCall(async () => {
+      const result = await jobResult(this.ctx, this.principal, id);
+      if (result === null) throw new LeaseholdIntegrityError('checksum_missing', `job ${id} succeeded without a result`);
+      return resultBody(id, result);
+    });
   }
 
   attempts(id: string): Promise<Attempt[]> {
-    return rethrowing(this.producer.attempts(id));
+    return engineCall(() => jobAttempts(this.ctx, this.principal, id));
   }
 
   cancel(id: string): Promise<Job> {
-    return rethrowing(this.producer.cancel(id));
+    return engineCall(() => cancelJob(this.ctx, SILENT_LOGGER, this.principal, id));
   }
 
   requeue(id: string, options: { readonly maxAttempts?: number } = {}): Promise<Job> {
-    return rethrowing(this.admin.requeue(id, options));
+    return engineCall(() => requeueJob(this.ctx, SILENT_LOGGER, this.admin, id, checkRequeue(options)));
   }
 
   reconcile(id: string, outcome: ReconcileOutcomeName): Promise<Job> {
-    return rethrowing(this.admin.reconcile(id, outcome));
+    return engineCall(() => reconcileJob(this.ctx, SILENT_LOGGER, this.admin, id, checkReconcile({ outcome }).outcome));
   }
 
   stats(): Promise<Stats> {
-    return rethrowing(this.admin.stats());
+    return engineCall(() => tenantStats(this.ctx, this.admin));
   }
 
   /** PUT /kinds/{kind}; the kinds are loaded again before it answers, so enqueueInTransaction sees the new rules. */
-  async putKind(name: keyof Kinds & string, spec: KindDefinition): Promise<Kind> {
-    const kind = await rethrowing(this.admin.putKind(name, spec));
-    await this.services.ctx.kinds.forTenant(this.tenant);
-    return kind;
+  putKind(name: keyof Kinds & string, spec: KindDefinition): Promise<Kind> {
+    return engineCall(async () => {
+      const kind = await putKind(this.ctx, this.admin, checkKindName({ kind: name }).kind, checkKindDefinition(spec));
+      await this.ctx.kinds.forTenant(this.tenant);
+      return kind;
+    });
   }
 
   /**
@@ -324,17 +338,17 @@ export class Queue<Kinds extends KindPayloads = KindPayloads> {
    * `spec.kind`, exactly once however many Queues and coordinators serve the database.
    */
   putSchedule(name: string, spec: ScheduleDefinition): Promise<Schedule> {
-    return rethrowing(this.admin.putSchedule(name, spec));
+    return engineCall(() => putSchedule(this.ctx, this.admin, checkScheduleName({ name }).name, checkScheduleDefinition(spec)));
   }
 
   /** GET /schedules: one page, by name, with each schedule's next and last occurrence. */
   listSchedules(query: ScheduleListQuery = {}): Promise<ScheduleList> {
-    return rethrowing(this.admin.listSchedules(query));
+    return engineCall(() => listSchedules(this.ctx, this.admin, checkScheduleQuery(query)));
   }
 
   /** DELETE /schedules/{name}: the schedule as it was; the jobs it enqueued stay. */
   deleteSchedule(name: string): Promise<Schedule> {
-    return rethrowing(this.admin.deleteSchedule(name));
+    return engineCall(() => deleteSchedule(this.ctx, this.admin, checkScheduleName({ name }).name));
   }
 
   /**
@@ -342,12 +356,12 @@ export class Queue<Kinds extends KindPayloads = KindPayloads> {
    * jobs until resumeKind; enqueues still succeed and running jobs finish. An unknown kind throws not_found.
    */
   pauseKind(name: keyof Kinds & string): Promise<Kind> {
-    return rethrowing(this.admin.pauseKind(name));
+    return engineCall(() => setKindPaused(this.ctx, this.admin, checkKindName({ kind: name }).kind, true));
   }
 
   /** POST /kinds/{kind}/resume: leases take the kind's jobs again, and parked polls are woken at once. */
   resumeKind(name: keyof Kinds & string): Promise<Kind> {
-    return rethrowing(this.admin.resumeKind(name));
+    return engineCall(() => setKindPaused(this.ctx, this.admin, checkKindName({ kind: name }).kind, false));
   }
 
   /**
@@ -364,14 +378,21 @@ export class Queue<Kinds extends KindPayloads = KindPayloads> {
    * `timeoutMs` passes (default 60 s) with the job as it is then: check `status`.
    */
   waitFor(id: string, options: { readonly timeoutMs?: number } = {}): Promise<Job> {
-    return rethrowing(this.producer.waitForJob(id, options));
+    return engineCall(async () => {
+      const deadline = systemClock.now() + Math.max(0, options.timeoutMs ?? LIMITS.maxWaitMs);
+      const never = new AbortController().signal;
+      for (;;) {
+        const waitMs = Math.floor(Math.max(0, Math.min(LIMITS.maxWaitMs, deadline - systemClock.now())));
+        const job = await waitForJob(this.ctx, this.principal, id, waitMs, never);
+        if (WAIT_END_STATUSES.includes(job.status) || systemClock.now() >= deadline) return job;
+      }
+    });
   }
 
   /** Parked waits and long polls answer; then the store closes if this Queue opened it. */
   close(): Promise<void> {
     this.closing ??= (async () => {
       await this.services.stopWaiting();
-      await this.app.close();
       await this.services.close();
       await this.closeStore?.();
     })();

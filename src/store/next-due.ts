@@ -3,7 +3,7 @@
  * that nobody will announce?": the earliest runAfter among a tenant's queued
  * jobs of some kinds (a delayed job, or a retry waiting out its backoff). The
  * coordinator sets one timer to it instead of re-running the lease query on an
- * interval (src/coordinator/lease-waiters.ts).
+ * interval (src/engine/lease-waiters.ts).
  */
 
 import { holdReason, type KindFlowState } from './flow-limits.js';

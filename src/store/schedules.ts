@@ -1,5 +1,5 @@
 /**
- * Recurring schedules as the store keeps them (src/coordinator/scheduler.ts
+ * Recurring schedules as the store keeps them (src/engine/scheduler.ts
  * serves them). A schedule is a row per (tenant, name) holding its job (kind
  * and payload), its cron text and time zone, and where it stands: `nextAt`,
  * the first occurrence not yet handled, and `lastAt`/`lastJobId`, the last

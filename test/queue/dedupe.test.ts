@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { LeaseholdApiError } from '../../src/client/errors.js';
 import { LeaseholdError, openQueue, type Queue } from '../../src/index.js';
+import { httpOverQueue } from '../support/queue-http.js';
 import { queueTargets } from '../support/queue-targets.js';
 
 type Kinds = { sync: { account: string; version: number } };
@@ -59,7 +60,9 @@ describe.each(queueTargets('dedupe'))('dedupe and unique in the library ($name)'
     expect(results.map((result) => [result.status, result.deduplicated ?? false])).toEqual([[202, false], [202, true], [202, false], [409, false]]);
     expect(results[3]?.error).toMatchObject({ code: 'duplicate_job', details: { jobId: results[2]?.job?.id } });
 
-    const client = queue.workerClient;
+    const http = await httpOverQueue(queue);
+    cleanups.push(() => http.close());
+    const client = http.client;
     const folded = await client.enqueue({ kind: 'sync', payload: { account: '1', version: 3 }, dedupe });
     expect(folded).toMatchObject({ replayed: false, deduplicated: true, job: { id: results[0]?.job?.id } });
     expect('deduplicated' in folded.job).toBe(false);
@@ -87,7 +90,7 @@ describe('enqueueInTransaction with dedupe and unique keys (SQLite)', () => {
     const first = enqueue(1, false);
     expect(enqueue(2, false)).toMatchObject({ id: first.id, deduplicated: true });
     expect(() => enqueue(3, true)).toThrow('rolled back');
-    const leased = await queue.workerClient.lease({ workerId: 'w', kinds: ['sync'], max: 10 });
+    const leased = (await queue.workerTransport.leaseResponse({ workerId: 'w', kinds: ['sync'], max: 10 })).jobs;
     expect(leased.map((job) => job.payload)).toEqual([{ account: '1', version: 2 }]);
 
     const unique = { key: 'acct-2', forMs: HOUR };

@@ -1,10 +1,10 @@
 /**
  * A Worker over a Queue leases, renews, checkpoints, declares effects and
- * completes on the store, without the Queue's in-process routes: on SQLite
+ * completes on the store through the engine, without HTTP: on SQLite
  * and on PostgreSQL, the same outcomes and the same refusal codes as over
  * HTTP (fencing after a lease expired and the job was leased again, the
  * kind's checkpoint and result limits, cancellation seen by the handler,
- * renewal), and not one call of the Worker through Fastify's inject. On
+ * renewal). On
  * SQLite, a job enqueued by another process on the same file wakes an idle
  * worker within milliseconds (PRAGMA data_version, no polling of the jobs table).
  */
@@ -17,6 +17,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { LeaseholdApiError } from '../../src/client/errors.js';
 import { LeaseholdError, openQueue, Queue, Worker, type KindPayloads } from '../../src/index.js';
 import type { JobContext } from '../../src/worker/handler.js';
+import { httpOverQueue } from '../support/queue-http.js';
 import { waitFor } from '../support/wait-for.js';
 import { queueTargets } from '../support/queue-targets.js';
 
@@ -65,9 +66,8 @@ describe.each(targets)('Worker over a Queue, on the store directly ($name)', (ta
     });
   }
 
-  it('runs jobs (complete, fail, checkpoint, effect, progress, renewal) without one call through the in-process routes', async () => {
+  it('runs jobs (complete, fail, checkpoint, effect, progress, renewal) on the engine, without HTTP', async () => {
     const { queue } = await open();
-    const before = queue.inProcessRequests;
     const ok = await queue.enqueue({ kind: 'work', payload: { n: 1 }, idempotencyKey: 'ok' });
     const failing = await queue.enqueue({ kind: 'work', payload: { n: 2 }, idempotencyKey: 'fail', maxAttempts: 1 });
     const ended = [signalled(), signalled()];
@@ -97,8 +97,6 @@ describe.each(targets)('Worker over a Queue, on the store directly ($name)', (ta
     // stop() delivers the outcomes of finished handlers before it resolves.
     await worker.stop();
     await running;
-    // Not one of the worker's calls went through Fastify.
-    expect(queue.inProcessRequests).toBe(before);
 
     const done = await queue.get(ok.id);
     expect(done).toMatchObject({ status: 'succeeded', attempts: 1, progress: { done: 1, total: 2 } });
@@ -111,8 +109,6 @@ describe.each(targets)('Worker over a Queue, on the store directly ($name)', (ta
     expect(result.contentType).toMatch(/^application\/json/);
     // It failed for good after declaring an effect: unknown, as the store's transition decides over HTTP too.
     expect(await queue.get(failing.id)).toMatchObject({ status: 'unknown', lastError: { code: 'broken' } });
-    // The inject path still counts its own calls.
-    expect(queue.inProcessRequests).toBeGreaterThan(before);
   });
 
   it('refuses a stale token after the lease expired and the job was leased again, with the HTTP API’s code', async () => {
@@ -135,8 +131,10 @@ describe.each(targets)('Worker over a Queue, on the store directly ($name)', (ta
     expect(await refusal(transport.fail(job.id, { token: stale.token, error: { code: 'x' } }))).toMatchObject({ code: 'stale_lease' });
     const [batched] = await transport.completeMany([{ id: job.id, token: stale.token, result: 1 }]);
     expect(batched).toEqual({ id: job.id, status: 'rejected', code: 'stale_lease' });
-    // Over HTTP (the in-process routes) the same call is refused with the same code.
-    const overHttp = await refusal(queue.workerClient.complete(job.id, { token: stale.token, result: { late: true } }));
+    // Over HTTP (leaseholdRoutes over the same Queue) the same call is refused with the same code.
+    const http = await httpOverQueue(queue);
+    cleanups.push(() => http.close());
+    const overHttp = await refusal(http.client.complete(job.id, { token: stale.token, result: { late: true } }));
     expect(overHttp).toBeInstanceOf(LeaseholdApiError);
     expect(overHttp).toMatchObject({ code: 'stale_lease', status: 409 });
 
@@ -145,9 +143,11 @@ describe.each(targets)('Worker over a Queue, on the store directly ($name)', (ta
     expect(JSON.parse((await queue.result(job.id)).body.toString('utf8'))).toEqual({ by: 'b' });
   });
 
-  it('answers and stores as the in-process routes do: the same results, bytes, checksums and per-item refusals', async () => {
+  it('answers and stores as the HTTP routes do: the same results, bytes, checksums and per-item refusals', async () => {
     const { queue } = await open();
-    const ways = { http: queue.workerClient, direct: queue.workerTransport };
+    const http = await httpOverQueue(queue);
+    cleanups.push(() => http.close());
+    const ways = { http: http.client, direct: queue.workerTransport };
     const stored: Record<string, { json: unknown; bytes: unknown; batch: unknown }> = {};
     for (const [name, calls] of Object.entries(ways)) {
       const ids = await Promise.all(

@@ -5,8 +5,9 @@
  * own folder; only the composition roots (the CLI's src/cli/open-store.ts and
  * the library's src/queue/open-queue.ts) import a backend; the engine
  * imports core, protocol and the store interface, and never Fastify; the
- * coordinator (the HTTP front) and the library's queue call the engine;
- * coordinator, engine, worker and client never import
+ * coordinator (the HTTP front) and the library's queue call the engine, and
+ * of the queue only its routes plugin (src/queue/http-front.ts) imports the
+ * coordinator or Fastify; coordinator, engine, worker and client never import
  * a backend; no module imports itself back through a cycle. Imports are read
  * with the TypeScript scanner (static, type-only, re-exports and dynamic
  * `import()` alike).
@@ -41,7 +42,10 @@ const BACKENDS: readonly Layer[] = ['store/sqlite', 'store/postgres'];
 const COMPOSITION_ROOT = 'cli/open-store.ts';
 const COMPOSITION_ROOTS: readonly string[] = [COMPOSITION_ROOT, 'queue/open-queue.ts'];
 
-/** Packages that are the HTTP front's own: the engine never imports them. */
+/** The library's routes plugin: the one module of src/queue that may import the coordinator (and Fastify). */
+const HTTP_FRONT = 'queue/http-front.ts';
+
+/** Packages that are the HTTP front's own: the engine never imports them, the queue only in HTTP_FRONT. */
 const FASTIFY_PACKAGE = /^(fastify|@fastify\/|fastify-)/;
 
 /** What each layer may import besides itself. */
@@ -56,7 +60,7 @@ const ALLOWED: Readonly<Record<Layer, readonly Layer[]>> = {
   client: ['core', 'protocol'],
   // The worker takes the Checkpoint type from the store interface; it never sees a backend.
   worker: ['core', 'protocol', 'client', 'store'],
-  // Backends only through COMPOSITION_ROOT (checked separately).
+  // Backends only through COMPOSITION_ROOTS, the coordinator only through HTTP_FRONT (both checked separately).
   queue: ['core', 'protocol', 'store', 'engine', 'coordinator', 'client', 'store/sqlite', 'store/postgres'],
   cli: ['core', 'protocol', 'store', 'engine', 'coordinator', 'client', 'worker', 'queue', 'store/sqlite', 'store/postgres'],
   index: ['client', 'worker', 'queue'],
@@ -87,6 +91,8 @@ function violations(graph: ReadonlyMap<string, readonly string[]>): string[] {
         found.push(`src/${from} (${fromLayer}) imports src/${to} (${toLayer})`);
       } else if (BACKENDS.includes(toLayer) && !COMPOSITION_ROOTS.includes(from)) {
         found.push(`src/${from} imports the backend src/${to}; only ${COMPOSITION_ROOTS.map((root) => `src/${root}`).join(' and ')} may`);
+      } else if (fromLayer === 'queue' && toLayer === 'coordinator' && from !== HTTP_FRONT) {
+        found.push(`src/${from} imports the coordinator src/${to}; only src/${HTTP_FRONT} may`);
       }
     }
   }
@@ -99,9 +105,9 @@ function fastifyViolations(packages: ReadonlyMap<string, readonly string[]>): st
   const found: string[] = [];
   for (const [from, specifiers] of packages) {
     const layer = layerOf(from);
-    if (layer !== 'engine') continue;
+    if (layer !== 'engine' && !(layer === 'queue' && from !== HTTP_FRONT)) continue;
     for (const specifier of specifiers) {
-      if (FASTIFY_PACKAGE.test(specifier)) found.push(`src/${from} (${layer}) imports ${specifier}; only the HTTP front may`);
+      if (FASTIFY_PACKAGE.test(specifier)) found.push(`src/${from} (${layer}) imports ${specifier}; only the coordinator and src/${HTTP_FRONT} may`);
     }
   }
   return found;
@@ -204,18 +210,20 @@ describe('import rules of src/', () => {
     expect(violations(graph)).toEqual([]);
   });
 
-  it('keeps Fastify out of the engine', () => {
+  it('keeps Fastify out of the engine and out of the library but for its routes plugin', () => {
     expect(fastifyViolations(packageImports())).toEqual([]);
     expect(
       fastifyViolations(
         new Map([
           ['engine/services.ts', ['fastify', 'pino']],
+          ['queue/queue.ts', ['@fastify/type-provider-typebox']],
           ['queue/http-front.ts', ['fastify']],
           ['coordinator/app.ts', ['fastify']],
         ]),
       ),
     ).toEqual([
-      'src/engine/services.ts (engine) imports fastify; only the HTTP front may',
+      'src/engine/services.ts (engine) imports fastify; only the coordinator and src/queue/http-front.ts may',
+      'src/queue/queue.ts (queue) imports @fastify/type-provider-typebox; only the coordinator and src/queue/http-front.ts may',
     ]);
   });
 
@@ -228,6 +236,8 @@ describe('import rules of src/', () => {
       ['cli/main.ts', ['store/postgres/postgres-store.ts']],
       ['worker/worker.ts', ['coordinator/app.ts']],
       ['engine/services.ts', ['coordinator/auth.ts']],
+      ['queue/queue.ts', ['coordinator/app.ts']],
+      ['queue/http-front.ts', ['coordinator/app.ts']],
       ['client/types.ts', ['worker/worker.ts']],
       ['cli/open-store.ts', ['store/sqlite/sqlite-store.ts']],
       ['protocol/schemas.ts', ['protocol/limits.ts']],
@@ -241,6 +251,7 @@ describe('import rules of src/', () => {
       'src/cli/main.ts imports the backend src/store/postgres/postgres-store.ts; only src/cli/open-store.ts and src/queue/open-queue.ts may',
       'src/worker/worker.ts (worker) imports src/coordinator/app.ts (coordinator)',
       'src/engine/services.ts (engine) imports src/coordinator/auth.ts (coordinator)',
+      'src/queue/queue.ts imports the coordinator src/coordinator/app.ts; only src/queue/http-front.ts may',
       'src/client/types.ts (client) imports src/worker/worker.ts (worker)',
       'import cycle among src/protocol/schemas.ts, src/protocol/limits.ts',
       'import cycle among src/core/states.ts, src/store/store.ts',

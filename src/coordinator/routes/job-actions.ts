@@ -1,21 +1,20 @@
 /**
  * Routes about one job beyond reading it: its result (with checksum headers),
  * its attempt history, cancellation (owner or admin) and the admin's
- * reconcile of an `unknown` job. Scoped like every job lookup: another
- * tenant's or user's job answers 404.
+ * reconcile of an `unknown` job, over the engine's functions (which scope
+ * every lookup: another tenant's or user's job answers 404); the result's
+ * HTTP form (checksum headers, 204, 304) is the route's.
  */
 
 import { Type } from '@sinclair/typebox';
-import { LeaseholdError } from '../../core/errors.js';
-import { isJobId } from '../../core/ids.js';
 import { essenceOf, isMediaType } from '../../core/media-type.js';
 import { AttemptList, CancelRequest, IdParams, Job, ReconcileRequest } from '../../protocol/schemas.js';
 import { principalOf } from '../auth.js';
-import { scopeOf } from '../../engine/principal.js';
 import { errorResponses, type CoordinatorApp } from '../route-context.js';
 import type { EngineContext } from '../../engine/context.js';
-import { toWireAttempt, toWireJob } from '../../engine/wire.js';
-import { emptyBodyAsObject, getScopedJob } from './jobs.js';
+import { cancelJob, reconcileJob } from '../../engine/job-actions.js';
+import { jobAttempts, jobResult } from '../../engine/jobs.js';
+import { emptyBodyAsObject } from './jobs.js';
 
 /** `Repr-Digest` (RFC 9530) wants the raw digest in base64. */
 export function reprDigest(checksumHex: string): string {
@@ -61,17 +60,16 @@ export function registerJobActionRoutes(app: CoordinatorApp, ctx: EngineContext)
       },
     },
     async (request, reply) => {
-      const job = await getScopedJob(ctx, scopeOf(principalOf(request)), request.params.id);
-      if (job.status !== 'succeeded') throw new LeaseholdError('result_not_ready', `the job is ${job.status}; a result exists only once it succeeded`);
-      if (job.result === null) return reply.code(204).send(null);
-      const etag = `"${job.result.checksum}"`;
-      reply.header('etag', etag).header('repr-digest', reprDigest(job.result.checksum)).header('cache-control', 'private, immutable');
+      const result = await jobResult(ctx, principalOf(request), request.params.id);
+      if (result === null) return reply.code(204).send(null);
+      const etag = `"${result.checksum}"`;
+      reply.header('etag', etag).header('repr-digest', reprDigest(result.checksum)).header('cache-control', 'private, immutable');
       const ifNoneMatch = request.headers['if-none-match'];
       if (typeof ifNoneMatch === 'string' && ifNoneMatch.split(',').some((tag) => tag.trim() === etag || tag.trim() === '*')) {
         return reply.code(304).send(null);
       }
-      for (const [name, value] of Object.entries(resultHeaders(job.result.contentType))) reply.header(name, value);
-      return reply.code(200).send(job.result.body);
+      for (const [name, value] of Object.entries(resultHeaders(result.contentType))) reply.header(name, value);
+      return reply.code(200).send(result.body);
     },
   );
 
@@ -86,12 +84,7 @@ export function registerJobActionRoutes(app: CoordinatorApp, ctx: EngineContext)
         response: { 200: AttemptList, ...errorResponses(404) },
       },
     },
-    async (request) => {
-      if (!isJobId(request.params.id)) throw new LeaseholdError('not_found');
-      const attempts = await ctx.store.jobAttempts({ scope: scopeOf(principalOf(request)), id: request.params.id });
-      if (attempts === null) throw new LeaseholdError('not_found');
-      return { attempts: attempts.map(toWireAttempt) };
-    },
+    async (request) => ({ attempts: await jobAttempts(ctx, principalOf(request), request.params.id) }),
   );
 
   app.post(
@@ -109,14 +102,7 @@ export function registerJobActionRoutes(app: CoordinatorApp, ctx: EngineContext)
         response: { 200: Job, ...errorResponses(404, 409) },
       },
     },
-    async (request) => {
-      if (!isJobId(request.params.id)) throw new LeaseholdError('not_found');
-      const principal = principalOf(request);
-      const outcome = await ctx.store.jobCancel({ scope: scopeOf(principal), id: request.params.id });
-      ctx.events.cancelled(request.log, principal.tenant, outcome);
-      if (outcome.kind === 'rejected') throw new LeaseholdError(outcome.code);
-      return toWireJob(outcome.job);
-    },
+    async (request) => cancelJob(ctx, request.log, principalOf(request), request.params.id),
   );
 
   app.post(
@@ -132,13 +118,6 @@ export function registerJobActionRoutes(app: CoordinatorApp, ctx: EngineContext)
         response: { 200: Job, ...errorResponses(404, 409) },
       },
     },
-    async (request) => {
-      if (!isJobId(request.params.id)) throw new LeaseholdError('not_found');
-      const principal = principalOf(request);
-      const outcome = await ctx.store.jobReconcile({ scope: scopeOf(principal), id: request.params.id, outcome: request.body.outcome });
-      if (outcome.kind === 'reconciled') ctx.events.reconciled(request.log, principal.tenant, outcome.job, request.body.outcome);
-      if (outcome.kind === 'rejected') throw new LeaseholdError(outcome.code);
-      return toWireJob(outcome.job);
-    },
+    async (request) => reconcileJob(ctx, request.log, principalOf(request), request.params.id, request.body.outcome),
   );
 }

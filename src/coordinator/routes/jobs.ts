@@ -1,35 +1,17 @@
 /**
- * Producer-facing job routes: enqueue, read, list, and the admin's requeue.
- * Every lookup is scoped to the caller's tenant, and to the caller's own jobs
- * for producers, so another tenant's or user's job answers 404 exactly like
- * an id that never existed.
+ * Producer-facing job routes: enqueue, read, list, and the admin's requeue,
+ * over the engine's functions (engine/enqueue.ts, jobs.ts, job-actions.ts),
+ * which scope every lookup to the caller.
  */
 
 import { Type } from '@sinclair/typebox';
-import { LeaseholdError } from '../../core/errors.js';
-import { isJobId } from '../../core/ids.js';
-import { EnqueueRequest, EnqueueResponse, IdParams, Job, JobGetQuery, JobList, JobListQuery, LIMITS, RequeueRequest, WAIT_END_STATUSES } from '../../protocol/schemas.js';
-import type { JobStatus } from '../../core/states.js';
-import type { JobRecord, JobScope } from '../../store/store.js';
+import { EnqueueRequest, EnqueueResponse, IdParams, Job, JobGetQuery, JobList, JobListQuery, LIMITS, RequeueRequest } from '../../protocol/schemas.js';
 import { principalOf } from '../auth.js';
-import { scopeOf } from '../../engine/principal.js';
-import { enqueueOne } from '../../engine/enqueue.js';
-import { listFilteredJobs } from '../../engine/job-filter.js';
-import { errorResponses, type CoordinatorApp } from '../route-context.js';
 import type { EngineContext } from '../../engine/context.js';
-import { toWireJob, toWireJobListItem } from '../../engine/wire.js';
-
-export const DEFAULT_LIST_LIMIT = 100;
-
-/** The states `GET /jobs/{id}?waitMs` waits for (protocol/wait-ends.ts). */
-const WAIT_ENDS: ReadonlySet<JobStatus> = new Set(WAIT_END_STATUSES);
-
-/** Reads a job the caller may see, or answers 404. */
-export async function getScopedJob(ctx: EngineContext, scope: JobScope, id: string): Promise<JobRecord> {
-  const job = isJobId(id) ? await ctx.store.jobGet({ scope, id }) : null;
-  if (job === null) throw new LeaseholdError('not_found');
-  return job;
-}
+import { enqueueAnswer, enqueueOne } from '../../engine/enqueue.js';
+import { requeueJob } from '../../engine/job-actions.js';
+import { getJob, listJobs, waitForJob } from '../../engine/jobs.js';
+import { errorResponses, type CoordinatorApp } from '../route-context.js';
 
 export function registerJobRoutes(app: CoordinatorApp, ctx: EngineContext): void {
   const retryAfter = String(ctx.config.pollIntervalSeconds);
@@ -54,11 +36,8 @@ export function registerJobRoutes(app: CoordinatorApp, ctx: EngineContext): void
       const outcome = await enqueueOne(ctx, principalOf(request), request.body, request.headers['idempotency-key']);
       reply.code(202).header('location', `/jobs/${outcome.job.id}`).header('retry-after', retryAfter);
       if (outcome.kind === 'replayed') reply.header('idempotent-replayed', 'true');
-      if (outcome.kind === 'deduplicated') {
-        reply.header('deduplicated', 'true');
-        return { ...toWireJob(outcome.job), deduplicated: true };
-      }
-      return toWireJob(outcome.job);
+      if (outcome.kind === 'deduplicated') reply.header('deduplicated', 'true');
+      return enqueueAnswer(outcome);
     },
   );
 
@@ -78,24 +57,18 @@ export function registerJobRoutes(app: CoordinatorApp, ctx: EngineContext): void
       },
     },
     async (request, reply) => {
-      const scope = scopeOf(principalOf(request));
-      const id = request.params.id;
-      const job = await getScopedJob(ctx, scope, id);
+      const principal = principalOf(request);
       const waitMs = request.query.waitMs ?? 0;
-      if (waitMs === 0 || WAIT_ENDS.has(job.status)) return toWireJob(job);
-      let latest = job;
+      if (waitMs === 0) return getJob(ctx, principal, request.params.id);
+      // A client that hangs up ends the wait.
       const controller = new AbortController();
       const onClose = (): void => controller.abort();
       reply.raw.once('close', onClose);
       try {
-        await ctx.finishWaiters.wait(scope.tenant, id, waitMs, controller.signal, async () => {
-          latest = await getScopedJob(ctx, scope, id);
-          return WAIT_ENDS.has(latest.status);
-        });
+        return await waitForJob(ctx, principal, request.params.id, waitMs, controller.signal);
       } finally {
         reply.raw.off('close', onClose);
       }
-      return toWireJob(WAIT_ENDS.has(latest.status) ? latest : await getScopedJob(ctx, scope, id));
     },
   );
 
@@ -113,11 +86,7 @@ export function registerJobRoutes(app: CoordinatorApp, ctx: EngineContext): void
         response: { 200: JobList, ...errorResponses() },
       },
     },
-    async (request) => {
-      const { limit, cursor, ...filter } = request.query;
-      const page = await listFilteredJobs(ctx.store, { scope: scopeOf(principalOf(request)), filter, limit: limit ?? DEFAULT_LIST_LIMIT, cursor });
-      return { jobs: page.jobs.map(toWireJobListItem), nextCursor: page.nextCursor };
-    },
+    async (request) => listJobs(ctx, principalOf(request), request.query),
   );
 
   app.post(
@@ -133,20 +102,7 @@ export function registerJobRoutes(app: CoordinatorApp, ctx: EngineContext): void
         response: { 200: Job, ...errorResponses(404, 409) },
       },
     },
-    async (request) => {
-      const principal = principalOf(request);
-      if (!isJobId(request.params.id)) throw new LeaseholdError('not_found');
-      const outcome = await ctx.store.jobRequeue({
-        scope: scopeOf(principal),
-        id: request.params.id,
-        ...(request.body.maxAttempts === undefined ? {} : { maxAttempts: request.body.maxAttempts }),
-      });
-      if (outcome.kind === 'rejected') {
-        throw new LeaseholdError(outcome.code);
-      }
-      ctx.events.requeued(request.log, principal.tenant, outcome.job);
-      return toWireJob(outcome.job);
-    },
+    async (request) => requeueJob(ctx, request.log, principalOf(request), request.params.id, request.body),
   );
 }
 

@@ -1,22 +1,16 @@
 /**
- * The tenant's kind registry: PUT /kinds/{kind} (admin) registers or replaces
- * a kind with every default filled in, GET /kinds lists them. A payload schema
- * is compiled before it is stored, so a schema Ajv cannot use is refused here
- * rather than at the first enqueue. POST /kinds/{kind}/pause and /resume
- * (admin) stop and restart its leasing; the store enforces both and the
- * kind's maxConcurrent and rate inside the lease transaction (flow-limits.ts).
+ * The tenant's kind registry over HTTP: PUT /kinds/{kind} (admin) registers
+ * or replaces a kind, GET /kinds and /kinds/{kind} read them, POST
+ * /kinds/{kind}/pause and /resume (admin) stop and restart its leasing; the
+ * engine's functions (engine/kinds.ts) do each.
  */
 
-import { LeaseholdError } from '../../core/errors.js';
 import { KindDefinition, KindList, KindParams, KindPauseRequest, Kind } from '../../protocol/schemas.js';
 import { principalOf } from '../auth.js';
 import { errorResponses, type CoordinatorApp } from '../route-context.js';
 import type { EngineContext } from '../../engine/context.js';
-import { toWireKind } from '../../engine/wire.js';
+import { getKind, listKinds, putKind, setKindPaused } from '../../engine/kinds.js';
 import { emptyBodyAsObject } from './jobs.js';
-
-/** A kind the tenant has not registered (another tenant's answers the same). */
-const KIND_NOT_FOUND = 'kind not found';
 
 export function registerKindRoutes(app: CoordinatorApp, ctx: EngineContext): void {
   app.put(
@@ -34,37 +28,7 @@ export function registerKindRoutes(app: CoordinatorApp, ctx: EngineContext): voi
         response: { 200: Kind, ...errorResponses() },
       },
     },
-    async (request) => {
-      const principal = principalOf(request);
-      const body = request.body;
-      const payloadSchema = body.payloadSchema ?? null;
-      const validate = payloadSchema === null ? null : await ctx.kinds.compile(payloadSchema);
-      const backoff = body.backoff ?? ctx.config.defaultBackoff;
-      if (backoff.maxMs < backoff.baseMs) throw new LeaseholdError('invalid_request', 'body/backoff/maxMs must be >= body/backoff/baseMs');
-      await refuseBeyondKindCap(ctx, principal.tenant, request.params.kind);
-      const record = await ctx.store.kindUpsert({
-        tenant: principal.tenant,
-        kind: request.params.kind,
-        payloadSchema,
-        maxPayloadBytes: body.maxPayloadBytes ?? ctx.config.bodyLimitBytes,
-        maxAttempts: body.maxAttempts ?? ctx.config.defaultMaxAttempts,
-        leaseMs: body.leaseMs ?? ctx.config.defaultLeaseMs,
-        backoff: { baseMs: backoff.baseMs, maxMs: backoff.maxMs },
-        deadlineMs: body.deadlineMs ?? null,
-        maxResultBytes: body.maxResultBytes ?? ctx.config.bodyLimitBytes,
-        maxCheckpointBytes: body.maxCheckpointBytes ?? ctx.config.maxCheckpointBytes,
-        retention: {
-          succeededMs: body.retention?.succeededMs ?? null,
-          cancelledMs: body.retention?.cancelledMs ?? null,
-          deadMs: body.retention?.deadMs ?? null,
-        },
-        maxConcurrent: body.maxConcurrent ?? null,
-        rate: body.rate === undefined || body.rate === null ? null : { limit: body.rate.limit, perMs: body.rate.perMs },
-      });
-      ctx.kinds.remember(record, validate);
-      ctx.kinds.invalidate(principal.tenant);
-      return toWireKind(record, ctx.config.retention);
-    },
+    async (request) => putKind(ctx, principalOf(request), request.params.kind, request.body),
   );
 
   app.get(
@@ -78,11 +42,7 @@ export function registerKindRoutes(app: CoordinatorApp, ctx: EngineContext): voi
         response: { 200: Kind, ...errorResponses(404) },
       },
     },
-    async (request) => {
-      const kind = await ctx.store.kindGet({ tenant: principalOf(request).tenant, kind: request.params.kind });
-      if (kind === null) throw new LeaseholdError('not_found', KIND_NOT_FOUND);
-      return toWireKind(kind, ctx.config.retention);
-    },
+    async (request) => getKind(ctx, principalOf(request), request.params.kind),
   );
 
   for (const action of ['pause', 'resume'] as const) {
@@ -103,13 +63,7 @@ export function registerKindRoutes(app: CoordinatorApp, ctx: EngineContext): voi
           response: { 200: Kind, ...errorResponses(404) },
         },
       },
-      async (request) => {
-        const tenant = principalOf(request).tenant;
-        const record = await ctx.store.kindSetPaused({ tenant, kind: request.params.kind, paused: action === 'pause' });
-        if (record === null) throw new LeaseholdError('not_found', KIND_NOT_FOUND);
-        ctx.kinds.invalidate(tenant);
-        return toWireKind(record, ctx.config.retention);
-      },
+      async (request) => setKindPaused(ctx, principalOf(request), request.params.kind, action === 'pause'),
     );
   }
 
@@ -123,24 +77,6 @@ export function registerKindRoutes(app: CoordinatorApp, ctx: EngineContext): voi
         response: { 200: KindList, ...errorResponses() },
       },
     },
-    async (request) => {
-      const kinds = await ctx.store.kindList({ tenant: principalOf(request).tenant });
-      return { kinds: kinds.map((kind) => toWireKind(kind, ctx.config.retention)) };
-    },
-  );
-}
-
-/**
- * A tenant registers at most `maxKindsPerTenant` kinds: each one is a compiled
- * validator in every coordinator and a row read on every registry refresh.
- * Replacing a kind is always allowed. Two registrations racing past the cap
- * can exceed it by the number of concurrent requests, not more.
- */
-async function refuseBeyondKindCap(ctx: EngineContext, tenant: string, kind: string): Promise<void> {
-  const existing = (await ctx.kinds.forTenant(tenant)).byName;
-  if (existing.size < ctx.config.maxKindsPerTenant || existing.has(kind)) return;
-  throw new LeaseholdError(
-    'invalid_request',
-    `the tenant already has ${existing.size} kinds, the most this coordinator allows (maxKindsPerTenant); replace an existing kind instead`,
+    async (request) => ({ kinds: await listKinds(ctx, principalOf(request)) }),
   );
 }

@@ -6,16 +6,13 @@
  * a job with its payload, checkpoint, result checksum and attempts.
  */
 
-import { LeaseholdError } from '../../core/errors.js';
 import { BulkRequest, BulkResponse, JobDetail } from '../../protocol/operator.js';
 import { IdParams } from '../../protocol/schemas.js';
 import { principalOf } from '../auth.js';
-import { scopeOf } from '../../engine/principal.js';
-import { runBulkAction } from '../../engine/bulk-actions.js';
+import { bulkAction } from '../../engine/operator.js';
 import { errorResponses, type CoordinatorApp } from '../route-context.js';
 import type { EngineContext } from '../../engine/context.js';
-import { toWireAttempt, toWireJob } from '../../engine/wire.js';
-import { getScopedJob } from './jobs.js';
+import { jobDetail } from '../../engine/jobs.js';
 
 export function registerOperatorRoutes(app: CoordinatorApp, ctx: EngineContext): void {
   app.post(
@@ -32,7 +29,7 @@ export function registerOperatorRoutes(app: CoordinatorApp, ctx: EngineContext):
         response: { 200: BulkResponse, ...errorResponses() },
       },
     },
-    async (request) => runBulkAction(ctx.store, scopeOf(principalOf(request)), request.body),
+    async (request) => bulkAction(ctx, principalOf(request), request.body),
   );
 
   app.get(
@@ -46,18 +43,6 @@ export function registerOperatorRoutes(app: CoordinatorApp, ctx: EngineContext):
         response: { 200: JobDetail, ...errorResponses(404) },
       },
     },
-    async (request) => {
-      const scope = scopeOf(principalOf(request));
-      const job = await getScopedJob(ctx, scope, request.params.id);
-      const attempts = await ctx.store.jobAttempts({ scope, id: job.id });
-      if (attempts === null) throw new LeaseholdError('not_found');
-      return {
-        job: toWireJob(job),
-        payload: job.payload,
-        checkpoint: job.checkpoint === null ? null : { step: job.checkpoint.step, state: job.checkpoint.state },
-        result: job.result === null ? null : { contentType: job.result.contentType, bytes: job.result.body.length, checksum: job.result.checksum },
-        attempts: attempts.map(toWireAttempt),
-      };
-    },
+    async (request) => jobDetail(ctx, principalOf(request), request.params.id),
   );
 }

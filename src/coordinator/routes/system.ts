@@ -9,7 +9,7 @@ import { HealthResponse, Stats } from '../../protocol/schemas.js';
 import { principalOf } from '../auth.js';
 import { errorResponses, PUBLIC_ERRORS, type CoordinatorApp } from '../route-context.js';
 import type { EngineContext } from '../../engine/context.js';
-import { toWireStats } from '../../engine/wire.js';
+import { tenantStats } from '../../engine/operator.js';
 
 export function registerSystemRoutes(app: CoordinatorApp, ctx: EngineContext): void {
   app.get(
@@ -22,7 +22,7 @@ export function registerSystemRoutes(app: CoordinatorApp, ctx: EngineContext): v
         response: { 200: Stats, ...errorResponses() },
       },
     },
-    async (request) => toWireStats(await ctx.store.stats({ tenant: principalOf(request).tenant })),
+    async (request) => tenantStats(ctx, principalOf(request)),
   );
 
   app.get(

@@ -145,8 +145,8 @@ describe('a stale attempt', () => {
     const d = (deployment = await deploy());
     const owner = d.users[0]!;
     const id = ((await post(d, owner, 'k')).json() as { id: string }).id;
-    // The stale attempt: leased through leasehold's public client with a short lease, and never renewed.
-    const [lease] = await d.queue.workerClient.lease({ workerId: 'stale', kinds: [EXPORT_KIND], leaseMs: 300, max: 1, waitMs: 0 });
+    // The stale attempt: leased through the Queue's worker calls with a short lease, and never renewed.
+    const [lease] = (await d.queue.workerTransport.leaseResponse({ workerId: 'stale', kinds: [EXPORT_KIND], leaseMs: 300, max: 1, waitMs: 0 })).jobs;
     expect(lease?.id).toBe(id);
     const staleBytes = (await d.call(owner, 'GET', '/tasks/export.csv')).body;
     const firstTask = (d.db.prepare('SELECT MIN(id) AS id FROM tasks WHERE user_id = ?').get(owner.id) as { id: number }).id;
@@ -156,7 +156,7 @@ describe('a stale attempt', () => {
     worker = startWorker(d);
     expect((await d.queue.waitFor(id, { timeoutMs: 30_000 })).status).toBe('succeeded');
 
-    const late = d.queue.workerClient.complete(id, { token: lease!.token, resultBytes: { contentType: 'text/csv; charset=utf-8', base64: staleBytes.toString('base64') } });
+    const late = d.queue.workerTransport.complete(id, { token: lease!.token, resultBytes: { contentType: 'text/csv; charset=utf-8', base64: staleBytes.toString('base64') } });
     await expect(late).rejects.toMatchObject({ status: 409 });
     expect(resultRows(d.db, id)).toBe(1);
     const result = await d.call(owner, 'GET', `/exports/${id}/result`);
