@@ -44,7 +44,7 @@ export interface CoordinatorOptions {
   /** A pino logger (a redacting child is derived from it), or false for none. */
   readonly logger?: Logger | false;
   readonly config?: CoordinatorConfigInput;
-  /** Services built by the caller (a library Queue) and shared with it; the caller closes them. */
+  /** Services built by the caller and shared with it (another front over the same store); the caller closes them. */
   readonly services?: QueueServices;
   /** The clock recurring schedules are computed against; the store's own when absent (tests pass a fake one). */
   readonly scheduleClock?: Clock;
@@ -163,7 +163,7 @@ export async function buildCoordinator(options: CoordinatorOptions): Promise<Fas
   }).withTypeProvider() as unknown as CoordinatorApp;
 
   app.server.headersTimeout = config.headersTimeoutMs;
-  // A library Queue passes its own services (shared with its calls); a coordinator builds and owns them.
+  // A caller may pass services it shares with another front; otherwise the coordinator builds and owns them.
   const services = options.services ?? createServices(options.store, config, app.log, options.scheduleClock === undefined ? {} : { scheduleClock: options.scheduleClock });
   await installApi(app, { store: options.store, config, ctx: services.ctx, standalone: true });
 

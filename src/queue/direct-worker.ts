@@ -95,7 +95,7 @@ const NEVER = new AbortController().signal;
 export class DirectWorkerTransport implements WorkerCalls {
   constructor(
     private readonly ctx: EngineContext,
-    /** Every call is scoped to this tenant, as the Queue's in-process admin key is. */
+    /** Every call is scoped to this tenant, the Queue's own (it acts as the tenant's admin). */
     private readonly tenant: string,
   ) {}
 
