@@ -59,7 +59,8 @@ describe.each(backends)('HTTP contract ($name)', (backend) => {
   drainAfterAll(backend);
 
   beforeEach(async () => {
-    const config = { leaseRecheckMs: 60_000, reaperIntervalMs: 0 };
+    // Every poll leases (no reuse of an empty lease), so each park shows as an empty lease.
+    const config = { leaseRecheckMs: 60_000, reaperIntervalMs: 0, emptyLeaseReuseMs: 0 };
     h = await startCoordinator(config, { backend });
     // A is built here over the harness's store, watched so the test knows when A's poll has parked.
     a = await buildCoordinator({ store: observingLeases(h.store, () => emptyLeases.shift()?.()), logger: false, config });

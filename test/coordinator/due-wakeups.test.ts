@@ -25,7 +25,8 @@ import { listenersUp } from '../support/pg-listeners.js';
 import { waitFor } from '../support/wait-for.js';
 
 /** No safety re-check (the default), no reaper: only announcements and due times can start a lease. */
-const CONFIG = { reaperIntervalMs: 0, defaultBackoff: { baseMs: 300, maxMs: 300 } };
+// Every poll leases (no reuse of an empty lease), so each park shows as an empty lease.
+const CONFIG = { reaperIntervalMs: 0, emptyLeaseReuseMs: 0, defaultBackoff: { baseMs: 300, maxMs: 300 } };
 
 /** Counts lease attempts (as they start) and parks (an empty lease resolved: the poll parks in that turn). */
 class StoreCalls {

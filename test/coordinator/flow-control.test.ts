@@ -37,7 +37,8 @@ describe.each(backends)('per-kind flow control over HTTP ($name)', (backend) => 
       parkedPolls += 1;
       onParked();
     });
-    app = await buildCoordinator({ store, logger: false, config: { leaseRecheckMs: 60_000, reaperIntervalMs: 0 } });
+    // Every poll leases (no reuse of an empty lease), so each park shows as an empty lease.
+    app = await buildCoordinator({ store, logger: false, config: { leaseRecheckMs: 60_000, reaperIntervalMs: 0, emptyLeaseReuseMs: 0 } });
   });
   afterEach(async () => {
     await app.close();

@@ -137,6 +137,57 @@ describe('LeaseWaiters', () => {
   });
 });
 
+describe('LeaseWaiters: what an empty lease left', () => {
+  const nextDueIn = (inMs: number) => ({ runAfter: 1_000_000 + inMs, inMs });
+
+  it("stands for the group's next polls while nothing is announced to the tenant", () => {
+    const waiters = new LeaseWaiters(null, 60_000);
+    expect(waiters.knownLeft('t', ['a'])).toBeUndefined();
+    waiters.noteLeft('t', ['a'], waiters.generation('t'), null);
+    expect(waiters.knownLeft('t', ['a'])).toBeNull();
+    // Another group of the tenant, and the same group's filter in another order, are told apart and alike.
+    expect(waiters.knownLeft('t', ['a', 'b'])).toBeUndefined();
+    waiters.noteLeft('t', ['b', 'a'], waiters.generation('t'), nextDueIn(5_000));
+    expect(waiters.knownLeft('t', ['a', 'b'])?.inMs).toBeGreaterThan(4_000);
+    // Another tenant's announcement changes nothing for this one.
+    waiters.notify({ tenant: 'other', kind: 'a' });
+    expect(waiters.knownLeft('t', ['a'])).toBeNull();
+    // Any announcement to the tenant (any kind: the generation is the tenant's) ends it, and so does one to everyone.
+    waiters.notify({ tenant: 't', kind: 'z' });
+    expect(waiters.knownLeft('t', ['a'])).toBeUndefined();
+    waiters.noteLeft('t', ['a'], waiters.generation('t'), null);
+    waiters.notify(null);
+    expect(waiters.knownLeft('t', ['a'])).toBeUndefined();
+  });
+
+  it('is not kept when a job is due now, when jobs wait for a slot, when the lease began before an announcement, or when reuse is off', () => {
+    const waiters = new LeaseWaiters(null, 60_000);
+    waiters.noteLeft('t', ['a'], waiters.generation('t'), nextDueIn(0));
+    expect(waiters.knownLeft('t', ['a'])).toBeUndefined();
+    waiters.noteLeft('t', ['a'], waiters.generation('t'), { runAfter: null, inMs: null, slotHeld: true });
+    expect(waiters.knownLeft('t', ['a'])).toBeUndefined();
+    const before = waiters.generation('t');
+    waiters.notify({ tenant: 't', kind: 'a' });
+    waiters.noteLeft('t', ['a'], before, null);
+    expect(waiters.knownLeft('t', ['a'])).toBeUndefined();
+    const off = new LeaseWaiters(null, 0);
+    off.noteLeft('t', ['a'], off.generation('t'), null);
+    expect(off.knownLeft('t', ['a'])).toBeUndefined();
+  });
+
+  it('ends at its time bound, and when the next due job comes due', async () => {
+    const waiters = new LeaseWaiters(null, 30);
+    waiters.noteLeft('t', ['a'], waiters.generation('t'), null);
+    waiters.noteLeft('t', ['b'], waiters.generation('t'), nextDueIn(10));
+    expect(waiters.knownLeft('t', ['a'])).toBeNull();
+    expect(waiters.knownLeft('t', ['b'])?.inMs).toBeGreaterThan(0);
+    // The bound is time itself: a missed announcement costs a new poll at most this long.
+    await new Promise((resolve) => setTimeout(resolve, 40));
+    expect(waiters.knownLeft('t', ['a'])).toBeUndefined();
+    expect(waiters.knownLeft('t', ['b'])).toBeUndefined();
+  });
+});
+
 describe('CoalescedNotifier', () => {
   it('sends at once, folds pokes that arrive meanwhile per (tenant, kind) into one follow-up, and folds too many into one for everyone', async () => {
     const sent: string[][] = [];

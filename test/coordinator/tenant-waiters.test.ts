@@ -18,7 +18,8 @@ import { backends, bearer, drainAfterAll, enqueue, startCoordinator, type Harnes
 import { listenersUp } from '../support/pg-listeners.js';
 import { waitFor } from '../support/wait-for.js';
 
-const CONFIG = { leaseRecheckMs: 60_000, reaperIntervalMs: 0 };
+// Every poll leases (no reuse of an empty lease), so each park shows as an empty lease.
+const CONFIG = { leaseRecheckMs: 60_000, reaperIntervalMs: 0, emptyLeaseReuseMs: 0 };
 
 /** Lease attempts per tenant, counted as they start, and parked polls (their empty lease resolved, so they park in that turn). */
 class LeaseCounter {
