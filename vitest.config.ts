@@ -12,7 +12,10 @@ const ALONE = ['test/overload/overload.test.ts'];
 export default defineConfig(async () => {
   // Probed once, before any file is collected: every file's PostgreSQL half reads DATABASE_URL.
   // vitest evaluates this file again for each project; the first decision stands.
-  const postgres = process.env[POSTGRES_NOTE_VARIABLE] === undefined ? await decidePostgres() : { url: process.env['DATABASE_URL'] || null, note: process.env[POSTGRES_NOTE_VARIABLE] };
+  const postgres =
+    process.env[POSTGRES_NOTE_VARIABLE] === undefined
+      ? await decidePostgres()
+      : { url: process.env['DATABASE_URL'] || null, note: process.env[POSTGRES_NOTE_VARIABLE] };
   if (process.env[POSTGRES_NOTE_VARIABLE] === undefined) {
     if (postgres.url !== null) process.env['DATABASE_URL'] = postgres.url;
     process.env[POSTGRES_NOTE_VARIABLE] = postgres.note;

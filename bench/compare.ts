@@ -51,7 +51,9 @@ function installPeers(): void {
   const missing = ['bullmq', 'graphile-worker', 'pg'].filter((name) => !existsSync(join(PEERS, 'node_modules', name, 'package.json')));
   if (missing.length === 0) return;
   console.log(`installing the peers into bench/peers (missing: ${missing.join(', ')}): npm install --no-save ${PEER_PACKAGES.join(' ')}`);
-  const installed = spawnSync('npm', ['install', '--no-save', '--no-package-lock', '--no-audit', '--no-fund', '--prefix', PEERS, ...PEER_PACKAGES], { stdio: 'inherit' });
+  const installed = spawnSync('npm', ['install', '--no-save', '--no-package-lock', '--no-audit', '--no-fund', '--prefix', PEERS, ...PEER_PACKAGES], {
+    stdio: 'inherit',
+  });
   if (installed.status !== 0) throw new Error('npm install of the peers failed');
 }
 
@@ -96,7 +98,11 @@ async function sitting(): Promise<Sitting> {
 }
 
 installPeers();
-console.log(`bench:peers: ${cpus().length} cores, load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}; ${ROUNDS} round(s), ${String(args.runs)} runs of ${String(args.jobs)} jobs per script`);
+console.log(
+  `bench:peers: ${cpus().length} cores, load average ${loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ')}; ${ROUNDS} round(s), ${String(args.runs)} runs of ${String(args.jobs)} jobs per script`,
+);
 const sittings: Sitting[] = [];
 for (let round = 1; round <= ROUNDS; round++) {
   console.log(`\n### round ${round} of ${ROUNDS}`);

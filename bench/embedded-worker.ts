@@ -14,7 +14,13 @@ if (db === undefined || concurrencyText === undefined || workerId === undefined)
   process.exit(2);
 }
 const queue = await openQueue({ db, tenant: 'bench' });
-const worker = new Worker({ queue, concurrency: Number(concurrencyText), workerId, waitMs: 5_000, handlers: { noop: () => null, warm: () => null, stamp: () => ({ handlerStartedAt: performance.timeOrigin + performance.now() }) } });
+const worker = new Worker({
+  queue,
+  concurrency: Number(concurrencyText),
+  workerId,
+  waitMs: 5_000,
+  handlers: { noop: () => null, warm: () => null, stamp: () => ({ handlerStartedAt: performance.timeOrigin + performance.now() }) },
+});
 const running = worker.run();
 process.stdout.write('ready\n');
 process.once('SIGTERM', () => {

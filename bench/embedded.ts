@@ -64,7 +64,9 @@ function workerProfileFlags(): string[] {
 }
 
 async function startWorkers(db: string, count: number, concurrency: number): Promise<ChildProcess[]> {
-  const children = Array.from({ length: count }, (_, i) => spawn(process.execPath, [...workerProfileFlags(), WORKER_SCRIPT, db, String(concurrency), `embedded-${i}`], { stdio: ['ignore', 'pipe', 'inherit'] }));
+  const children = Array.from({ length: count }, (_, i) =>
+    spawn(process.execPath, [...workerProfileFlags(), WORKER_SCRIPT, db, String(concurrency), `embedded-${i}`], { stdio: ['ignore', 'pipe', 'inherit'] }),
+  );
   await Promise.all(
     children.map(async (child) => {
       const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream });
@@ -101,7 +103,12 @@ async function enqueueSingle(queue: Queue, count: number, prefix: string): Promi
 
 async function enqueueBatches(queue: Queue, kind: string, count: number, prefix: string, priority = 0): Promise<void> {
   for (let from = 0; from < count; from += 500) {
-    const jobs = Array.from({ length: Math.min(500, count - from) }, (_, k) => ({ kind, payload: { i: from + k }, idempotencyKey: `${prefix}-${from + k}`, priority }));
+    const jobs = Array.from({ length: Math.min(500, count - from) }, (_, k) => ({
+      kind,
+      payload: { i: from + k },
+      idempotencyKey: `${prefix}-${from + k}`,
+      priority,
+    }));
     const results = await queue.enqueueMany(jobs);
     if (results.some((r) => r.status !== 202)) throw new Error('a batch item was refused');
   }
@@ -180,7 +187,11 @@ const scenarios: Record<string, () => Promise<Record<string, number>>> = {
     }),
 };
 
-console.log(`bench (embedded): ${cpus().length} cores, load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}; db ${String(args.db).startsWith('postgres') ? 'postgres' : 'sqlite'}, ${RUNS} runs, ${JOBS} jobs, ${WORKER_PROCESSES} worker processes`);
+console.log(
+  `bench (embedded): ${cpus().length} cores, load average ${loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ')}; db ${String(args.db).startsWith('postgres') ? 'postgres' : 'sqlite'}, ${RUNS} runs, ${JOBS} jobs, ${WORKER_PROCESSES} worker processes`,
+);
 // The medians by `scenario.figure`, for bench/compare.ts, which reads the last line.
 const medians: Record<string, number> = {};
 for (const [name, run] of Object.entries(scenarios)) {

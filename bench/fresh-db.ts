@@ -25,7 +25,13 @@ export async function freshDatabase(spec: string, name: string): Promise<FreshDa
     const dir = mkdtempSync(join(tmpdir(), `leasehold-${name}-`));
     const db = join(dir, `${name}.db`);
     const size = (path: string): number => statSync(path, { throwIfNoEntry: false })?.size ?? 0;
-    return { db, cleanup: async () => rmSync(dir, { recursive: true, force: true }), sizeBytes: async () => size(db) + size(`${db}-wal`), autovacuumOff: async () => false, vacuum: async () => undefined };
+    return {
+      db,
+      cleanup: async () => rmSync(dir, { recursive: true, force: true }),
+      sizeBytes: async () => size(db) + size(`${db}-wal`),
+      autovacuumOff: async () => false,
+      vacuum: async () => undefined,
+    };
   }
   const fresh = await freshPostgresDb(spec);
   return { db: fresh.url, cleanup: fresh.drop, sizeBytes: fresh.sizeBytes, autovacuumOff: fresh.autovacuumOff, vacuum: fresh.vacuum };

@@ -54,7 +54,9 @@ export async function seedDatabase(db: string, plan: SeedPlan): Promise<SeedRepo
 }
 
 async function seedFinished(store: Store, tenant: string, from: number, count: number): Promise<void> {
-  const enqueued = await store.jobEnqueueMany(Array.from({ length: count }, (_, k) => enqueueParams(tenant, (from + k) % 2 === 0 ? 'A' : 'B', `history-${from + k}`, from + k)));
+  const enqueued = await store.jobEnqueueMany(
+    Array.from({ length: count }, (_, k) => enqueueParams(tenant, (from + k) % 2 === 0 ? 'A' : 'B', `history-${from + k}`, from + k)),
+  );
   if (enqueued.some((o) => o.kind !== 'created')) throw new Error('a history job was not created');
   // Nothing else is queued while history is seeded, so leases without a kinds filter take exactly this batch.
   // Several leases of LEASE_SLICE at once: PostgreSQL runs them side by side (SKIP LOCKED), and one lease of

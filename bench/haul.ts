@@ -78,7 +78,10 @@ const SERVE_ARGS = args['serve-arg'] ?? [];
 const WORKERS = count('workers', 1);
 const HANDLERS = join(ROOT, 'dist', 'bench', 'haul-handlers.js');
 const TENANT = 'bench';
-const load = (): string => loadavg().map((l) => l.toFixed(2)).join(' ');
+const load = (): string =>
+  loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ');
 
 interface Seeded {
   readonly fresh: FreshDatabase;
@@ -101,7 +104,8 @@ async function seeded(name: string, history: number, backlog: number): Promise<S
       }
     },
   });
-  if (verbose) process.stdout.write(`  seeded ${name}: ${history + backlog} jobs in ${report.seconds.toFixed(1)} s (${report.jobsPerSecond.toFixed(0)} jobs/s)\n`);
+  if (verbose)
+    process.stdout.write(`  seeded ${name}: ${history + backlog} jobs in ${report.seconds.toFixed(1)} s (${report.jobsPerSecond.toFixed(0)} jobs/s)\n`);
   return { fresh, adminKey: createKey(fresh.db, TENANT, 'bench', 'admin'), workerKey: createKey(fresh.db, TENANT, 'bench-worker', 'worker') };
 }
 
@@ -153,7 +157,15 @@ async function measureKindA(db: Seeded, prefix: string, jobs: number): Promise<K
     if (last !== undefined) await client.waitForJob(last, { timeoutMs: 600_000 });
     const endToEnd = await succeededRate(client, 'A', ids);
     await Promise.all(workers.map((w) => w.stop()));
-    const latency = await enqueueToStart({ enqueueUrl: url, workerUrl: url, adminKey: db.adminKey, workerKey: db.workerKey, handlers: HANDLERS, kind: 'A', prefix });
+    const latency = await enqueueToStart({
+      enqueueUrl: url,
+      workerUrl: url,
+      adminKey: db.adminKey,
+      workerKey: db.workerKey,
+      handlers: HANDLERS,
+      kind: 'A',
+      prefix,
+    });
     return { single, endToEnd, p50: latency.p50, p99: latency.p99, statsMs };
   } finally {
     await client.close();
@@ -166,7 +178,9 @@ async function haul(): Promise<void> {
   const backlog = count('backlog', 0);
   const jobs = count('jobs', 1);
   const rounds = count('rounds', 1);
-  process.stdout.write(`leasehold haul: db=${DB === 'sqlite' ? 'sqlite' : 'postgres'}, history=${history}, backlog=${backlog} (kind B), jobs=${jobs}, rounds=${rounds}\n`);
+  process.stdout.write(
+    `leasehold haul: db=${DB === 'sqlite' ? 'sqlite' : 'postgres'}, history=${history}, backlog=${backlog} (kind B), jobs=${jobs}, rounds=${rounds}\n`,
+  );
   process.stdout.write(`load average at start: ${load()} (${cpus().length} CPUs)\n`);
   const full = await seeded('haul-history', history, backlog);
   const figures: Record<'empty' | 'history', KindAFigures[]> = { empty: [], history: [] };
@@ -204,7 +218,9 @@ function printTable(figures: Record<'empty' | 'history', KindAFigures[]>, histor
     ['enqueue-to-start p99, ms', (f) => f.p99, 2, null],
     ['GET /stats, ms (median of 20)', (f) => f.statsMs, 2, { atMost: 2 }],
   ];
-  process.stdout.write(`\nkind A, medians of ${rounds} round(s) (${DB === 'sqlite' ? 'SQLite' : 'PostgreSQL'}); history: ${history} finished + ${backlog} queued of kind B\n`);
+  process.stdout.write(
+    `\nkind A, medians of ${rounds} round(s) (${DB === 'sqlite' ? 'SQLite' : 'PostgreSQL'}); history: ${history} finished + ${backlog} queued of kind B\n`,
+  );
   process.stdout.write(`${'figure'.padEnd(32)}${'empty'.padStart(10)}${'history'.padStart(10)}${'ratio'.padStart(8)}  done-when\n`);
   let pass = true;
   for (const [label, pick, digits, bound] of rows) {
@@ -217,7 +233,9 @@ function printTable(figures: Record<'empty' | 'history', KindAFigures[]>, histor
       pass &&= ok;
       verdict = `${ok ? 'ok' : 'FAIL'} (${bound.atLeast !== undefined ? `>= ${bound.atLeast}` : `<= ${bound.atMost}`})`;
     }
-    process.stdout.write(`${label.padEnd(32)}${empty.toFixed(digits).padStart(10)}${full.toFixed(digits).padStart(10)}${ratio.toFixed(2).padStart(8)}  ${verdict}\n`);
+    process.stdout.write(
+      `${label.padEnd(32)}${empty.toFixed(digits).padStart(10)}${full.toFixed(digits).padStart(10)}${ratio.toFixed(2).padStart(8)}  ${verdict}\n`,
+    );
   }
   process.stdout.write(`done-when: ${pass ? 'PASS' : 'FAIL'}\n`);
 }
@@ -243,6 +261,6 @@ async function main(): Promise<void> {
 
 // Awaited at the top level, so that bench/run.ts, which imports this module for --scenario, waits for the run.
 await main().catch((error: unknown) => {
-  process.stderr.write(`haul failed: ${error instanceof Error ? error.stack ?? error.message : String(error)}\n`);
+  process.stderr.write(`haul failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
   process.exit(1);
 });

@@ -46,7 +46,14 @@ function procTicks(): number {
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({ options: { db: { type: 'string', default: 'sqlite' }, polls: { type: 'string', default: '1000' }, seconds: { type: 'string', default: '30' }, 'recheck-ms': { type: 'string' } } });
+  const { values } = parseArgs({
+    options: {
+      db: { type: 'string', default: 'sqlite' },
+      polls: { type: 'string', default: '1000' },
+      seconds: { type: 'string', default: '30' },
+      'recheck-ms': { type: 'string' },
+    },
+  });
   const polls = Number(values.polls);
   const seconds = Number(values.seconds);
   const fresh = await freshDatabase(values.db, 'idle-polls');
@@ -56,11 +63,12 @@ async function main(): Promise<void> {
   const store = new Proxy(inner, {
     get(target, property, receiver) {
       if (property === 'jobLease') return (...args: Parameters<Store['jobLease']>) => (leases++, target.jobLease(...args));
-      if (property === 'jobNextDue') return async (...args: Parameters<Store['jobNextDue']>) => {
-        const due = await target.jobNextDue(...args);
-        parks++;
-        return due;
-      };
+      if (property === 'jobNextDue')
+        return async (...args: Parameters<Store['jobNextDue']>) => {
+          const due = await target.jobNextDue(...args);
+          parks++;
+          return due;
+        };
       const value: unknown = Reflect.get(target, property, receiver);
       return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
     },
@@ -68,8 +76,17 @@ async function main(): Promise<void> {
   const key = newApiKey();
   await inner.apiKeyInsert({ id: 'idle-worker', tenant: 't1', user: 'idle', role: 'worker', keyHash: hashApiKey(key) });
   await inner.jobEnqueue({
-    tenant: 't1', owner: 'idle', idempotencyKey: 'later', requestHash: 'x', kind: 'k-0', payload: {}, maxAttempts: 1, priority: 0,
-    runAfter: (await inner.now()) + 3_600_000, deadlineMs: null, payloadBytes: 2,
+    tenant: 't1',
+    owner: 'idle',
+    idempotencyKey: 'later',
+    requestHash: 'x',
+    kind: 'k-0',
+    payload: {},
+    maxAttempts: 1,
+    priority: 0,
+    runAfter: (await inner.now()) + 3_600_000,
+    deadlineMs: null,
+    payloadBytes: 2,
   });
   const recheck = values['recheck-ms'] === undefined ? {} : { leaseRecheckMs: Number(values['recheck-ms']) };
   const app = await buildCoordinator({ store, logger: false, config: { reaperIntervalMs: 0, ...recheck } });

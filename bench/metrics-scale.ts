@@ -24,7 +24,19 @@ async function open(db: string): Promise<Store> {
 
 function job(i: number): EnqueueParams {
   const key = `m-${i}`;
-  return { tenant: 'bench', owner: 'bench', idempotencyKey: key, requestHash: key, kind: i % 2 === 0 ? 'a' : 'b', payload: { i }, payloadBytes: 9, maxAttempts: 3, priority: 0, runAfter: null, deadlineMs: null };
+  return {
+    tenant: 'bench',
+    owner: 'bench',
+    idempotencyKey: key,
+    requestHash: key,
+    kind: i % 2 === 0 ? 'a' : 'b',
+    payload: { i },
+    payloadBytes: 9,
+    maxAttempts: 3,
+    priority: 0,
+    runAfter: null,
+    deadlineMs: null,
+  };
 }
 
 async function seed(db: string, count: number): Promise<void> {
@@ -73,7 +85,9 @@ for (const count of [10, JOBS]) {
     await seed(db, count);
     const seededIn = (performance.now() - started) / 1000;
     const { metricsMs, statsMs } = await timeRoutes(db);
-    console.log(`${String(count).padStart(9)} jobs (seeded in ${seededIn.toFixed(0)} s): GET /metrics median ${metricsMs.toFixed(2)} ms, GET /stats median ${statsMs.toFixed(2)} ms (20 calls each)`);
+    console.log(
+      `${String(count).padStart(9)} jobs (seeded in ${seededIn.toFixed(0)} s): GET /metrics median ${metricsMs.toFixed(2)} ms, GET /stats median ${statsMs.toFixed(2)} ms (20 calls each)`,
+    );
   } finally {
     await cleanup();
   }

@@ -193,8 +193,7 @@ export class EnqueueGenerator {
         const coordinatorCpuAfter = this.coordinatorPid === null ? null : processCpuMs(this.coordinatorPid);
         return {
           generatorCpuShare: (cpu.user + cpu.system) / 1000 / elapsedMs,
-          coordinatorCpuShare:
-            coordinatorCpuBefore === null || coordinatorCpuAfter === null ? null : (coordinatorCpuAfter - coordinatorCpuBefore) / elapsedMs,
+          coordinatorCpuShare: coordinatorCpuBefore === null || coordinatorCpuAfter === null ? null : (coordinatorCpuAfter - coordinatorCpuBefore) / elapsedMs,
           coordinatorPeakRssBytes: this.coordinatorPid === null ? null : peakRss,
         };
       },
@@ -208,7 +207,14 @@ interface Meter {
   readonly coordinatorPeakRssBytes: number | null;
 }
 
-function summarize(label: string, offered: number | null, durationMs: number, outcomes: readonly Outcome[], lags: readonly number[], meter: Meter): PhaseResult {
+function summarize(
+  label: string,
+  offered: number | null,
+  durationMs: number,
+  outcomes: readonly Outcome[],
+  lags: readonly number[],
+  meter: Meter,
+): PhaseResult {
   const admittedLatencies: number[] = [];
   const admittedSinceSent: number[] = [];
   const refusedLatencies: number[] = [];

@@ -106,7 +106,10 @@ export function formatReport(report: OverloadReport): string {
   const rows = [report.unloaded, ...report.levels].map((phase) => {
     const refusedShare = phase.sent === 0 ? 0 : phase.refused / phase.sent;
     const ratio = phase.admittedP99Ms === null || unloadedP99 === null ? null : phase.admittedP99Ms / unloadedP99;
-    const other = Object.entries(phase.otherStatuses).map(([status, n]) => `${status}:${n}`).join(' ') || '0';
+    const other =
+      Object.entries(phase.otherStatuses)
+        .map(([status, n]) => `${status}:${n}`)
+        .join(' ') || '0';
     return [
       phase.label,
       fixed(phase.offeredPerSecond, 0),
@@ -124,7 +127,22 @@ export function formatReport(report: OverloadReport): string {
       fixed(phase.sendLagP99Ms),
     ];
   });
-  const header = ['level', 'offered/s', 'admitted/s', '503', 'p50 ms', 'p99 ms', 'p99/unloaded', 'p99 from sent', '503 p99 ms', 'other', 'RSS MB', 'coord CPU', 'gen CPU', 'lag p99'];
+  const header = [
+    'level',
+    'offered/s',
+    'admitted/s',
+    '503',
+    'p50 ms',
+    'p99 ms',
+    'p99/unloaded',
+    'p99 from sent',
+    '503 p99 ms',
+    'other',
+    'RSS MB',
+    'coord CPU',
+    'gen CPU',
+    'lag p99',
+  ];
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] as string).length)));
   const line = (cells: readonly string[]): string => cells.map((c, i) => c.padStart(widths[i] as number)).join('  ');
   return [
@@ -207,10 +225,18 @@ async function main(): Promise<void> {
   };
   const positive = [runs, options.seconds, options.lanes, options.connections, options.unloadedShare, ...options.levels];
   if (positive.some((v) => !Number.isFinite(v) || v <= 0) || !Number.isInteger(runs) || !(options.payloadBytes >= 0)) {
-    process.stderr.write('overload: --runs, --seconds, --levels, --lanes, --connections and --unloaded-share must be positive numbers, --payload-bytes a size\n');
+    process.stderr.write(
+      'overload: --runs, --seconds, --levels, --lanes, --connections and --unloaded-share must be positive numbers, --payload-bytes a size\n',
+    );
     process.exit(2);
   }
-  console.log(`overload: ${cpus().length} cores, load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}; db ${options.db === 'sqlite' ? 'sqlite' : 'postgres'}, ${options.seconds} s per level, ${runs} runs, ${options.lanes} lanes for capacity, ${options.connections} connections, payload padding ${options.payloadBytes} B, serve --max-in-flight-requests ${options.maxInFlight ?? 'default'}`);
+  console.log(
+    `overload: ${cpus().length} cores, load average ${loadavg()
+      .map((l) => l.toFixed(2))
+      .join(
+        ' ',
+      )}; db ${options.db === 'sqlite' ? 'sqlite' : 'postgres'}, ${options.seconds} s per level, ${runs} runs, ${options.lanes} lanes for capacity, ${options.connections} connections, payload padding ${options.payloadBytes} B, serve --max-in-flight-requests ${options.maxInFlight ?? 'default'}`,
+  );
   const reports: OverloadReport[] = [];
   for (let run = 1; run <= runs; run++) {
     const report = await runOverload(options);
@@ -218,7 +244,11 @@ async function main(): Promise<void> {
     console.log(`\nrun ${run}\n${formatReport(report)}`);
   }
   if (runs > 1) console.log(`\nmedian of ${runs} runs\n${formatReport(medianReport(reports))}`);
-  console.log(`load average after: ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+  console.log(
+    `load average after: ${loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' ')}`,
+  );
 }
 
 if (process.argv[1] !== undefined && import.meta.url === new URL(`file://${process.argv[1]}`).href) await main();

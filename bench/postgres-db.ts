@@ -58,10 +58,9 @@ export async function freshPostgresDb(url: string): Promise<FreshPostgresDb> {
       const admin = new pg.Client({ connectionString: url });
       await admin.connect();
       try {
-        const { rows } = await admin.query<{ name: string }>(
-          `SELECT format('%I.%I', schemaname, tablename) AS name FROM pg_tables WHERE schemaname = $1`,
-          [schema],
-        );
+        const { rows } = await admin.query<{ name: string }>(`SELECT format('%I.%I', schemaname, tablename) AS name FROM pg_tables WHERE schemaname = $1`, [
+          schema,
+        ]);
         for (const { name } of rows) await admin.query(`VACUUM (ANALYZE) ${name}`);
       } finally {
         await admin.end();

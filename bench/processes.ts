@@ -74,7 +74,10 @@ export function adoptChild(child: ChildProcess): void {
   child.once('exit', () => liveChildren.delete(child));
 }
 
-export function startProcess(args: readonly string[], options: { env?: NodeJS.ProcessEnv; readyPattern?: RegExp } = {}): {
+export function startProcess(
+  args: readonly string[],
+  options: { env?: NodeJS.ProcessEnv; readyPattern?: RegExp } = {},
+): {
   process: RunningProcess;
   ready: Promise<string>;
 } {
@@ -82,7 +85,11 @@ export function startProcess(args: readonly string[], options: { env?: NodeJS.Pr
 }
 
 /** A node process running `script` (a built module, e.g. under dist/bench/), with the same output keeping and readiness as startProcess. */
-export function startScript(script: string, args: readonly string[], options: { env?: NodeJS.ProcessEnv; readyPattern?: RegExp } = {}): {
+export function startScript(
+  script: string,
+  args: readonly string[],
+  options: { env?: NodeJS.ProcessEnv; readyPattern?: RegExp } = {},
+): {
   process: RunningProcess;
   ready: Promise<string>;
 } {
@@ -124,7 +131,11 @@ export function startScript(script: string, args: readonly string[], options: { 
   return { process: running, ready };
 }
 
-export async function startCoordinator(db: string, extraArgs: readonly string[] = [], env: NodeJS.ProcessEnv = {}): Promise<{ url: string; process: RunningProcess }> {
+export async function startCoordinator(
+  db: string,
+  extraArgs: readonly string[] = [],
+  env: NodeJS.ProcessEnv = {},
+): Promise<{ url: string; process: RunningProcess }> {
   const port = await freePort();
   const started = startProcess(['serve', '--db', db, '--port', String(port), '--host', '127.0.0.1', ...extraArgs], {
     env,

@@ -19,7 +19,9 @@ import { RetentionStatements } from '../src/store/sqlite/retention.js';
 import { freshDatabase } from './fresh-db.js';
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({ options: { db: { type: 'string', default: 'sqlite' }, jobs: { type: 'string', default: '20000' }, batch: { type: 'string', default: '100' } } });
+  const { values } = parseArgs({
+    options: { db: { type: 'string', default: 'sqlite' }, jobs: { type: 'string', default: '20000' }, batch: { type: 'string', default: '100' } },
+  });
   const jobs = Number(values.jobs);
   const batch = Number(values.batch);
   const fresh = await freshDatabase(values.db, 'retention-batch');
@@ -30,8 +32,17 @@ async function main(): Promise<void> {
       const count = Math.min(500, jobs - done);
       await store.jobEnqueueMany(
         Array.from({ length: count }, (_, i) => ({
-          tenant: 't1', owner: 'bench', idempotencyKey: `k-${done + i}`, requestHash: `h-${done + i}`, kind: 'mail', payload,
-          maxAttempts: 1, priority: 0, runAfter: null, deadlineMs: null, payloadBytes: 240,
+          tenant: 't1',
+          owner: 'bench',
+          idempotencyKey: `k-${done + i}`,
+          requestHash: `h-${done + i}`,
+          kind: 'mail',
+          payload,
+          maxAttempts: 1,
+          priority: 0,
+          runAfter: null,
+          deadlineMs: null,
+          payloadBytes: 240,
         })),
       );
       const leased = await store.jobLease({ tenant: 't1', workerId: 'w', leaseMs: 60_000, max: count });

@@ -63,7 +63,12 @@ function usageError(message: string): never {
   process.stderr.write(`bench: ${message}\n`);
   process.exit(2);
 }
-for (const [name, value] of [['runs', RUNS], ['jobs', JOBS], ['coordinators', COORDINATORS], ['workers', WORKER_PROCESSES]] as const) {
+for (const [name, value] of [
+  ['runs', RUNS],
+  ['jobs', JOBS],
+  ['coordinators', COORDINATORS],
+  ['workers', WORKER_PROCESSES],
+] as const) {
   if (!Number.isInteger(value) || value < 1) usageError(`--${name} must be a positive integer`);
 }
 const SCENARIOS = ['enqueue-single', 'enqueue-batch', 'end-to-end', 'latency', 'latency-backlog'];
@@ -130,8 +135,13 @@ async function main(): Promise<void> {
     process.stdout.write(`  ${name}: ${value.toFixed(name.includes('latency') ? 2 : 0)}\n`);
   };
   // Figures from a shared or busy host mean little without it.
-  const load = (): string => loadavg().map((l) => l.toFixed(2)).join(' ');
-  process.stdout.write(`leasehold bench: db=${args.db === 'sqlite' ? 'sqlite (fresh file per run)' : 'postgres'}, coordinators=${COORDINATORS}, jobs=${JOBS}, runs=${RUNS}\n`);
+  const load = (): string =>
+    loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' ');
+  process.stdout.write(
+    `leasehold bench: db=${args.db === 'sqlite' ? 'sqlite (fresh file per run)' : 'postgres'}, coordinators=${COORDINATORS}, jobs=${JOBS}, runs=${RUNS}\n`,
+  );
   process.stdout.write(`load average at start: ${load()} (${cpus().length} CPUs)\n`);
   for (let run = 1; run <= RUNS; run++) {
     process.stdout.write(`run ${run}\n`);
@@ -166,16 +176,20 @@ async function main(): Promise<void> {
   process.stdout.write(`\nload average at end: ${load()}\n`);
   process.stdout.write(`medians of ${RUNS} runs (${args.db === 'sqlite' ? 'SQLite' : 'PostgreSQL'}, ${COORDINATORS} coordinator(s), durable commits):\n`);
   for (const [name, values] of Object.entries(figures)) {
-    process.stdout.write(`  ${name.padEnd(30)} ${median(values).toFixed(name.includes('latency') ? 2 : 0)}   (runs: ${values.map((v) => v.toFixed(name.includes('latency') ? 2 : 0)).join(', ')})\n`);
+    process.stdout.write(
+      `  ${name.padEnd(30)} ${median(values).toFixed(name.includes('latency') ? 2 : 0)}   (runs: ${values.map((v) => v.toFixed(name.includes('latency') ? 2 : 0)).join(', ')})\n`,
+    );
   }
   const empty = figures['latency p50 ms'];
   const beside = figures['latency beside backlog p50 ms'];
   if (empty !== undefined && beside !== undefined) {
-    process.stdout.write(`  p50 beside ${BACKLOG.toLocaleString('en-US')} queued of another kind / empty queue: ${(median(beside) / median(empty)).toFixed(2)}\n`);
+    process.stdout.write(
+      `  p50 beside ${BACKLOG.toLocaleString('en-US')} queued of another kind / empty queue: ${(median(beside) / median(empty)).toFixed(2)}\n`,
+    );
   }
 }
 
 main().catch((error: unknown) => {
-  process.stderr.write(`bench failed: ${error instanceof Error ? error.stack ?? error.message : String(error)}\n`);
+  process.stderr.write(`bench failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
   process.exit(1);
 });

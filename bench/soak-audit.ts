@@ -56,7 +56,13 @@ export async function audit(client: AuditReader, accepted: readonly Acknowledged
   const note = (text: string): void => {
     if (examples.length < 15) examples.push(text);
   };
-  let succeeded = 0, dead = 0, deadExpected = 0, lost = 0, wrongFate = 0, duplicateCommits = 0, duplicateExecutions = 0;
+  let succeeded = 0,
+    dead = 0,
+    deadExpected = 0,
+    lost = 0,
+    wrongFate = 0,
+    duplicateCommits = 0,
+    duplicateExecutions = 0;
   const leasedAgain: Job[] = [];
   for (const ack of accepted) {
     const job = jobs.get(ack.id);
@@ -92,7 +98,8 @@ export async function audit(client: AuditReader, accepted: readonly Acknowledged
   }
 
   // Attempt histories of jobs leased more than once: second successes, and which executions ran under a lease that expired.
-  let expiredAttempts = 0, executionsUnderExpiredLeases = 0;
+  let expiredAttempts = 0,
+    executionsUnderExpiredLeases = 0;
   await inParallel(leasedAgain, 8, async (job) => {
     const attempts = await client.attempts(job.id);
     const expiredFences = new Set(attempts.filter((a) => a.outcome === 'expired').map((a) => a.epoch));

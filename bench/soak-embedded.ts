@@ -76,7 +76,13 @@ export interface EmbeddedSoakSummary extends Omit<AuditFindings, 'examples'> {
   readonly wallSeconds: number;
   readonly accepted: number;
   readonly acceptedInTransaction: number;
-  readonly kills: { readonly app: number; readonly appInsideTransaction: number; readonly worker: number; readonly workerHoldingLock: number; readonly total: number };
+  readonly kills: {
+    readonly app: number;
+    readonly appInsideTransaction: number;
+    readonly worker: number;
+    readonly workerHoldingLock: number;
+    readonly total: number;
+  };
   /** Application kills inside its transaction after which it started again at that transaction's number (it had not committed). */
   readonly appKillsConfirmedInside: number;
   /** Kills aimed at a lock holder or an open transaction that found none in time (killed nothing). */
@@ -115,7 +121,14 @@ interface Child {
 }
 
 /** Spawns a node script, keeps every line, resolves `ready` on a line starting with "ready". */
-function spawnChild(role: Role, name: string, script: string, args: readonly string[], env: NodeJS.ProcessEnv, onLine: (child: Child, line: string) => void): Child {
+function spawnChild(
+  role: Role,
+  name: string,
+  script: string,
+  args: readonly string[],
+  env: NodeJS.ProcessEnv,
+  onLine: (child: Child, line: string) => void,
+): Child {
   const child = spawn(process.execPath, [script, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   adoptChild(child);
   const exited = new Promise<number | string>((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal ?? -1)));
@@ -299,7 +312,9 @@ function sqliteTables(file: string): TableReader {
     resultRowsNotOne: async () =>
       (
         db
-          .prepare(`SELECT count(*) AS n FROM jobs j WHERE j.tenant = ? AND j.status = 'succeeded' AND (SELECT count(*) FROM job_results r WHERE r.job_seq = j.seq) <> 1`)
+          .prepare(
+            `SELECT count(*) AS n FROM jobs j WHERE j.tenant = ? AND j.status = 'succeeded' AND (SELECT count(*) FROM job_results r WHERE r.job_seq = j.seq) <> 1`,
+          )
           .get(SOAK_TENANT) as { n: number }
       ).n,
     holdExecs: async () => new Set((db.prepare('SELECT exec FROM soak_holds').all() as { exec: string }[]).map((r) => r.exec)),
@@ -316,8 +331,14 @@ async function postgresTables(url: string): Promise<TableReader> {
   const client = new pg.Client({ connectionString: parsed.toString() });
   await client.connect();
   return {
-    orders: async () => (await client.query<{ n: number; job_id: string; via: string }>(`SELECT n::int AS n, job_id, via FROM ${schema}.soak_app_orders ORDER BY n`)).rows,
-    jobKeys: async () => (await client.query<{ id: string; idempotency_key: string }>(`SELECT id::text AS id, idempotency_key FROM ${schema}.jobs WHERE tenant = $1`, [SOAK_TENANT])).rows,
+    orders: async () =>
+      (await client.query<{ n: number; job_id: string; via: string }>(`SELECT n::int AS n, job_id, via FROM ${schema}.soak_app_orders ORDER BY n`)).rows,
+    jobKeys: async () =>
+      (
+        await client.query<{ id: string; idempotency_key: string }>(`SELECT id::text AS id, idempotency_key FROM ${schema}.jobs WHERE tenant = $1`, [
+          SOAK_TENANT,
+        ])
+      ).rows,
     resultRowsNotOne: async () =>
       (
         await client.query<{ n: number }>(
@@ -402,7 +423,10 @@ export async function runEmbeddedSoak(options: EmbeddedSoakOptions): Promise<Emb
         await abortablePause(minGap + random() * (maxGap - minGap), stopLoad.signal);
         if (stopLoad.signal.aborted) return;
         if (bag.length === 0) {
-          bag = shuffle<Target>(isPostgres ? ['app', 'app-in-transaction', 'worker', 'worker'] : ['app', 'app-in-transaction', 'worker', 'worker', 'holder'], random);
+          bag = shuffle<Target>(
+            isPostgres ? ['app', 'app-in-transaction', 'worker', 'worker'] : ['app', 'app-in-transaction', 'worker', 'worker', 'holder'],
+            random,
+          );
         }
         const target = bag.pop() as Target;
         const killedAt = performance.now();
@@ -422,7 +446,9 @@ export async function runEmbeddedSoak(options: EmbeddedSoakOptions): Promise<Emb
           }
           kills.appInsideTransaction += 1;
           if (caught.restartedAt === caught.n) appKillsConfirmedInside += 1;
-          log(`[${at()}] SIGKILL application inside its transaction ${caught.n}; restarted at ${caught.restartedAt}, ${Math.round(performance.now() - killedAt)} ms after`);
+          log(
+            `[${at()}] SIGKILL application inside its transaction ${caught.n}; restarted at ${caught.restartedAt}, ${Math.round(performance.now() - killedAt)} ms after`,
+          );
         } else if (target === 'worker') {
           const index = Math.floor(random() * cluster.workers.length);
           await cluster.kill(cluster.workers[index]);
@@ -477,7 +503,9 @@ export async function runEmbeddedSoak(options: EmbeddedSoakOptions): Promise<Emb
       const orders = await tables.orders();
       const byKey = new Map((await tables.jobKeys()).map((j) => [j.idempotency_key, j.id]));
       const ordered = new Set(orders.map((o) => o.n));
-      let jobsWithoutTheirTransaction = 0, unrecordedEnqueues = 0, rowsNamingAnotherJob = 0;
+      let jobsWithoutTheirTransaction = 0,
+        unrecordedEnqueues = 0,
+        rowsNamingAnotherJob = 0;
       for (const key of byKey.keys()) {
         const n = Number(/^soak-(\d+)$/.exec(key)?.[1] ?? NaN);
         if (ordered.has(n)) continue;
@@ -508,7 +536,11 @@ export async function runEmbeddedSoak(options: EmbeddedSoakOptions): Promise<Emb
     }
     const accepted = extra.orders.map((o) => ({ n: o.n, idempotencyKey: `soak-${o.n}`, id: o.job_id }));
     const q = queue;
-    const findings = await audit({ listJobs: (query) => q.list(query), getJob: (id) => q.get(id), attempts: (id) => q.attempts(id) }, accepted, readFileSync(ledgerFile, 'utf8'));
+    const findings = await audit(
+      { listJobs: (query) => q.list(query), getJob: (id) => q.get(id), attempts: (id) => q.attempts(id) },
+      accepted,
+      readFileSync(ledgerFile, 'utf8'),
+    );
     await cluster.stopAll();
     const everyProcess = cluster.finished;
     const tokens = await recordedLeaseTokens(db);
@@ -523,7 +555,10 @@ export async function runEmbeddedSoak(options: EmbeddedSoakOptions): Promise<Emb
       const code = (JSON.parse(line) as { retry: string }).retry;
       appRetries[code] = (appRetries[code] ?? 0) + 1;
     }
-    const workerRetries = everyProcess.filter((c) => c.role === 'worker').flatMap((c) => c.lines).filter((line) => line.includes('coordinator call failed; retrying')).length;
+    const workerRetries = everyProcess
+      .filter((c) => c.role === 'worker')
+      .flatMap((c) => c.lines)
+      .filter((line) => line.includes('coordinator call failed; retrying')).length;
     const ok =
       findings.lost === 0 &&
       findings.duplicateCommits === 0 &&
@@ -576,7 +611,12 @@ export async function runEmbeddedSoak(options: EmbeddedSoakOptions): Promise<Emb
  * queue.stats(); a `store_unavailable` answer is tried again a second later, as its Retry-After says,
  * and counted in `tally`, with the store's own error in the log.
  */
-async function statsWhenAvailable(queue: Queue, deadline: number, tally: { unavailable: number }, log: (line: string) => void): Promise<Awaited<ReturnType<Queue['stats']>>> {
+async function statsWhenAvailable(
+  queue: Queue,
+  deadline: number,
+  tally: { unavailable: number },
+  log: (line: string) => void,
+): Promise<Awaited<ReturnType<Queue['stats']>>> {
   for (;;) {
     try {
       return await queue.stats();
@@ -607,7 +647,6 @@ async function drained(queue: Queue, timeoutMs: number, tally: { unavailable: nu
   }
 }
 
-
 export function formatEmbeddedSummary(summary: EmbeddedSoakSummary): string {
   const rows: [string, string | number][] = [
     ['mode', `embedded (an application and ${summary.backend === 'sqlite' ? 'two workers on one SQLite file' : 'two workers on one PostgreSQL schema'})`],
@@ -621,7 +660,10 @@ export function formatEmbeddedSummary(summary: EmbeddedSoakSummary): string {
       'kills (app + app inside its transaction + worker + worker holding the write lock)',
       `${summary.kills.total} (${summary.kills.app} + ${summary.kills.appInsideTransaction} + ${summary.kills.worker} + ${summary.kills.workerHoldingLock})`,
     ],
-    ['  app kills inside the transaction, restarted at that number (it had not committed)', `${summary.appKillsConfirmedInside} of ${summary.kills.appInsideTransaction}`],
+    [
+      '  app kills inside the transaction, restarted at that number (it had not committed)',
+      `${summary.appKillsConfirmedInside} of ${summary.kills.appInsideTransaction}`,
+    ],
     ['  aimed kills that found no open transaction or hold', summary.holderKillsMissed],
     ['holds committed / surviving their kill (must be 0)', `${summary.holdsCommitted} / ${summary.holdsSurvivingTheirKill}`],
     ['lease expiries (stats / attempt histories)', `${summary.leaseExpiries} / ${summary.expiredAttempts}`],

@@ -230,7 +230,6 @@ async function drained(client: LeaseholdClient, timeoutMs: number): Promise<void
   }
 }
 
-
 /** The summary as a two-column table. */
 export function formatSummary(summary: SoakSummary): string {
   const rows: [string, string | number][] = [
@@ -255,7 +254,10 @@ export function formatSummary(summary: SoakSummary): string {
     ['jobs nobody acknowledged', summary.unacknowledgedJobs],
     ['worker retries (5xx among them)', `${summary.workerRetries} (${JSON.stringify(summary.worker5xx)})`],
     ['coordinator internal errors', summary.coordinatorInternalErrors],
-    ['log lines with a key or lease token (must be 0)', `${summary.logLinesWithSecrets} (searched: ${summary.secretsChecked.keys} keys, ${summary.secretsChecked.leaseTokens} tokens)`],
+    [
+      'log lines with a key or lease token (must be 0)',
+      `${summary.logLinesWithSecrets} (searched: ${summary.secretsChecked.keys} keys, ${summary.secretsChecked.leaseTokens} tokens)`,
+    ],
     ['unexpected process exits', summary.unexpectedExits],
     ['load average (1/5/15 min)', summary.loadAverage.join(' ')],
     ['verdict', summary.ok ? 'OK' : 'FAILED'],

@@ -83,7 +83,8 @@ async function registerKindA(client: LeaseholdClient, retentionMs: number): Prom
     await client.putKind('A', definition);
     return `kind A keeps finished jobs ${retentionMs / 1000} s`;
   } catch (error) {
-    if (error instanceof LeaseholdApiError && error.status === 400) return `WARNING: the coordinator refused kind A's retention (${error.message}); running without retention`;
+    if (error instanceof LeaseholdApiError && error.status === 400)
+      return `WARNING: the coordinator refused kind A's retention (${error.message}); running without retention`;
     throw error;
   }
 }
@@ -146,8 +147,13 @@ class StampReader {
 }
 
 export async function runSustained(options: SustainedOptions): Promise<void> {
-  const load = (): string => loadavg().map((l) => l.toFixed(2)).join(' ');
-  process.stdout.write(`leasehold sustained: db=${options.db === 'sqlite' ? 'sqlite' : 'postgres'}, minutes=${options.minutes}, share=${options.share}, serve args: ${options.serveArgs.join(' ') || '(none)'}\n`);
+  const load = (): string =>
+    loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' ');
+  process.stdout.write(
+    `leasehold sustained: db=${options.db === 'sqlite' ? 'sqlite' : 'postgres'}, minutes=${options.minutes}, share=${options.share}, serve args: ${options.serveArgs.join(' ') || '(none)'}\n`,
+  );
   process.stdout.write(`load average at start: ${load()} (${cpus().length} CPUs)\n`);
   const fresh = await freshDatabase(options.db, 'sustained');
   const stampsDir = mkdtempSync(join(tmpdir(), 'leasehold-stamps-'));
@@ -157,9 +163,20 @@ export async function runSustained(options: SustainedOptions): Promise<void> {
   const client = new LeaseholdClient({ baseUrl: url, apiKey: adminKey, connections: 2 });
   const perWorker = Math.ceil(32 / options.workers);
   const workers = Array.from({ length: options.workers }, (_, i) =>
-    startWorker({ url, key: workerKey, handlers: options.handlers, concurrency: perWorker, workerId: `sustained-${i}`, env: { LEASEHOLD_BENCH_STAMPS: stampsDir } }),
+    startWorker({
+      url,
+      key: workerKey,
+      handlers: options.handlers,
+      concurrency: perWorker,
+      workerId: `sustained-${i}`,
+      env: { LEASEHOLD_BENCH_STAMPS: stampsDir },
+    }),
   );
-  const generator = new EnqueueGenerator({ url, key: adminKey, connections: 256, kind: 'A', stampPayload: true }, `sustained-${Date.now()}`, coordinator.child.pid ?? null);
+  const generator = new EnqueueGenerator(
+    { url, key: adminKey, connections: 256, kind: 'A', stampPayload: true },
+    `sustained-${Date.now()}`,
+    coordinator.child.pid ?? null,
+  );
   const stamps = new StampReader(stampsDir);
   try {
     process.stdout.write(`${await registerKindA(client, options.retentionMs)}\n`);
@@ -169,7 +186,9 @@ export async function runSustained(options: SustainedOptions): Promise<void> {
     await Promise.all(workers.map((w) => w.ready));
     const rate = options.rate ?? (await measureCapacity(generator, stamps, options.capacitySeconds)) * options.share;
     process.stdout.write(`offering ${rate.toFixed(0)} jobs/s, open loop\n`);
-    process.stdout.write(`${'minute'.padStart(6)}${'admitted/s'.padStart(12)}${'enqueue p99'.padStart(13)}${'start p50'.padStart(11)}${'start p99'.padStart(11)}${'missing'.padStart(9)}${'size MB'.padStart(10)}\n`);
+    process.stdout.write(
+      `${'minute'.padStart(6)}${'admitted/s'.padStart(12)}${'enqueue p99'.padStart(13)}${'start p50'.padStart(11)}${'start p99'.padStart(11)}${'missing'.padStart(9)}${'size MB'.padStart(10)}\n`,
+    );
     const minutes: Minute[] = [];
     let previous: { minute: number; phase: PhaseResult; from: number; to: number } | null = null;
     for (let minute = 1; minute <= options.minutes + 1; minute++) {

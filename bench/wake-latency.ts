@@ -114,7 +114,11 @@ async function measure(scenario: Scenario): Promise<{ p50: number; p99: number }
   try {
     if (scenario === 'backlog') {
       for (let from = 0; from < BACKLOG; from += 500) {
-        const jobs = Array.from({ length: Math.min(500, BACKLOG - from) }, (_, i) => ({ kind: 'other', payload: { i: from + i }, idempotencyKey: `other-${from + i}` }));
+        const jobs = Array.from({ length: Math.min(500, BACKLOG - from) }, (_, i) => ({
+          kind: 'other',
+          payload: { i: from + i },
+          idempotencyKey: `other-${from + i}`,
+        }));
         const answer = await client.call(adminKey, 'POST', '/jobs/batch', { jobs });
         if (answer.status !== 202 && answer.status !== 200) throw new Error(`batch enqueue answered ${answer.status}`);
       }
@@ -196,7 +200,10 @@ function processTicks(pid: number): number {
 function serverPids(): number[] {
   if (args.db === 'sqlite') return [];
   const found = spawnSync('pgrep', ['-x', 'postgres'], { encoding: 'utf8' });
-  return found.stdout.split('\n').filter((line) => line !== '').map(Number);
+  return found.stdout
+    .split('\n')
+    .filter((line) => line !== '')
+    .map(Number);
 }
 
 /**
@@ -234,7 +241,9 @@ async function idleCpu(): Promise<{ coordinator: number; server: number }> {
 async function main(): Promise<void> {
   const p50s = new Map<Scenario, number[]>();
   const p99s = new Map<Scenario, number[]>();
-  process.stdout.write(`wake latency: db=${args.db === 'sqlite' ? 'sqlite' : 'postgres'}, ${LOOPS} loops (max 4, waitMs 1000, kinds filter), ${JOBS} jobs 5 ms apart, runs=${RUNS}\n`);
+  process.stdout.write(
+    `wake latency: db=${args.db === 'sqlite' ? 'sqlite' : 'postgres'}, ${LOOPS} loops (max 4, waitMs 1000, kinds filter), ${JOBS} jobs 5 ms apart, runs=${RUNS}\n`,
+  );
   for (let run = 1; run <= RUNS; run++) {
     for (const scenario of selected) {
       const figure = await measure(scenario);
@@ -248,7 +257,9 @@ async function main(): Promise<void> {
     for (let run = 1; run <= RUNS; run++) {
       const figure = await idleCpu();
       idle.push(figure);
-      process.stdout.write(`  run ${run} idle with ${POLLS} parked polls: coordinator ${figure.coordinator.toFixed(2)}% of a core, server ${figure.server.toFixed(2)}%\n`);
+      process.stdout.write(
+        `  run ${run} idle with ${POLLS} parked polls: coordinator ${figure.coordinator.toFixed(2)}% of a core, server ${figure.server.toFixed(2)}%\n`,
+      );
     }
   }
   const empty = p50s.get('empty');

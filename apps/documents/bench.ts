@@ -14,13 +14,23 @@ import { openDocumentService } from './service.js';
 const count = Number(process.argv[2] ?? '200');
 const dir = mkdtempSync(join(tmpdir(), 'documents-bench-'));
 const key = 'bench-secret-key-0001';
-const service = await openDocumentService({ path: join(dir, 'documents.db'), planner: new DeterministicPlanner(), apiKeys: new Map([[key, 'bench']]), concurrency: 8 });
+const service = await openDocumentService({
+  path: join(dir, 'documents.db'),
+  planner: new DeterministicPlanner(),
+  apiKeys: new Map([[key, 'bench']]),
+  concurrency: 8,
+});
 const text = 'Supplier: ACME Components Ltd\nVAT number: GB123456789\nIBAN: GB82 WEST 1234 5698 7654 32\nTotal: GBP 1250.00';
 const started = performance.now();
 const latencies = await Promise.all(
   Array.from({ length: count }, async (_, i) => {
     const at = performance.now();
-    const response = await service.app.inject({ method: 'POST', url: '/documents', headers: { authorization: `Bearer ${key}` }, payload: { title: `Invoice ${i}`, text } });
+    const response = await service.app.inject({
+      method: 'POST',
+      url: '/documents',
+      headers: { authorization: `Bearer ${key}` },
+      payload: { title: `Invoice ${i}`, text },
+    });
     const { jobId } = response.json<{ jobId: string }>();
     const job = await service.queue.waitFor(jobId, { timeoutMs: 120_000 });
     if (job.status !== 'succeeded') throw new Error(`review ${jobId} ended ${job.status}`);

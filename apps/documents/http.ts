@@ -79,7 +79,8 @@ export function buildDocumentsApp(options: DocumentsAppOptions): FastifyInstance
   app.post<{ Body: { title: string; text: string } }>('/documents', { schema: { body: SubmitBody } }, async (request, reply) => {
     const tenant = tenantOf(request);
     const key = request.headers['idempotency-key'];
-    if (key !== undefined && (typeof key !== 'string' || !/^[\x21-\x7e]{1,200}$/.test(key))) throw new HttpError(400, 'invalid_request', 'Idempotency-Key is 1 to 200 visible ASCII characters');
+    if (key !== undefined && (typeof key !== 'string' || !/^[\x21-\x7e]{1,200}$/.test(key)))
+      throw new HttpError(400, 'invalid_request', 'Idempotency-Key is 1 to 200 visible ASCII characters');
     // A replayed key names the same document, so the same text gives the same payload and the original job.
     const documentId = `doc_${key === undefined ? randomBytes(12).toString('base64url') : createHash('sha256').update(`${tenant}\n${key}`).digest('base64url').slice(0, 24)}`;
     const { title, text } = request.body;
@@ -108,8 +109,17 @@ export function buildDocumentsApp(options: DocumentsAppOptions): FastifyInstance
     return {
       documentId: doc.id,
       title: doc.title,
-      job: { id: job.id, status: job.status, attempts: job.attempts, maxAttempts: job.maxAttempts, errorCode: job.lastError?.code ?? null, deadlineAt: job.deadlineAt },
-      steps: records.steps(job.id).map((step) => ({ index: step.stepIndex, tool: step.tool, attempt: step.attempt, checkpointed: step.checkpointed, output: step.output })),
+      job: {
+        id: job.id,
+        status: job.status,
+        attempts: job.attempts,
+        maxAttempts: job.maxAttempts,
+        errorCode: job.lastError?.code ?? null,
+        deadlineAt: job.deadlineAt,
+      },
+      steps: records
+        .steps(job.id)
+        .map((step) => ({ index: step.stepIndex, tool: step.tool, attempt: step.attempt, checkpointed: step.checkpointed, output: step.output })),
       rejections: records.rejections(job.id),
       reviewNote: result?.note ?? null,
     };

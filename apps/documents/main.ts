@@ -44,7 +44,15 @@ function readConfig(env: NodeJS.ProcessEnv): MainConfig {
   const plannerUrl = url('DOCUMENTS_PLANNER_URL');
   const inboxUrl = url('DOCUMENTS_REVIEW_INBOX_URL');
   if (problems.length > 0) throw new Error(`invalid configuration:\n- ${problems.join('\n- ')}`);
-  return { path: env['DOCUMENTS_DB'] ?? './documents.db', host: env['HOST'] ?? '127.0.0.1', port, role: role as MainConfig['role'], apiKeys, plannerUrl, inboxUrl };
+  return {
+    path: env['DOCUMENTS_DB'] ?? './documents.db',
+    host: env['HOST'] ?? '127.0.0.1',
+    port,
+    role: role as MainConfig['role'],
+    apiKeys,
+    plannerUrl,
+    inboxUrl,
+  };
 }
 
 /** POSTs the note to the reviewer's inbox with the lease's fence, so the inbox can refuse a stale writer. */

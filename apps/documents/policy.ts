@@ -31,7 +31,9 @@ export type RejectionReason = (typeof REJECTION_REASONS)[number];
 /** Refusals after which no proposal could be accepted: the job ends with the reason as its code. */
 export const TERMINAL_REASONS: ReadonlySet<RejectionReason> = new Set(['step_budget_exhausted', 'time_budget_exhausted']);
 
-export type Action = { readonly [N in ToolName]: { readonly action: 'tool'; readonly tool: N; readonly params: ToolParams[N] } }[ToolName] | { readonly action: 'finish' };
+export type Action =
+  | { readonly [N in ToolName]: { readonly action: 'tool'; readonly tool: N; readonly params: ToolParams[N] } }[ToolName]
+  | { readonly action: 'finish' };
 
 /** An accepted tool step. */
 export type ToolAction = Extract<Action, { readonly action: 'tool' }>;
@@ -68,7 +70,8 @@ export function checkProposal(proposal: unknown, scope: Scope): Decision {
     return { accepted: true, action: { action: 'finish' } };
   }
   const tool = fields['tool'];
-  if (fields['action'] !== 'tool' || typeof tool !== 'string' || tool.length > 64) return reject('malformed_proposal', null, 'expected {action: "tool", tool, params} or {action: "finish"}');
+  if (fields['action'] !== 'tool' || typeof tool !== 'string' || tool.length > 64)
+    return reject('malformed_proposal', null, 'expected {action: "tool", tool, params} or {action: "finish"}');
   if (!isToolName(tool)) return reject('tool_not_allowed', tool, `only ${TOOL_NAMES.join(', ')} may run`);
   if (scope.stepsTaken >= MAX_STEPS) return reject('step_budget_exhausted', tool, `${MAX_STEPS} steps were taken`);
   const params = fields['params'];
@@ -78,10 +81,11 @@ export function checkProposal(proposal: unknown, scope: Scope): Decision {
     return reject('invalid_parameters', tool, first === undefined ? 'parameters do not match the schema' : `${first.path || '/'}: ${first.message}`);
   }
   const { documentId } = params as { documentId: string };
-  if (scope.tenantOf(documentId) !== scope.tenant) return reject('outside_tenant_scope', tool, 'the document is not in this job\'s tenant');
+  if (scope.tenantOf(documentId) !== scope.tenant) return reject('outside_tenant_scope', tool, "the document is not in this job's tenant");
   if (documentId !== scope.documentId) return reject('not_this_document', tool, 'a job works on its own document only');
   const missing = PREREQUISITES[tool].filter((before) => !scope.toolsDone.has(before));
   if (missing.length > 0) return reject('prerequisite_missing', tool, `run ${missing.join(', ')} first`);
-  if (scope.remainingMs < MIN_STEP_MS[tool]) return reject('time_budget_exhausted', tool, `${Math.max(0, Math.floor(scope.remainingMs))} ms left, ${tool} needs ${MIN_STEP_MS[tool]} ms`);
+  if (scope.remainingMs < MIN_STEP_MS[tool])
+    return reject('time_budget_exhausted', tool, `${Math.max(0, Math.floor(scope.remainingMs))} ms left, ${tool} needs ${MIN_STEP_MS[tool]} ms`);
   return { accepted: true, action: { action: 'tool', tool, params } as Action };
 }

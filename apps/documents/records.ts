@@ -116,7 +116,9 @@ export class DocumentRecords {
   }
 
   stepFinished(jobId: string, stepIndex: number, attempt: number, output: unknown): void {
-    this.db.prepare('UPDATE document_steps SET output = ? WHERE job_id = ? AND step_index = ? AND attempt = ?').run(JSON.stringify(output), jobId, stepIndex, attempt);
+    this.db
+      .prepare('UPDATE document_steps SET output = ? WHERE job_id = ? AND step_index = ? AND attempt = ?')
+      .run(JSON.stringify(output), jobId, stepIndex, attempt);
   }
 
   /** The checkpoint holding this step's output is stored (called again on resume, for a mark a crash lost). */
@@ -140,7 +142,9 @@ export class DocumentRecords {
 
   reject(jobId: string, attempt: number, rejection: { tool: string | null; reason: string; detail: string }): void {
     this.db
-      .prepare('INSERT INTO document_rejections (job_id, seq, attempt, tool, reason, detail, at) SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ?, ?, ? FROM document_rejections WHERE job_id = ?')
+      .prepare(
+        'INSERT INTO document_rejections (job_id, seq, attempt, tool, reason, detail, at) SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ?, ?, ? FROM document_rejections WHERE job_id = ?',
+      )
       .run(jobId, attempt, rejection.tool, rejection.reason, rejection.detail, new Date().toISOString(), jobId);
   }
 

@@ -70,7 +70,13 @@ export async function openDocumentService(options: DocumentServiceOptions): Prom
       ...(options.afterCheckpoint === undefined ? {} : { afterCheckpoint: options.afterCheckpoint }),
       ...(options.now === undefined ? {} : { now: options.now }),
     });
-    worker = new Worker<ReviewKinds>({ queue, handlers: { [REVIEW_KIND]: handler }, leaseMs: options.leaseMs ?? 30_000, concurrency: options.concurrency ?? 4, waitMs: 1_000 });
+    worker = new Worker<ReviewKinds>({
+      queue,
+      handlers: { [REVIEW_KIND]: handler },
+      leaseMs: options.leaseMs ?? 30_000,
+      concurrency: options.concurrency ?? 4,
+      waitMs: 1_000,
+    });
     // run() rejects only when the queue refuses the worker for good; the process's owner sees it in the log.
     worker.run().catch((error: unknown) => console.error(`documents: the worker stopped: ${error instanceof Error ? error.message : String(error)}`));
   }

@@ -21,7 +21,11 @@ export const TOOL_PARAMS = {
   validate: Type.Object(
     {
       documentId: DocumentId,
-      requiredFields: Type.Array(Type.Union(SUPPLIER_FIELDS.map((field) => Type.Literal(field))), { minItems: 1, maxItems: SUPPLIER_FIELDS.length, uniqueItems: true }),
+      requiredFields: Type.Array(Type.Union(SUPPLIER_FIELDS.map((field) => Type.Literal(field))), {
+        minItems: 1,
+        maxItems: SUPPLIER_FIELDS.length,
+        uniqueItems: true,
+      }),
     },
     { additionalProperties: false },
   ),
@@ -76,7 +80,10 @@ export function extract(text: string): Extraction {
     const colon = line.indexOf(':');
     if (colon <= 0) continue;
     const label = line.slice(0, colon).trim();
-    const value = line.slice(colon + 1).trim().slice(0, 200);
+    const value = line
+      .slice(colon + 1)
+      .trim()
+      .slice(0, 200);
     if (value === '') continue;
     for (const field of SUPPLIER_FIELDS) {
       if (fields[field] === undefined && LABELS[field].test(label)) fields[field] = value;

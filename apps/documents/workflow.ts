@@ -51,7 +51,10 @@ export interface ReviewResult {
 }
 
 /** Where a finished draft goes besides the job's result, e.g. the reviewer's inbox: an external effect. */
-export type NoteDelivery = (delivery: { readonly tenant: string; readonly documentId: string; readonly note: string; readonly fence: number }, signal: AbortSignal) => Promise<void>;
+export type NoteDelivery = (
+  delivery: { readonly tenant: string; readonly documentId: string; readonly note: string; readonly fence: number },
+  signal: AbortSignal,
+) => Promise<void>;
 
 export interface ReviewDeps {
   readonly records: DocumentRecords;

@@ -35,16 +35,26 @@ declare module 'fastify' {
 
 const TASK_COLUMNS = 'id, title, status, due_date, created_at, updated_at';
 
-function taskFields(body: unknown, partial: boolean): { ok: true; title?: string; status?: TaskStatus; dueDate?: string | null } | { ok: false; message: string } {
+function taskFields(
+  body: unknown,
+  partial: boolean,
+): { ok: true; title?: string; status?: TaskStatus; dueDate?: string | null } | { ok: false; message: string } {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) return { ok: false, message: 'the body must be a JSON object' };
   const { title, status, dueDate, ...rest } = body as Record<string, unknown>;
   const extra = Object.keys(rest)[0];
   if (extra !== undefined) return { ok: false, message: `unknown field "${extra}"` };
-  if (title !== undefined && (typeof title !== 'string' || title.length === 0 || title.length > 500)) return { ok: false, message: 'title must be 1 to 500 characters' };
+  if (title !== undefined && (typeof title !== 'string' || title.length === 0 || title.length > 500))
+    return { ok: false, message: 'title must be 1 to 500 characters' };
   if (!partial && title === undefined) return { ok: false, message: 'title is required' };
   if (status !== undefined && !(TASK_STATUSES as readonly unknown[]).includes(status)) return { ok: false, message: 'status must be open or done' };
-  if (dueDate !== undefined && dueDate !== null && (typeof dueDate !== 'string' || !/^\d{4}-\d{2}-\d{2}$/.test(dueDate))) return { ok: false, message: 'dueDate must be YYYY-MM-DD or null' };
-  return { ok: true, ...(title === undefined ? {} : { title }), ...(status === undefined ? {} : { status: status as TaskStatus }), ...(dueDate === undefined ? {} : { dueDate: dueDate as string | null }) };
+  if (dueDate !== undefined && dueDate !== null && (typeof dueDate !== 'string' || !/^\d{4}-\d{2}-\d{2}$/.test(dueDate)))
+    return { ok: false, message: 'dueDate must be YYYY-MM-DD or null' };
+  return {
+    ok: true,
+    ...(title === undefined ? {} : { title }),
+    ...(status === undefined ? {} : { status: status as TaskStatus }),
+    ...(dueDate === undefined ? {} : { dueDate: dueDate as string | null }),
+  };
 }
 
 function taskId(request: FastifyRequest): number | undefined {
@@ -119,12 +129,13 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
     if (!fields.ok) return sendError(reply, 400, 'invalid_task', fields.message);
     const sets: string[] = [];
     const values: (string | null)[] = [];
-    if (fields.title !== undefined) (sets.push('title = ?'), values.push(fields.title));
-    if (fields.status !== undefined) (sets.push('status = ?'), values.push(fields.status));
-    if (fields.dueDate !== undefined) (sets.push('due_date = ?'), values.push(fields.dueDate));
+    if (fields.title !== undefined) sets.push('title = ?'), values.push(fields.title);
+    if (fields.status !== undefined) sets.push('status = ?'), values.push(fields.status);
+    if (fields.dueDate !== undefined) sets.push('due_date = ?'), values.push(fields.dueDate);
     sets.push('updated_at = ?');
     values.push(new Date().toISOString());
-    const changed = id === undefined ? 0 : db.prepare(`UPDATE tasks SET ${sets.join(', ')} WHERE id = ? AND user_id = ?`).run(...values, id, request.user.id).changes;
+    const changed =
+      id === undefined ? 0 : db.prepare(`UPDATE tasks SET ${sets.join(', ')} WHERE id = ? AND user_id = ?`).run(...values, id, request.user.id).changes;
     return changed === 0 ? sendError(reply, 404, 'not_found', 'no such task') : getTask.get(id as number, request.user.id);
   });
 

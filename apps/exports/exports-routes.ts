@@ -11,7 +11,15 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { LeaseholdError, type Queue } from '../../src/index.js';
 import type { AppDb } from './db.js';
-import { canonicalParameters, DEFAULT_EXPORT_SETTINGS, EXPORT_DEADLINE_MS, EXPORT_KIND, normalizeParameters, type ExportQueue, type ExportSettings } from './export-job.js';
+import {
+  canonicalParameters,
+  DEFAULT_EXPORT_SETTINGS,
+  EXPORT_DEADLINE_MS,
+  EXPORT_KIND,
+  normalizeParameters,
+  type ExportQueue,
+  type ExportSettings,
+} from './export-job.js';
 import { sendError } from './http-errors.js';
 
 export type ExportStatus = 'queued' | 'running' | 'succeeded' | 'failed';

@@ -137,7 +137,15 @@ async function failed(): Promise<void> {
   const owners = db.prepare<[string], { owner_user_id: number }>('SELECT owner_user_id FROM export_requests WHERE job_id = ?');
   for (const status of ['dead', 'unknown', 'cancelled'] as const) {
     for (const job of (await queue.list({ status, kind: EXPORT_KIND, limit: 100 })).jobs) {
-      say({ id: job.id, status: job.status, owner: owners.get(job.id)?.owner_user_id ?? null, attempts: job.attempts, errorCode: job.lastError?.code ?? null, detail: job.lastError?.message ?? null, finishedAt: job.finishedAt });
+      say({
+        id: job.id,
+        status: job.status,
+        owner: owners.get(job.id)?.owner_user_id ?? null,
+        attempts: job.attempts,
+        errorCode: job.lastError?.code ?? null,
+        detail: job.lastError?.message ?? null,
+        finishedAt: job.finishedAt,
+      });
     }
   }
   await queue.close();

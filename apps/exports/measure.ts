@@ -49,7 +49,10 @@ const pick = <T>(items: readonly T[]): T => items[Math.floor(Math.random() * ite
 
 const dir = mkdtempSync(join(tmpdir(), 'exports-measure-'));
 const path = join(dir, 'tasks.db');
-const report: Record<string, unknown> = { date: new Date().toISOString(), machine: { cpus: cpus().length, model: cpus()[0]?.model, memGiB: ms(totalmem() / 2 ** 30), node: process.version } };
+const report: Record<string, unknown> = {
+  date: new Date().toISOString(),
+  machine: { cpus: cpus().length, model: cpus()[0]?.model, memGiB: ms(totalmem() / 2 ** 30), node: process.version },
+};
 
 // 1. The dataset.
 let started = performance.now();
@@ -58,9 +61,17 @@ const users = generateDataset(db, { ...DEFAULT_DATASET, users: num('users'), hea
 db.pragma('wal_checkpoint(TRUNCATE)');
 const heavy = users.filter((user) => user.tasks === num('heavy-tasks')).slice(0, num('heavy-users'));
 const ordinary = users.filter((user) => !heavy.includes(user));
-const largest = heavy[0] ?? users[0] as SeededUser;
-report['dataset'] = { users: users.length, tasks: users.reduce((sum, user) => sum + user.tasks, 0), largestUserTasks: largest.tasks, dbMiB: dbMiB(path), generateMs: Math.round(performance.now() - started) };
-report['queryPlan'] = (db.prepare(`EXPLAIN QUERY PLAN ${EXPORT_SQL}`).all({ userId: largest.id, status: 'all' }) as { detail: string }[]).map((row) => row.detail);
+const largest = heavy[0] ?? (users[0] as SeededUser);
+report['dataset'] = {
+  users: users.length,
+  tasks: users.reduce((sum, user) => sum + user.tasks, 0),
+  largestUserTasks: largest.tasks,
+  dbMiB: dbMiB(path),
+  generateMs: Math.round(performance.now() - started),
+};
+report['queryPlan'] = (db.prepare(`EXPLAIN QUERY PLAN ${EXPORT_SQL}`).all({ userId: largest.id, status: 'all' }) as { detail: string }[]).map(
+  (row) => row.detail,
+);
 
 // 2. The largest user's export, in this process: the query alone, then query + CSV.
 started = performance.now();
@@ -128,11 +139,17 @@ async function taskLoad(url: string, until: number): Promise<LoadResult> {
 const firstTask = new Map<number, number>();
 {
   const read = openAppDb(path, { readonly: true });
-  for (const row of read.prepare<[], { user_id: number; id: number }>('SELECT user_id, MIN(id) AS id FROM tasks GROUP BY user_id').all()) firstTask.set(row.user_id, row.id);
+  for (const row of read.prepare<[], { user_id: number; id: number }>('SELECT user_id, MIN(id) AS id FROM tasks GROUP BY user_id').all())
+    firstTask.set(row.user_id, row.id);
   read.close();
 }
 const firstTaskOf = (user: SeededUser): number => firstTask.get(user.id) ?? 1;
-const loadSummary = (load: LoadResult): Record<string, unknown> => ({ reads: summary(load.reads), writes: summary(load.writes), errors: load.errors, perSecond: Math.round((load.reads.length + load.writes.length) / SECONDS) });
+const loadSummary = (load: LoadResult): Record<string, unknown> => ({
+  reads: summary(load.reads),
+  writes: summary(load.writes),
+  errors: load.errors,
+  perSecond: Math.round((load.reads.length + load.writes.length) / SECONDS),
+});
 
 async function startApi(extra: readonly string[] = []): Promise<{ api: AppProcess; url: string }> {
   // Port 0: the system picks a free one, and the ready line says which.
@@ -143,7 +160,11 @@ async function startApi(extra: readonly string[] = []): Promise<{ api: AppProces
 
 const usageDelta = (proc: AppProcess, before: ReturnType<typeof processUsage>): Record<string, number> => {
   const after = processUsage(proc.pid);
-  return { cpuSeconds: ms(after.cpuSeconds - before.cpuSeconds), cpuShareOfOneCore: ms((after.cpuSeconds - before.cpuSeconds) / SECONDS), peakRssMiB: ms(after.peakRssMiB) };
+  return {
+    cpuSeconds: ms(after.cpuSeconds - before.cpuSeconds),
+    cpuShareOfOneCore: ms((after.cpuSeconds - before.cpuSeconds) / SECONDS),
+    peakRssMiB: ms(after.peakRssMiB),
+  };
 };
 
 // 3a. Synchronous: the API alone, then with EXPORTERS loops of GET /tasks/export.csv for the heavy users.
@@ -162,7 +183,11 @@ const usageDelta = (proc: AppProcess, before: ReturnType<typeof processUsage>): 
     ...Array.from({ length: EXPORTERS }, async (_, i) => {
       while (performance.now() < until) {
         const begin = performance.now();
-        const answer = await exportPool.request({ method: 'GET', path: '/tasks/export.csv', headers: { authorization: `Bearer ${(heavy[i % heavy.length] ?? largest).key}` } });
+        const answer = await exportPool.request({
+          method: 'GET',
+          path: '/tasks/export.csv',
+          headers: { authorization: `Bearer ${(heavy[i % heavy.length] ?? largest).key}` },
+        });
         await answer.body.dump({ limit: Number.MAX_SAFE_INTEGER });
         exportTimes.push(performance.now() - begin);
       }
@@ -206,7 +231,12 @@ const usageDelta = (proc: AppProcess, before: ReturnType<typeof processUsage>): 
       while (performance.now() < until) {
         offered++;
         let begin = performance.now();
-        const post = await pool.request({ method: 'POST', path: '/exports', headers: { ...headers, 'idempotency-key': `m-${i}-${offered}`, 'content-type': 'application/json' }, body: '{}' });
+        const post = await pool.request({
+          method: 'POST',
+          path: '/exports',
+          headers: { ...headers, 'idempotency-key': `m-${i}-${offered}`, 'content-type': 'application/json' },
+          body: '{}',
+        });
         const job = (await post.body.json()) as { id: string };
         accept.push(performance.now() - begin);
         if (post.statusCode !== 202) {

@@ -35,17 +35,20 @@ const role = process.argv[2];
 if (role === 'worker') {
   const { Worker } = await import('bullmq');
   const [port, concurrency] = process.argv.slice(3).map(Number);
-  const worker = new Worker(
-    'bench',
-    async (job) => (job.name === 'stamp' ? { handlerStartedAt: performance.timeOrigin + performance.now() } : undefined),
-    { connection: { host: '127.0.0.1', port }, concurrency, removeOnComplete: { count: 1e9 }, removeOnFail: { count: 1e9 } },
-  );
+  const worker = new Worker('bench', async (job) => (job.name === 'stamp' ? { handlerStartedAt: performance.timeOrigin + performance.now() } : undefined), {
+    connection: { host: '127.0.0.1', port },
+    concurrency,
+    removeOnComplete: { count: 1e9 },
+    removeOnFail: { count: 1e9 },
+  });
   await worker.waitUntilReady();
   process.send?.('ready');
   process.on('SIGTERM', () => void worker.close().then(() => process.exit(0)));
 } else {
   const { Queue, QueueEvents } = await import('bullmq');
-  const { values } = parseArgs({ options: { jobs: { type: 'string', default: '20000' }, runs: { type: 'string', default: '3' }, port: { type: 'string', default: '6390' } } });
+  const { values } = parseArgs({
+    options: { jobs: { type: 'string', default: '20000' }, runs: { type: 'string', default: '3' }, port: { type: 'string', default: '6390' } },
+  });
   const JOBS = Number(values.jobs);
   const RUNS = Number(values.runs);
   const PORT = Number(values.port);
@@ -54,7 +57,11 @@ if (role === 'worker') {
 
   const startRedis = async () => {
     const dir = mkdtempSync(join(tmpdir(), 'bullmq-peer-'));
-    const redis = spawn('redis-server', ['--port', String(PORT), '--dir', dir, '--appendonly', 'yes', '--appendfsync', 'always', '--save', '', '--logfile', join(dir, 'log')], { stdio: 'ignore' });
+    const redis = spawn(
+      'redis-server',
+      ['--port', String(PORT), '--dir', dir, '--appendonly', 'yes', '--appendfsync', 'always', '--save', '', '--logfile', join(dir, 'log')],
+      { stdio: 'ignore' },
+    );
     for (;;) {
       const probe = new Queue('probe', { connection: { ...connection, maxRetriesPerRequest: 1, retryStrategy: () => null } });
       try {
@@ -74,28 +81,40 @@ if (role === 'worker') {
   };
   const startWorkers = (count, concurrency) =>
     Promise.all(
-      Array.from({ length: count }, () => new Promise((resolve) => {
-        const child = fork(self, ['worker', String(PORT), String(concurrency)]);
-        child.once('message', () => resolve(child));
-      })),
+      Array.from(
+        { length: count },
+        () =>
+          new Promise((resolve) => {
+            const child = fork(self, ['worker', String(PORT), String(concurrency)]);
+            child.once('message', () => resolve(child));
+          }),
+      ),
     );
-  const stopWorkers = (children) => Promise.all(children.map((child) => new Promise((resolve) => {
-    child.once('exit', resolve);
-    child.kill('SIGTERM');
-  })));
+  const stopWorkers = (children) =>
+    Promise.all(
+      children.map(
+        (child) =>
+          new Promise((resolve) => {
+            child.once('exit', resolve);
+            child.kill('SIGTERM');
+          }),
+      ),
+    );
 
   const enqueueSingle = async () => {
     const queue = new Queue('bench', { connection });
     const run = async (count, prefix) => {
       let next = 0;
       const started = performance.now();
-      await Promise.all(Array.from({ length: 64 }, async () => {
-        while (next < count) {
-          const i = next++;
-          // A job id makes the add idempotent, as leasehold's Idempotency-Key does.
-          await queue.add('noop', { i }, { jobId: `${prefix}-${i}` });
-        }
-      }));
+      await Promise.all(
+        Array.from({ length: 64 }, async () => {
+          while (next < count) {
+            const i = next++;
+            // A job id makes the add idempotent, as leasehold's Idempotency-Key does.
+            await queue.add('noop', { i }, { jobId: `${prefix}-${i}` });
+          }
+        }),
+      );
       return count / ((performance.now() - started) / 1000);
     };
     await run(2000, 'warm-up');
@@ -158,7 +177,11 @@ if (role === 'worker') {
   };
 
   const { record, printMedians } = runFigures();
-  console.log(`bullmq peer: redis appendfsync always, jobs=${JOBS}, runs=${RUNS}, load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+  console.log(
+    `bullmq peer: redis appendfsync always, jobs=${JOBS}, runs=${RUNS}, load average ${loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' ')}`,
+  );
   for (let run = 1; run <= RUNS; run++) {
     console.log(`run ${run}`);
     for (const scenario of ['enqueue-single', 'end-to-end', 'latency']) {

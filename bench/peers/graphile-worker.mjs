@@ -105,29 +105,42 @@ if (role === 'worker') {
   };
   const startWorkers = (schema, count, concurrency) =>
     Promise.all(
-      Array.from({ length: count }, () => new Promise((resolve) => {
-        const child = fork(self, ['worker', DB, schema, String(concurrency)]);
-        child.once('message', () => resolve(child));
-      })),
+      Array.from(
+        { length: count },
+        () =>
+          new Promise((resolve) => {
+            const child = fork(self, ['worker', DB, schema, String(concurrency)]);
+            child.once('message', () => resolve(child));
+          }),
+      ),
     );
-  const report = (child) => new Promise((resolve) => {
-    child.once('message', resolve);
-    child.send('report');
-  });
-  const stopWorkers = (children) => Promise.all(children.map((child) => new Promise((resolve) => {
-    child.once('exit', resolve);
-    child.kill('SIGTERM');
-  })));
+  const report = (child) =>
+    new Promise((resolve) => {
+      child.once('message', resolve);
+      child.send('report');
+    });
+  const stopWorkers = (children) =>
+    Promise.all(
+      children.map(
+        (child) =>
+          new Promise((resolve) => {
+            child.once('exit', resolve);
+            child.kill('SIGTERM');
+          }),
+      ),
+    );
   const remaining = async (pool, schema) => Number((await pool.query(`SELECT count(*) AS n FROM ${schema}._private_jobs`)).rows[0].n);
   // graphile-worker 0.16's WorkerUtils adds one job a call: 32 adds in flight fill the queue before timing starts.
   const addBatches = async (utils, task, count, priority) => {
     let next = 0;
-    await Promise.all(Array.from({ length: 32 }, async () => {
-      while (next < count) {
-        const i = next++;
-        await utils.addJob(task, { i }, { priority });
-      }
-    }));
+    await Promise.all(
+      Array.from({ length: 32 }, async () => {
+        while (next < count) {
+          const i = next++;
+          await utils.addJob(task, { i }, { priority });
+        }
+      }),
+    );
   };
 
   const enqueueSingle = async () => {
@@ -136,13 +149,15 @@ if (role === 'worker') {
       const run = async (count, prefix) => {
         let next = 0;
         const started = performance.now();
-        await Promise.all(Array.from({ length: 64 }, async () => {
-          while (next < count) {
-            const i = next++;
-            // A job key makes the add idempotent, as leasehold's Idempotency-Key does.
-            await db.utils.addJob('noop', { i }, { jobKey: `${prefix}-${i}` });
-          }
-        }));
+        await Promise.all(
+          Array.from({ length: 64 }, async () => {
+            while (next < count) {
+              const i = next++;
+              // A job key makes the add idempotent, as leasehold's Idempotency-Key does.
+              await db.utils.addJob('noop', { i }, { jobKey: `${prefix}-${i}` });
+            }
+          }),
+        );
         return count / ((performance.now() - started) / 1000);
       };
       await run(2000, 'warm-up');
@@ -191,7 +206,11 @@ if (role === 'worker') {
   };
 
   const { record, printMedians } = runFigures();
-  console.log(`graphile-worker peer: localQueue 500, completeJobBatchDelay 1 ms, jobs=${JOBS}, runs=${RUNS}, load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+  console.log(
+    `graphile-worker peer: localQueue 500, completeJobBatchDelay 1 ms, jobs=${JOBS}, runs=${RUNS}, load average ${loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' ')}`,
+  );
   for (let run = 1; run <= RUNS; run++) {
     console.log(`run ${run}`);
     record('enqueue single jobs/s', await enqueueSingle());

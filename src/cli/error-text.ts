@@ -39,7 +39,10 @@ export function listenError(error: unknown, host: string, port: number): Error {
   const code = (error as { code?: unknown } | null)?.code;
   const where = `${host}:${port}`;
   if (code === 'EADDRINUSE') {
-    return new CliError('port_in_use', `port ${port} on ${host} is already in use (EADDRINUSE): stop what listens there, or pick another port with --port (--port 0 takes any free one)`);
+    return new CliError(
+      'port_in_use',
+      `port ${port} on ${host} is already in use (EADDRINUSE): stop what listens there, or pick another port with --port (--port 0 takes any free one)`,
+    );
   }
   if (code === 'EACCES') {
     return new CliError('port_not_permitted', `this user may not listen on ${where} (EACCES): ports below 1024 need privileges; pick --port 1024 or above`);

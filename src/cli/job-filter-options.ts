@@ -20,7 +20,7 @@ export const FILTER_OPTIONS: OptionSpec = {
 export const FILTER_DETAILS: readonly string[] = [
   `--status S             one of ${JOB_STATUSES.join(', ')}`,
   '--kind K               only this kind',
-  "--error-code C         only jobs whose last error has this code",
+  '--error-code C         only jobs whose last error has this code',
   '--since T              created at or after T (RFC 3339, or an age: 30m, 6h, 2d)',
   '--until T              created before T (same forms)',
 ];
@@ -33,7 +33,8 @@ function timeOption(values: Values, name: string, command: Command): string | un
   const age = /^(\d{1,9})([smhd])$/.exec(raw);
   if (age !== null) return new Date(systemClock.now() - Number(age[1]) * (UNIT_MS[age[2] ?? 's'] ?? 1_000)).toISOString();
   const ms = Date.parse(raw);
-  if (!/^\d{4}-\d{2}-\d{2}T/.test(raw) || !Number.isFinite(ms)) throw new UsageError(`--${name} must be an RFC 3339 time or an age such as 30m, 6h, 2d (got '${raw}')`, command);
+  if (!/^\d{4}-\d{2}-\d{2}T/.test(raw) || !Number.isFinite(ms))
+    throw new UsageError(`--${name} must be an RFC 3339 time or an age such as 30m, 6h, 2d (got '${raw}')`, command);
   return new Date(ms).toISOString();
 }
 

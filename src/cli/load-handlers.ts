@@ -28,7 +28,9 @@ export async function loadHandlers(file: string, cwd: string): Promise<HandlerMa
     const location = await moduleErrorLocation(path, href, error);
     throw new CliError(
       'handlers_unloadable',
-      location === undefined ? `cannot load ${path}: ${reason}; fix the module (node ${path} shows the same error)` : `cannot load ${location}: ${reason}; fix it there`,
+      location === undefined
+        ? `cannot load ${path}: ${reason}; fix the module (node ${path} shows the same error)`
+        : `cannot load ${location}: ${reason}; fix it there`,
     );
   }
   const candidate = module['handlers'] ?? module['default'];

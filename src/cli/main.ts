@@ -101,7 +101,11 @@ export async function main(args: readonly string[], io: Io): Promise<{ code: num
   const found = findCommand(args);
   if (found === undefined) {
     if (first !== undefined && GROUPS.has(first) && (second === '--help' || second === '-h')) {
-      io.out(COMMANDS.filter((c) => c.name.startsWith(`${first} `)).map(commandHelp).join('\n\n'));
+      io.out(
+        COMMANDS.filter((c) => c.name.startsWith(`${first} `))
+          .map(commandHelp)
+          .join('\n\n'),
+      );
       return { code: 0, forceExit: false };
     }
     io.err(first === undefined ? overview() : usageText(`unknown command '${args.slice(0, GROUPS.has(first) ? 2 : 1).join(' ')}'`, undefined));

@@ -19,7 +19,13 @@ function cell(value: string | number | null | undefined): string {
 export function printTable(io: Io, headers: readonly string[], rows: readonly (readonly (string | number | null | undefined)[])[]): void {
   const cells = [headers.map(cell), ...rows.map((row) => headers.map((_, index) => cell(row[index])))];
   const widths = headers.map((_, index) => Math.max(...cells.map((row) => (row[index] ?? '').length)));
-  for (const row of cells) io.out(row.map((text, index) => (index === row.length - 1 ? text : text.padEnd(widths[index] ?? 0))).join('  ').trimEnd());
+  for (const row of cells)
+    io.out(
+      row
+        .map((text, index) => (index === row.length - 1 ? text : text.padEnd(widths[index] ?? 0)))
+        .join('  ')
+        .trimEnd(),
+    );
 }
 
 /** Two columns, name and value, for one record. */

@@ -176,7 +176,11 @@ export class LeaseholdClient implements WorkerCalls {
       throw new LeaseholdIntegrityError('checksum_missing', `result of job ${id} came without an ETag or Repr-Digest`);
     }
     if (etag !== undefined) {
-      const tagged = etag.replace(/^W\//, '').replace(/^"|"$/g, '').replace(/^sha-?256[:=]/i, '').toLowerCase();
+      const tagged = etag
+        .replace(/^W\//, '')
+        .replace(/^"|"$/g, '')
+        .replace(/^sha-?256[:=]/i, '')
+        .toLowerCase();
       if (tagged !== hex) throw new LeaseholdIntegrityError('checksum_mismatch', `result of job ${id} does not match its ETag`);
     }
     if (reprDigest !== undefined) {
@@ -331,7 +335,8 @@ export class LeaseholdClient implements WorkerCalls {
     body: unknown,
     options: CallOptions & { readonly headers?: Record<string, string>; readonly extraTimeoutMs?: number },
   ): Promise<RawResponse> {
-    const headers: Record<string, string> = options.headers === undefined ? { authorization: this.authorization } : { authorization: this.authorization, ...options.headers };
+    const headers: Record<string, string> =
+      options.headers === undefined ? { authorization: this.authorization } : { authorization: this.authorization, ...options.headers };
     let payload: string | undefined;
     if (body !== undefined) {
       payload = JSON.stringify(body);
@@ -360,7 +365,10 @@ export class LeaseholdClient implements WorkerCalls {
 /** The coordinator's URL, or a TypeError that shows the value and how to write it (`127.0.0.1:8080` lacks its scheme). */
 export function parseBaseUrl(value: string): URL {
   const shown = JSON.stringify(value.slice(0, 200));
-  const hint = /^[\w.-]+:\d+(\/|$)/.test(value) || !value.includes('://') ? `; write it with its scheme, e.g. http://${value.replace(/^\/+/, '') || '127.0.0.1:8080'}` : '';
+  const hint =
+    /^[\w.-]+:\d+(\/|$)/.test(value) || !value.includes('://')
+      ? `; write it with its scheme, e.g. http://${value.replace(/^\/+/, '') || '127.0.0.1:8080'}`
+      : '';
   let url: URL;
   try {
     url = new URL(value);

@@ -72,7 +72,11 @@ function refusal(code: string, message: string): { readonly body: string; readon
   const body = JSON.stringify({ error: { code, message } });
   return {
     body,
-    headers: { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body), 'retry-after': String(ADMISSION_RETRY_AFTER_SECONDS) },
+    headers: {
+      'content-type': 'application/json; charset=utf-8',
+      'content-length': Buffer.byteLength(body),
+      'retry-after': String(ADMISSION_RETRY_AFTER_SECONDS),
+    },
   };
 }
 
@@ -201,7 +205,8 @@ export interface AdmissionState {
 /** Installs the rules; must come right after the auth hook. `app.admission` shows the counters. */
 export function installAdmission(app: FastifyInstance, config: AdmissionConfig, storeWaitMs: () => number): void {
   const delay = config.admissionTargetMs === null ? null : new QueueDelayRule(config.admissionTargetMs, config.admissionIntervalMs);
-  const probe = delay === null ? null : new QueueDelayProbe(Math.max(1, Math.floor(config.admissionIntervalMs / 5)), storeWaitMs, (ms, now) => delay.observe(ms, now));
+  const probe =
+    delay === null ? null : new QueueDelayProbe(Math.max(1, Math.floor(config.admissionIntervalMs / 5)), storeWaitMs, (ms, now) => delay.observe(ms, now));
   const keyInFlight = new Counts();
   const tenantInFlight = new Counts();
   const keyPolls = new Counts();

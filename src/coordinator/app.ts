@@ -18,7 +18,15 @@ import type { Clock } from '../core/clock.js';
 import { installAdmission } from './admission.js';
 import { installAuth } from './auth.js';
 import { resolveConfig, type CoordinatorConfig, type CoordinatorConfigInput } from '../engine/config.js';
-import { answerClientError, installErrorHandling, installHostHeaderCheck, installUnroutedAnswer, routeMethods, sendError, toHttpError } from './error-handler.js';
+import {
+  answerClientError,
+  installErrorHandling,
+  installHostHeaderCheck,
+  installUnroutedAnswer,
+  routeMethods,
+  sendError,
+  toHttpError,
+} from './error-handler.js';
 import { installJsonBodyParser } from './json-body.js';
 import { CoordinatorApp } from './route-context.js';
 import type { EngineContext } from '../engine/context.js';
@@ -154,7 +162,10 @@ export async function buildCoordinator(options: CoordinatorOptions): Promise<Fas
     clientErrorHandler: answerClientError,
     // installHostHeaderCheck answers a missing Host in the error shape instead of Node's empty 400.
     // Node applies the header and request timeouts on this check interval, so it must be shorter than both.
-    http: { requireHostHeader: false, connectionsCheckingInterval: Math.max(10, Math.min(1_000, Math.floor(Math.min(config.headersTimeoutMs, config.requestTimeoutMs) / 4))) },
+    http: {
+      requireHostHeader: false,
+      connectionsCheckingInterval: Math.max(10, Math.min(1_000, Math.floor(Math.min(config.headersTimeoutMs, config.requestTimeoutMs) / 4))),
+    },
     // Timeouts on every connection (docs/DESIGN.md §6.9): a slow-loris body is answered 400 and closed.
     requestTimeout: config.requestTimeoutMs,
     keepAliveTimeout: config.keepAliveTimeoutMs,
@@ -164,7 +175,8 @@ export async function buildCoordinator(options: CoordinatorOptions): Promise<Fas
 
   app.server.headersTimeout = config.headersTimeoutMs;
   // A caller may pass services it shares with another front; otherwise the coordinator builds and owns them.
-  const services = options.services ?? createServices(options.store, config, app.log, options.scheduleClock === undefined ? {} : { scheduleClock: options.scheduleClock });
+  const services =
+    options.services ?? createServices(options.store, config, app.log, options.scheduleClock === undefined ? {} : { scheduleClock: options.scheduleClock });
   await installApi(app, { store: options.store, config, ctx: services.ctx, standalone: true });
 
   // preClose runs before the server stops accepting: parked long polls answer 204 instead of holding close() open.

@@ -24,7 +24,6 @@ import type { Role } from '../core/states.js';
 import type { ApiKeyRecord, Store } from '../store/store.js';
 import type { Principal } from '../engine/principal.js';
 
-
 declare module 'fastify' {
   interface FastifyRequest {
     principal: Principal | null;

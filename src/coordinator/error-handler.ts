@@ -40,7 +40,6 @@ const STATUS_CODES: Readonly<Record<number, ErrorCode>> = {
   415: 'unsupported_media_type',
 };
 
-
 /**
  * The driver's code under a refused request (SQLITE_FULL, SQLITE_BUSY, a
  * SQLSTATE such as 53100, ECONNRESET): every store fault answers the same
@@ -123,7 +122,9 @@ export function answerClientError(error: Error & { code?: string }, socket: Dupl
         : 'the request is not valid HTTP/1.1';
   const body = JSON.stringify({ error: { code: 'invalid_request', message } });
   if (socket.writable) {
-    socket.write(`HTTP/1.1 400 Bad Request\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+    socket.write(
+      `HTTP/1.1 400 Bad Request\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
   }
   socket.destroy(error);
 }

@@ -62,7 +62,9 @@ function queueFamilies(queue: QueueGauges): Family[] {
       name: 'leasehold_jobs',
       help: 'Jobs by tenant, kind (* = all kinds) and status, as the store counts them',
       type: 'gauge',
-      samples: queue.tenants.flatMap((row) => row.jobs.map((j) => ({ name: '', labels: { tenant: row.tenant, kind: j.kind, status: j.status }, value: j.count }))),
+      samples: queue.tenants.flatMap((row) =>
+        row.jobs.map((j) => ({ name: '', labels: { tenant: row.tenant, kind: j.kind, status: j.status }, value: j.count })),
+      ),
     },
     { name: 'leasehold_jobs_available', help: 'Queued jobs (due or delayed)', type: 'gauge', samples: per((r) => r.available) },
     { name: 'leasehold_jobs_running', help: 'Jobs under a lease', type: 'gauge', samples: per((r) => r.running) },
@@ -72,14 +74,24 @@ function queueFamilies(queue: QueueGauges): Family[] {
       type: 'gauge',
       samples: per((r) => r.oldestAvailableAgeSeconds ?? 0),
     },
-    { name: 'leasehold_storage_bytes', help: 'Payload, result, checkpoint and progress bytes stored for the tenant', type: 'gauge', samples: per((r) => r.storageBytes) },
+    {
+      name: 'leasehold_storage_bytes',
+      help: 'Payload, result, checkpoint and progress bytes stored for the tenant',
+      type: 'gauge',
+      samples: per((r) => r.storageBytes),
+    },
     {
       name: 'leasehold_lease_expirations_total',
       help: 'Expired leases applied (the reaper and every lease transaction), whatever the job turned into',
       type: 'counter',
       samples: per((r) => r.leaseExpirations),
     },
-    { name: 'leasehold_database_size_bytes', help: 'Bytes the store holds (SQLite: the file\'s pages; PostgreSQL: its schema\'s tables with indexes and TOAST)', type: 'gauge', samples: [{ name: '', labels: {}, value: queue.databaseBytes }] },
+    {
+      name: 'leasehold_database_size_bytes',
+      help: "Bytes the store holds (SQLite: the file's pages; PostgreSQL: its schema's tables with indexes and TOAST)",
+      type: 'gauge',
+      samples: [{ name: '', labels: {}, value: queue.databaseBytes }],
+    },
   ];
 }
 

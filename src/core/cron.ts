@@ -94,7 +94,8 @@ function parseField(text: string, field: FieldSpec): boolean[] | string {
       if (bounds.length > 2) return `the ${field.label} field "${text}" has a range with more than one "-"`;
       const first = parseValue(bounds[0] ?? '', field);
       const last = bounds.length === 2 ? parseValue(bounds[1] ?? '', field) : first;
-      if (first === null || last === null) return `the ${field.label} field "${text}" must hold values from ${field.min} to ${field.max}${field.names === undefined ? '' : ' or names'}`;
+      if (first === null || last === null)
+        return `the ${field.label} field "${text}" must hold values from ${field.min} to ${field.max}${field.names === undefined ? '' : ' or names'}`;
       if (last < first) return `the ${field.label} field "${text}" has a range that ends before it starts`;
       low = first;
       // "5/15" means 5 to the maximum in steps of 15.
@@ -113,7 +114,8 @@ export function parseCron(text: string): CronParse {
   const expanded = source.startsWith('@') ? CRON_NAMES[source.toLowerCase()] : source;
   if (expanded === undefined) return { ok: false, message: `"${source}" is not one of ${Object.keys(CRON_NAMES).join(', ')}` };
   const parts = expanded.split(/\s+/);
-  if (parts.length !== 5) return { ok: false, message: `a cron expression has five fields (minute hour day-of-month month day-of-week); "${source}" has ${parts.length}` };
+  if (parts.length !== 5)
+    return { ok: false, message: `a cron expression has five fields (minute hour day-of-month month day-of-week); "${source}" has ${parts.length}` };
   const sets: boolean[][] = [];
   for (const [i, field] of FIELDS.entries()) {
     const parsed = parseField(parts[i] ?? '', field);
@@ -180,7 +182,14 @@ export function zoneOffset(zone: string, instant: number): number {
   for (const part of formatter(zone).formatToParts(new Date(instant))) {
     if (part.type !== 'literal') fields[part.type] = Number(part.value);
   }
-  const local = Date.UTC(fields['year'] ?? 1970, (fields['month'] ?? 1) - 1, fields['day'] ?? 1, fields['hour'] ?? 0, fields['minute'] ?? 0, fields['second'] ?? 0);
+  const local = Date.UTC(
+    fields['year'] ?? 1970,
+    (fields['month'] ?? 1) - 1,
+    fields['day'] ?? 1,
+    fields['hour'] ?? 0,
+    fields['minute'] ?? 0,
+    fields['second'] ?? 0,
+  );
   const utc = new Date(instant);
   utc.setUTCMilliseconds(0);
   // Date.UTC maps years 0–99 to 1900–1999; every instant we handle is far from those.

@@ -259,15 +259,17 @@ function report(
   const totalWeight = [...weightOf.values()].reduce((sum, weight) => sum + weight, 0);
   const customers = [...run.tallies.entries()]
     .sort(([a], [b]) => compareGroupKeys(a, b))
-    .map(([customer, tally]): CustomerReport => ({
-      customer,
-      jobs: tally.waits.length,
-      share: inWindow.length === 0 ? 0 : inWindow.filter((start) => start.customer === customer).length / inWindow.length,
-      weightShare: (weightOf.get(customer) ?? 0) / totalWeight,
-      firstWaitMs: tally.waits[0] ?? 0,
-      meanWaitMs: tally.waits.reduce((sum, wait) => sum + wait, 0) / Math.max(1, tally.waits.length),
-      longestStallMs: tally.longestStallMs,
-    }));
+    .map(
+      ([customer, tally]): CustomerReport => ({
+        customer,
+        jobs: tally.waits.length,
+        share: inWindow.length === 0 ? 0 : inWindow.filter((start) => start.customer === customer).length / inWindow.length,
+        weightShare: (weightOf.get(customer) ?? 0) / totalWeight,
+        firstWaitMs: tally.waits[0] ?? 0,
+        meanWaitMs: tally.waits.reduce((sum, wait) => sum + wait, 0) / Math.max(1, tally.waits.length),
+        longestStallMs: tally.longestStallMs,
+      }),
+    );
   const watched = customers.find((customer) => customer.customer === scenario.watched);
   if (watched === undefined) throw new Error(`scenario ${scenario.name} watches ${scenario.watched}, who has no jobs`);
   return {

@@ -30,13 +30,7 @@ export type AttemptOutcome = (typeof ATTEMPT_OUTCOMES)[number];
 
 /** Is `token` the live lease of this job at `now`? */
 export function holdsLiveLease(job: JobSnapshot, token: string, now: number): boolean {
-  return (
-    job.status === 'running' &&
-    job.leaseToken !== null &&
-    job.leaseToken === token &&
-    job.leaseExpiresAt !== null &&
-    job.leaseExpiresAt > now
-  );
+  return job.status === 'running' && job.leaseToken !== null && job.leaseToken === token && job.leaseExpiresAt !== null && job.leaseExpiresAt > now;
 }
 
 export function isPastDeadline(job: Pick<JobSnapshot, 'deadlineAt'>, now: number): boolean {

@@ -92,13 +92,7 @@ export interface CoordinatorConfig {
 /** The settings admission.ts reads. */
 export type AdmissionConfig = Pick<
   CoordinatorConfig,
-  | 'maxInFlightRequests'
-  | 'admissionTargetMs'
-  | 'admissionIntervalMs'
-  | 'maxInFlightPerKey'
-  | 'maxInFlightPerTenant'
-  | 'maxPollsPerKey'
-  | 'maxPollsPerTenant'
+  'maxInFlightRequests' | 'admissionTargetMs' | 'admissionIntervalMs' | 'maxInFlightPerKey' | 'maxInFlightPerTenant' | 'maxPollsPerKey' | 'maxPollsPerTenant'
 >;
 
 type DeepPartial<T> = { [K in keyof T]?: T[K] extends object ? (T[K] extends null ? T[K] : DeepPartial<T[K]>) : T[K] };
@@ -196,8 +190,7 @@ export function resolveConfig(input: unknown = {}): CoordinatorConfig {
   const retentionIn = source['retention'];
   const retentionSource = retentionIn === undefined ? {} : isRecord(retentionIn) ? retentionIn : (problems.push('retention must be an object'), {});
   for (const key of Object.keys(retentionSource)) if (!(key in DEFAULT_RETENTION)) problems.push(`unknown option "retention.${key}"`);
-  const period = (name: keyof RetentionPeriods): number =>
-    int(retentionSource[name], DEFAULT_CONFIG.retention[name], `retention.${name}`, 1, MAX_RETENTION_MS);
+  const period = (name: keyof RetentionPeriods): number => int(retentionSource[name], DEFAULT_CONFIG.retention[name], `retention.${name}`, 1, MAX_RETENTION_MS);
   const retention: RetentionPeriods = { succeededMs: period('succeededMs'), cancelledMs: period('cancelledMs'), deadMs: period('deadMs') };
 
   const requireIn = source['requireRegisteredKinds'];

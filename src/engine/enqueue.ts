@@ -55,12 +55,7 @@ export function canonicalRequestText(body: Readonly<Record<string, unknown>>, pa
   return `{${parts.join(',')}}`;
 }
 
-export async function prepareEnqueue(
-  ctx: EngineContext,
-  principal: Principal,
-  request: EnqueueRequest,
-  idempotencyKey: string,
-): Promise<EnqueueParams> {
+export async function prepareEnqueue(ctx: EngineContext, principal: Principal, request: EnqueueRequest, idempotencyKey: string): Promise<EnqueueParams> {
   return prepareEnqueueWith(await ctx.kinds.forTenant(principal.tenant), ctx, principal, request, idempotencyKey);
 }
 
@@ -154,7 +149,12 @@ export function recordEnqueues(ctx: Pick<EngineContext, 'events' | 'backpressure
 }
 
 /** One enqueue's answer from the store, recorded (recordEnqueues): its job, or the refusal thrown. */
-export function settleEnqueue(ctx: Pick<EngineContext, 'events' | 'backpressure'>, tenant: string, params: EnqueueParams, outcome: EnqueueOutcome): AcceptedOutcome {
+export function settleEnqueue(
+  ctx: Pick<EngineContext, 'events' | 'backpressure'>,
+  tenant: string,
+  params: EnqueueParams,
+  outcome: EnqueueOutcome,
+): AcceptedOutcome {
   recordEnqueues(ctx, tenant, [{ params, outcome }]);
   if (isRefused(outcome)) throw refusalOf(outcome);
   return outcome;

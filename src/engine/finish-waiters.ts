@@ -50,9 +50,13 @@ export class FinishWaiters {
     if (this.closed || signal.aborted) return Promise.resolve('aborted');
     const parkedHere = this.perTenant.get(tenant) ?? 0;
     if (parkedHere >= this.maxPerTenant) {
-      throw new LeaseholdError('overloaded', `this tenant already has ${this.maxPerTenant} requests waiting for jobs to finish; retry later or wait with a shorter waitMs`, {
-        retryAfterSeconds: 1,
-      });
+      throw new LeaseholdError(
+        'overloaded',
+        `this tenant already has ${this.maxPerTenant} requests waiting for jobs to finish; retry later or wait with a shorter waitMs`,
+        {
+          retryAfterSeconds: 1,
+        },
+      );
     }
     this.watch();
     const key = jobKey(tenant, id);

@@ -123,7 +123,13 @@ export class JobEvents {
 
   /** The reaper's batches say how many jobs went where, not which: counted and logged as counts. */
   reaped(log: Log, outcome: ReapOutcome): void {
-    const counts = { requeued: outcome.requeued, dead: outcome.dead, unknown: outcome.unknown, cancelled: outcome.cancelled, deadline_expired: outcome.deadlineExpired };
+    const counts = {
+      requeued: outcome.requeued,
+      dead: outcome.dead,
+      unknown: outcome.unknown,
+      cancelled: outcome.cancelled,
+      deadline_expired: outcome.deadlineExpired,
+    };
     let changed = 0;
     for (const [name, count] of Object.entries(counts)) {
       if (count > 0) this.metrics.reaped.inc({ outcome: name }, count);
@@ -132,7 +138,10 @@ export class JobEvents {
     const bad = outcome.dead + outcome.unknown + outcome.deadlineExpired;
     if (bad > 0) this.metrics.completionTotal.inc({ outcome: 'bad' }, bad);
     if (changed > 0) {
-      log.info({ expired: outcome.requeued + outcome.dead + outcome.unknown + outcome.cancelled, ...counts, failureClass: 'lease_expired' }, 'reaper applied expiries and deadlines');
+      log.info(
+        { expired: outcome.requeued + outcome.dead + outcome.unknown + outcome.cancelled, ...counts, failureClass: 'lease_expired' },
+        'reaper applied expiries and deadlines',
+      );
     }
   }
 

@@ -80,7 +80,13 @@ export interface LeaseAnswer {
  * resume or a changed limit announces the kind like new work. Answers no jobs
  * when the wait ends empty.
  */
-export async function leaseJobs(ctx: EngineContext, log: ProtocolLog, tenant: string, body: LeaseRequest, openWait: () => LeaseWaitScope): Promise<LeaseAnswer> {
+export async function leaseJobs(
+  ctx: EngineContext,
+  log: ProtocolLog,
+  tenant: string,
+  body: LeaseRequest,
+  openWait: () => LeaseWaitScope,
+): Promise<LeaseAnswer> {
   const max = body.max ?? 1;
   const params: LeaseParams = {
     tenant,
@@ -230,7 +236,10 @@ function resultInput(result: unknown, resultBytes: ResultBytes | undefined): Res
   if (resultBytes !== undefined) {
     if (result !== undefined) throw new LeaseholdError('invalid_request', 'body/result and body/resultBytes are exclusive');
     if (!isMediaType(resultBytes.contentType)) {
-      throw new LeaseholdError('invalid_request', 'body/resultBytes/contentType must be an RFC 9110 media type (type/subtype; name=value, ASCII, no control characters)');
+      throw new LeaseholdError(
+        'invalid_request',
+        'body/resultBytes/contentType must be an RFC 9110 media type (type/subtype; name=value, ASCII, no control characters)',
+      );
     }
     return { contentType: resultBytes.contentType, body: Buffer.from(resultBytes.base64, 'base64') };
   }
@@ -340,5 +349,7 @@ export async function failJob(ctx: EngineContext, log: ProtocolLog, tenant: stri
   });
   ctx.events.failed(log, tenant, id, body.error.code, outcome);
   if (outcome.kind === 'rejected') throw await rejection(ctx, tenant, id, outcome.code);
-  return outcome.status === 'queued' && outcome.runAfter !== null ? { status: outcome.status, runAfter: toRfc3339(outcome.runAfter) } : { status: outcome.status };
+  return outcome.status === 'queued' && outcome.runAfter !== null
+    ? { status: outcome.status, runAfter: toRfc3339(outcome.runAfter) }
+    : { status: outcome.status };
 }

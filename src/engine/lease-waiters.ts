@@ -271,10 +271,13 @@ export class LeaseWaiters {
     const at = performance.now() + Math.max(0, inMs) + 1;
     if (group.due !== null && group.due.at <= at) return;
     if (group.due !== null) clearTimeout(group.due.timer);
-    const timer = setTimeout(() => {
-      group.due = null;
-      this.wakeFirst(group, 'due');
-    }, Math.max(1, Math.ceil(at - performance.now())));
+    const timer = setTimeout(
+      () => {
+        group.due = null;
+        this.wakeFirst(group, 'due');
+      },
+      Math.max(1, Math.ceil(at - performance.now())),
+    );
     group.due = { at, timer };
   }
 

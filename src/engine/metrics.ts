@@ -112,20 +112,51 @@ export class CoordinatorMetrics {
   readonly enqueued = this.c('leasehold_jobs_enqueued_total', 'Enqueue answers by outcome (created, replayed)', ['tenant', 'kind', 'outcome']);
   readonly leased = this.c('leasehold_jobs_leased_total', 'Jobs leased to workers (attempts started)', ['tenant', 'kind']);
   readonly completed = this.c('leasehold_jobs_completed_total', 'Jobs completed by their worker (succeeded)', ['tenant', 'kind']);
-  readonly failed = this.c('leasehold_jobs_failed_total', 'Attempts failed by their worker, by error code and where the job went', ['tenant', 'kind', 'error_code', 'outcome']);
+  readonly failed = this.c('leasehold_jobs_failed_total', 'Attempts failed by their worker, by error code and where the job went', [
+    'tenant',
+    'kind',
+    'error_code',
+    'outcome',
+  ]);
   readonly retried = this.c('leasehold_jobs_retried_total', 'Failed attempts queued again after backoff', ['tenant', 'kind']);
-  readonly dead = this.c('leasehold_jobs_dead_total', 'Jobs that became dead through a worker failure or an oversized result', ['tenant', 'kind', 'error_code']);
+  readonly dead = this.c('leasehold_jobs_dead_total', 'Jobs that became dead through a worker failure or an oversized result', [
+    'tenant',
+    'kind',
+    'error_code',
+  ]);
   readonly unknown = this.c('leasehold_jobs_unknown_total', 'Jobs that became unknown (an attempt ended after its declared effect)', ['tenant', 'kind']);
-  readonly cancelled = this.c('leasehold_jobs_cancelled_total', 'Cancel requests that took effect (cancelled at once or requested of the running worker)', ['tenant', 'outcome']);
+  readonly cancelled = this.c('leasehold_jobs_cancelled_total', 'Cancel requests that took effect (cancelled at once or requested of the running worker)', [
+    'tenant',
+    'outcome',
+  ]);
   readonly requeued = this.c('leasehold_jobs_requeued_total', 'Dead jobs an admin requeued', ['tenant']);
   readonly reconciled = this.c('leasehold_jobs_reconciled_total', 'Unknown jobs an admin reconciled, by outcome', ['tenant', 'outcome']);
-  readonly reaped = this.c('leasehold_reaper_jobs_total', "The reaper's expiries and deadlines, by where the job went (requeued, dead, unknown, cancelled, deadline_expired)", ['outcome']);
-  readonly waitSeconds = this.h('leasehold_job_wait_seconds', 'From a job becoming available (enqueue, run-after or retry time) to its lease', ['tenant', 'kind'], DURATION_BUCKETS);
-  readonly runSeconds = this.h('leasehold_job_run_seconds', 'From a lease to its completion or failure, for leases taken through this coordinator', ['tenant', 'kind', 'outcome'], DURATION_BUCKETS);
+  readonly reaped = this.c(
+    'leasehold_reaper_jobs_total',
+    "The reaper's expiries and deadlines, by where the job went (requeued, dead, unknown, cancelled, deadline_expired)",
+    ['outcome'],
+  );
+  readonly waitSeconds = this.h(
+    'leasehold_job_wait_seconds',
+    'From a job becoming available (enqueue, run-after or retry time) to its lease',
+    ['tenant', 'kind'],
+    DURATION_BUCKETS,
+  );
+  readonly runSeconds = this.h(
+    'leasehold_job_run_seconds',
+    'From a lease to its completion or failure, for leases taken through this coordinator',
+    ['tenant', 'kind', 'outcome'],
+    DURATION_BUCKETS,
+  );
   readonly payloadBytes = this.c('leasehold_payload_bytes_total', 'Payload bytes (canonical JSON) of created jobs', ['tenant', 'kind']);
   readonly resultBytes = this.c('leasehold_result_bytes_total', 'Result bytes sent with completions', ['tenant', 'kind']);
   readonly requests = this.c('leasehold_http_requests_total', 'HTTP answers by route pattern, method and status', ['route', 'method', 'status']);
-  readonly requestSeconds = this.h('leasehold_http_request_duration_seconds', 'From a request arriving to its answer being written', ['route', 'method'], REQUEST_BUCKETS);
+  readonly requestSeconds = this.h(
+    'leasehold_http_request_duration_seconds',
+    'From a request arriving to its answer being written',
+    ['route', 'method'],
+    REQUEST_BUCKETS,
+  );
   readonly unavailable = this.c('leasehold_http_503_total', 'Answers 503 by reason (the error code: overloaded, store_unavailable …)', ['reason']);
   readonly admissionDelay = this.h(
     'leasehold_admission_queue_delay_seconds',
@@ -133,9 +164,18 @@ export class CoordinatorMetrics {
     ['route'],
     REQUEST_BUCKETS,
   );
-  readonly commitBatch = this.h('leasehold_store_commit_batch_size', 'Operations per group commit (SQLite transaction, PostgreSQL batched statement)', ['backend'], BATCH_BUCKETS);
+  readonly commitBatch = this.h(
+    'leasehold_store_commit_batch_size',
+    'Operations per group commit (SQLite transaction, PostgreSQL batched statement)',
+    ['backend'],
+    BATCH_BUCKETS,
+  );
   readonly commitSeconds = this.h('leasehold_store_commit_duration_seconds', 'Duration of one group commit, fsync included', ['backend'], REQUEST_BUCKETS);
-  readonly acceptanceValid = this.c('leasehold_sli_acceptance_valid_total', 'Acceptance SLI denominator: enqueue requests that were valid (accepted, or refused by the server: 5xx)', ['tenant']);
+  readonly acceptanceValid = this.c(
+    'leasehold_sli_acceptance_valid_total',
+    'Acceptance SLI denominator: enqueue requests that were valid (accepted, or refused by the server: 5xx)',
+    ['tenant'],
+  );
   readonly acceptanceGood = this.c('leasehold_sli_acceptance_good_total', 'Acceptance SLI numerator: enqueue requests durably accepted (2xx)', ['tenant']);
   readonly completionTotal = this.c(
     'leasehold_sli_completion_total',

@@ -81,10 +81,7 @@ function requireLinear(source: string, path: string): void {
     RE2JS.compile(source);
   } catch (error) {
     const reason = error instanceof Error ? error.message.slice(0, 200) : 'unsupported syntax';
-    throw new LeaseholdError(
-      'invalid_request',
-      `${path} is not a linear-time regular expression (RE2 syntax; no lookaround or backreferences): ${reason}`,
-    );
+    throw new LeaseholdError('invalid_request', `${path} is not a linear-time regular expression (RE2 syntax; no lookaround or backreferences): ${reason}`);
   }
 }
 

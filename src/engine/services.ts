@@ -45,7 +45,12 @@ export function createServices(store: Store, config: CoordinatorConfig, log: Log
   const backpressure = new Backpressure(store, config.backpressure);
   const events = new JobEvents(metrics);
   const scheduler = new Scheduler({
-    store, config, kinds, events, backpressure, log,
+    store,
+    config,
+    kinds,
+    events,
+    backpressure,
+    log,
     ...(options.scheduleClock === undefined ? {} : { clock: options.scheduleClock }),
   });
   const ctx: EngineContext = {

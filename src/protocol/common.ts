@@ -43,10 +43,7 @@ export type ErrorDetails = Static<typeof ErrorDetails>;
 export const ErrorDetail = Type.Object({ code: Type.String(), message: Type.String(), details: Type.Optional(ErrorDetails) });
 
 /** The body of every error answer. */
-export const ErrorBody = Type.Object(
-  { error: ErrorDetail },
-  { description: 'An error with a stable code (docs/ERRORS.md)' },
-);
+export const ErrorBody = Type.Object({ error: ErrorDetail }, { description: 'An error with a stable code (docs/ERRORS.md)' });
 export type ErrorBody = Static<typeof ErrorBody>;
 
 /** The answer of calls that only acknowledge (effect, checkpoint). */

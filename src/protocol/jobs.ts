@@ -37,7 +37,11 @@ export type DedupeSpec = Static<typeof DedupeSpec>;
 export const UniqueSpec = Type.Object(
   {
     key: EnqueueKey,
-    forMs: Type.Integer({ minimum: 0, maximum: LIMITS.maxUniqueForMs, description: 'How long after it finished (succeeded, cancelled, dead) the job still holds the key' }),
+    forMs: Type.Integer({
+      minimum: 0,
+      maximum: LIMITS.maxUniqueForMs,
+      description: 'How long after it finished (succeeded, cancelled, dead) the job still holds the key',
+    }),
   },
   {
     additionalProperties: false,
@@ -103,8 +107,14 @@ export const Job = Type.Object({
   cancelRequested: Type.Boolean(),
   epoch: Type.Integer(),
   concurrencyKey: Type.Union([Type.String(), Type.Null()]),
-  dependsOn: Type.Array(Type.String(), { maxItems: LIMITS.maxDependsOn, description: 'The parents it was enqueued with that are still stored, in enqueue order' }),
-  children: Type.Array(Type.String(), { maxItems: LIMITS.maxListedChildren, description: 'The jobs that name it in dependsOn: the first 100, in enqueue order' }),
+  dependsOn: Type.Array(Type.String(), {
+    maxItems: LIMITS.maxDependsOn,
+    description: 'The parents it was enqueued with that are still stored, in enqueue order',
+  }),
+  children: Type.Array(Type.String(), {
+    maxItems: LIMITS.maxListedChildren,
+    description: 'The jobs that name it in dependsOn: the first 100, in enqueue order',
+  }),
 });
 export type Job = Static<typeof Job>;
 
@@ -157,7 +167,11 @@ export type JobListQuery = Static<typeof JobListQuery>;
 export const JobGetQuery = Type.Object(
   {
     waitMs: Type.Optional(
-      Type.Integer({ minimum: 0, maximum: LIMITS.maxWaitMs, description: 'Answer when the job reaches succeeded, dead, cancelled or unknown, or after this many ms' }),
+      Type.Integer({
+        minimum: 0,
+        maximum: LIMITS.maxWaitMs,
+        description: 'Answer when the job reaches succeeded, dead, cancelled or unknown, or after this many ms',
+      }),
     ),
   },
   { additionalProperties: false },

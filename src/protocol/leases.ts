@@ -95,13 +95,10 @@ export type CompleteResponse = Static<typeof CompleteResponse>;
 
 export const CompleteManyRequest = Type.Object(
   {
-    completions: Type.Array(
-      Type.Object(
-        { id: Type.String({ minLength: 1, maxLength: 64 }), ...CompleteRequest.properties },
-        { additionalProperties: false },
-      ),
-      { minItems: 1, maxItems: LIMITS.maxCompleteBatch },
-    ),
+    completions: Type.Array(Type.Object({ id: Type.String({ minLength: 1, maxLength: 64 }), ...CompleteRequest.properties }, { additionalProperties: false }), {
+      minItems: 1,
+      maxItems: LIMITS.maxCompleteBatch,
+    }),
   },
   { additionalProperties: false },
 );
@@ -114,10 +111,7 @@ export type CompleteManyResult = Static<typeof CompleteManyResult>;
 export const CompleteManyResponse = Type.Object({ results: Type.Array(CompleteManyResult) });
 export type CompleteManyResponse = Static<typeof CompleteManyResponse>;
 
-export const FailRequest = Type.Object(
-  { token: Token, error: JobErrorBody, retryable: Type.Optional(Type.Boolean()) },
-  { additionalProperties: false },
-);
+export const FailRequest = Type.Object({ token: Token, error: JobErrorBody, retryable: Type.Optional(Type.Boolean()) }, { additionalProperties: false });
 export type FailRequest = Static<typeof FailRequest>;
 
 export const FailResponse = Type.Object({

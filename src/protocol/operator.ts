@@ -23,7 +23,13 @@ export const BulkRequest = Type.Object(
     /** reconcile only: what the unknown jobs become. */
     outcome: Type.Optional(Type.Union([Type.Literal('succeeded'), Type.Literal('dead'), Type.Literal('requeue')])),
     filter: JobFilter,
-    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: OPERATOR_LIMITS.maxBulkLimit, description: `At most this many jobs are touched (default ${OPERATOR_LIMITS.defaultBulkLimit})` })),
+    limit: Type.Optional(
+      Type.Integer({
+        minimum: 1,
+        maximum: OPERATOR_LIMITS.maxBulkLimit,
+        description: `At most this many jobs are touched (default ${OPERATOR_LIMITS.defaultBulkLimit})`,
+      }),
+    ),
     /** Count what the action would touch and change nothing: the confirmation's figure. */
     dryRun: Type.Optional(Type.Boolean()),
   },
@@ -46,7 +52,10 @@ export const JobDetail = Type.Object({
   job: Type.Object({ ...Job.properties }),
   payload: Type.Unknown(),
   checkpoint: Type.Union([Type.Object({ step: Type.Integer(), state: Type.Unknown() }), Type.Null()]),
-  result: Type.Union([Type.Object({ contentType: Type.String(), bytes: Type.Integer(), checksum: Type.String({ description: 'SHA-256, lowercase hex' }) }), Type.Null()]),
+  result: Type.Union([
+    Type.Object({ contentType: Type.String(), bytes: Type.Integer(), checksum: Type.String({ description: 'SHA-256, lowercase hex' }) }),
+    Type.Null(),
+  ]),
   attempts: Type.Array(Attempt),
 });
 export type JobDetail = Static<typeof JobDetail>;

@@ -20,7 +20,7 @@ export type KindRetentionDefinition = Static<typeof KindRetentionDefinition>;
 
 export const KindRetention = Type.Object(
   { succeededMs: Type.Integer(), cancelledMs: Type.Integer(), deadMs: Type.Integer() },
-  { description: 'The periods in effect: the kind\'s own, or the coordinator\'s default' },
+  { description: "The periods in effect: the kind's own, or the coordinator's default" },
 );
 
 const PurgeableStatus = Type.Union(PURGEABLE_STATUSES.map((status) => Type.Literal(status)));
@@ -28,7 +28,9 @@ const PurgeableStatus = Type.Union(PURGEABLE_STATUSES.map((status) => Type.Liter
 export const PurgeRequest = Type.Object(
   {
     olderThanMs: Type.Integer({ minimum: 0, maximum: MAX_RETENTION_MS, description: 'Jobs that finished at least this long ago' }),
-    statuses: Type.Optional(Type.Array(PurgeableStatus, { minItems: 1, maxItems: PURGEABLE_STATUSES.length, uniqueItems: true, description: 'Default: all three' })),
+    statuses: Type.Optional(
+      Type.Array(PurgeableStatus, { minItems: 1, maxItems: PURGEABLE_STATUSES.length, uniqueItems: true, description: 'Default: all three' }),
+    ),
     kind: Type.Optional(Type.String({ minLength: 1, maxLength: 128 })),
     dryRun: Type.Optional(Type.Boolean({ description: 'Count the jobs that would be deleted; delete nothing' })),
   },

@@ -18,10 +18,20 @@ export const ScheduleDefinition = Type.Object(
   {
     kind: KindName,
     payload: Type.Unknown(),
-    cron: Type.String({ minLength: 1, maxLength: LIMITS.cronLength, description: 'Five fields (minute hour day-of-month month day-of-week) or @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly' }),
+    cron: Type.String({
+      minLength: 1,
+      maxLength: LIMITS.cronLength,
+      description: 'Five fields (minute hour day-of-month month day-of-week) or @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly',
+    }),
     timezone: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'An IANA time zone; UTC when absent' })),
     overlap: Type.Optional(ScheduleOverlapSchema),
-    catchUp: Type.Optional(Type.Integer({ minimum: 0, maximum: LIMITS.maxScheduleCatchUp, description: 'After downtime: enqueue at most the last N missed occurrences (0: none); 0 when absent' })),
+    catchUp: Type.Optional(
+      Type.Integer({
+        minimum: 0,
+        maximum: LIMITS.maxScheduleCatchUp,
+        description: 'After downtime: enqueue at most the last N missed occurrences (0: none); 0 when absent',
+      }),
+    ),
   },
   { additionalProperties: false },
 );

@@ -5,7 +5,9 @@ import { Type, type Static } from '@sinclair/typebox';
 export const Stats = Type.Object({
   counts: Type.Record(Type.String(), Type.Integer()),
   meanWaitMs: Type.Union([Type.Number(), Type.Null()]),
-  meanRunMs: Type.Union([Type.Number(), Type.Null()], { description: "Succeeded jobs: first start to final finish, retries and time between attempts included" }),
+  meanRunMs: Type.Union([Type.Number(), Type.Null()], {
+    description: 'Succeeded jobs: first start to final finish, retries and time between attempts included',
+  }),
   meanAttemptRunMs: Type.Union([Type.Number(), Type.Null()], { description: 'Ended attempts: lease to the end of that attempt' }),
   meanTimeToCompletionMs: Type.Union([Type.Number(), Type.Null()], { description: 'Succeeded jobs: acceptance to success' }),
   leaseExpirations: Type.Integer(),

@@ -31,16 +31,7 @@
 import { asLeaseholdError } from '../engine/error-translation.js';
 import { SILENT_LOGGER } from '../engine/logger.js';
 import { bodyCheck } from './call-checks.js';
-import {
-  completeJob,
-  completeJobs,
-  failJob,
-  leaseJobs,
-  markEffectStarted,
-  renewLease,
-  saveCheckpoint,
-  type LeaseWaitScope,
-} from '../engine/lease-protocol.js';
+import { completeJob, completeJobs, failJob, leaseJobs, markEffectStarted, renewLease, saveCheckpoint, type LeaseWaitScope } from '../engine/lease-protocol.js';
 import type { EngineContext } from '../engine/context.js';
 import { toWireLeasedJob } from '../engine/wire.js';
 import {

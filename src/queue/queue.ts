@@ -150,7 +150,12 @@ function resultBody(id: string, result: { readonly contentType: string; readonly
   const contentType = isMediaType(result.contentType) ? result.contentType : 'application/octet-stream';
   const essence = isMediaType(contentType) ? essenceOf(contentType) : '';
   const isJson = essence === 'application/json' || essence.endsWith('+json');
-  return { contentType, body: result.body, checksum, value: isJson && result.body.length > 0 ? (JSON.parse(result.body.toString('utf8')) as unknown) : undefined };
+  return {
+    contentType,
+    body: result.body,
+    checksum,
+    value: isJson && result.body.length > 0 ? (JSON.parse(result.body.toString('utf8')) as unknown) : undefined,
+  };
 }
 
 export class Queue<Kinds extends KindPayloads = KindPayloads> {
@@ -250,7 +255,8 @@ export class Queue<Kinds extends KindPayloads = KindPayloads> {
   enqueueInTransaction(tx: SqliteHandle | pg.ClientBase, job: QueueJob<Kinds>): EnqueueResponse | Promise<EnqueueResponse> {
     const { sqlite, pg: onClient } = this.transactional;
     if (isSqliteHandle(tx) && sqlite === undefined) throw new TypeError('this Queue is not on SQLite: pass the pg client of your transaction');
-    if (!isSqliteHandle(tx) && onClient === undefined) throw new TypeError('this Queue is not on PostgreSQL: pass the better-sqlite3 Database of your transaction');
+    if (!isSqliteHandle(tx) && onClient === undefined)
+      throw new TypeError('this Queue is not on PostgreSQL: pass the better-sqlite3 Database of your transaction');
     try {
       const { idempotencyKey, request } = this.requestOf(job);
       const params = prepareInTransaction(this.ctx, this.principal, request, idempotencyKey);

@@ -112,9 +112,7 @@ export interface ScheduleUpsertParams {
   readonly maxPerTenant: number;
 }
 
-export type ScheduleUpsertOutcome =
-  | { readonly kind: 'saved'; readonly schedule: ScheduleRecord }
-  | { readonly kind: 'too_many'; readonly count: number };
+export type ScheduleUpsertOutcome = { readonly kind: 'saved'; readonly schedule: ScheduleRecord } | { readonly kind: 'too_many'; readonly count: number };
 
 export interface ScheduleListParams {
   readonly tenant: string;

@@ -70,7 +70,12 @@ export function expiryEnding(decision: ExpiryDecision): LeaseEnding {
     case 'cancelled':
       return { status: 'cancelled', outcome: 'cancelled', lastError: error('cancelled'), attemptCode: 'cancelled' };
     case 'dead':
-      return { status: 'dead', outcome: decision.code === 'deadline_exceeded' ? 'deadline' : 'expired', lastError: error(decision.code), attemptCode: decision.code };
+      return {
+        status: 'dead',
+        outcome: decision.code === 'deadline_exceeded' ? 'deadline' : 'expired',
+        lastError: error(decision.code),
+        attemptCode: decision.code,
+      };
   }
 }
 
@@ -81,7 +86,12 @@ export const QUEUED_DEADLINE: NoAttemptEnding = Object.freeze({ status: 'dead', 
 export const CANCELLED_NOW: NoAttemptEnding = Object.freeze({ status: 'cancelled', outcome: null, lastError: queueError('cancelled'), attemptCode: null });
 
 /** A waiting job whose parent ended dead or cancelled (core/dependencies.ts decideParentEnd): dead without an attempt. */
-export const DEPENDENCY_FAILED: NoAttemptEnding = Object.freeze({ status: 'dead', outcome: null, lastError: queueError('dependency_failed'), attemptCode: null });
+export const DEPENDENCY_FAILED: NoAttemptEnding = Object.freeze({
+  status: 'dead',
+  outcome: null,
+  lastError: queueError('dependency_failed'),
+  attemptCode: null,
+});
 
 /** A cancel's answer once its decision is applied, with the job as it now stands. */
 export function cancelOutcome(decision: Exclude<CancelDecision, { kind: 'already_terminal' }>, job: JobRecord): CancelOutcome {

@@ -60,7 +60,10 @@ export function openCursor(secret: Buffer, params: JobListParams, cursor: string
 }
 
 function invalidCursor(): LeaseholdError {
-  return new LeaseholdError('invalid_request', 'query/cursor is not a cursor of this listing (use the nextCursor of the previous page, with the same filters and key)');
+  return new LeaseholdError(
+    'invalid_request',
+    'query/cursor is not a cursor of this listing (use the nextCursor of the previous page, with the same filters and key)',
+  );
 }
 
 /** A page from rows asked for with LIMIT limit + 1: the extra row only says that a next page exists. */

@@ -111,7 +111,16 @@ export interface LeasedColumns {
 export type LeasedDecoded = Pick<LeasedJob, 'payload' | 'token' | 'leaseExpiresAt' | 'checkpoint'>;
 
 export function leasedJob(row: LeasedColumns, decoded: LeasedDecoded): LeasedJob {
-  return { ...decoded, id: row.id, kind: row.kind, attempt: row.attempts, maxAttempts: row.max_attempts, epoch: row.epoch, deadlineAt: row.deadline_at, availableAt: row.run_after };
+  return {
+    ...decoded,
+    id: row.id,
+    kind: row.kind,
+    attempt: row.attempts,
+    maxAttempts: row.max_attempts,
+    epoch: row.epoch,
+    deadlineAt: row.deadline_at,
+    availableAt: row.run_after,
+  };
 }
 
 export interface AttemptColumns {
@@ -124,7 +133,15 @@ export interface AttemptColumns {
 }
 
 export function attemptRecord(row: AttemptColumns, outcome: AttemptOutcome | null): AttemptRecord {
-  return { attempt: row.attempt, epoch: row.epoch, workerId: row.worker_id, startedAt: row.started_at, endedAt: row.ended_at, outcome, errorCode: row.error_code };
+  return {
+    attempt: row.attempt,
+    epoch: row.epoch,
+    workerId: row.worker_id,
+    startedAt: row.started_at,
+    endedAt: row.ended_at,
+    outcome,
+    errorCode: row.error_code,
+  };
 }
 
 export interface ApiKeyColumns {

@@ -15,7 +15,16 @@
 
 import type { EnqueueOutcome } from './store.js';
 
-export type { ScheduleDueParams, ScheduleFireOutcome, ScheduleFireParams, ScheduleListParams, ScheduleOverlap, ScheduleRecord, ScheduleUpsertOutcome, ScheduleUpsertParams } from './store.js';
+export type {
+  ScheduleDueParams,
+  ScheduleFireOutcome,
+  ScheduleFireParams,
+  ScheduleListParams,
+  ScheduleOverlap,
+  ScheduleRecord,
+  ScheduleUpsertOutcome,
+  ScheduleUpsertParams,
+} from './store.js';
 
 /** The idempotency key of a schedule's job for one occurrence: the occurrence is part of it. */
 export function scheduleJobKey(name: string, occurrence: number): string {

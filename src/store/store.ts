@@ -34,9 +34,21 @@ import type {
 
 export type StoreBackend = 'sqlite' | 'postgres';
 
-export type { JobScope, JobError, StoredJobError, Checkpoint, JobResult, JobRecord, EnqueueParams, EnqueueOutcome, JobListParams, ResultSummary, JobListItem, JobPage } from './job-records.js';
+export type {
+  JobScope,
+  JobError,
+  StoredJobError,
+  Checkpoint,
+  JobResult,
+  JobRecord,
+  EnqueueParams,
+  EnqueueOutcome,
+  JobListParams,
+  ResultSummary,
+  JobListItem,
+  JobPage,
+} from './job-records.js';
 import type { Checkpoint, EnqueueOutcome, EnqueueParams, JobError, JobListParams, JobPage, JobRecord, JobScope } from './job-records.js';
-
 
 export interface LeaseParams {
   readonly tenant: string;
@@ -134,9 +146,7 @@ export interface RequeueParams extends JobRef {
   readonly maxAttempts?: number;
 }
 
-export type RequeueOutcome =
-  | { readonly kind: 'requeued'; readonly job: JobRecord }
-  | { readonly kind: 'rejected'; readonly code: 'not_dead' | 'not_found' };
+export type RequeueOutcome = { readonly kind: 'requeued'; readonly job: JobRecord } | { readonly kind: 'rejected'; readonly code: 'not_dead' | 'not_found' };
 
 export type ReconcileOutcomeName = 'succeeded' | 'dead' | 'requeue';
 
@@ -204,9 +214,7 @@ export interface ScheduleFireParams {
   readonly lastAt: number | null;
 }
 
-export type ScheduleFireOutcome =
-  | { readonly kind: 'fired'; readonly outcomes: readonly EnqueueOutcome[] }
-  | { readonly kind: 'stale' };
+export type ScheduleFireOutcome = { readonly kind: 'fired'; readonly outcomes: readonly EnqueueOutcome[] } | { readonly kind: 'stale' };
 
 export { distinctAvailability, type Availability, type AvailabilityListener } from './availability.js';
 import type { AvailabilityListener } from './availability.js';
@@ -332,5 +340,8 @@ export interface Store {
   watchFinished(listener: FinishedListener): () => void;
 }
 
-export interface FinishedJob { readonly tenant: string; readonly id: string }
+export interface FinishedJob {
+  readonly tenant: string;
+  readonly id: string;
+}
 export type FinishedListener = (job: FinishedJob | null) => void;

@@ -16,7 +16,9 @@ export class BinaryResult {
 
 /** The wire form of a handler's return value when it is bytes; undefined when it is JSON. */
 export function resultBytesOf(value: unknown): ResultBytes | undefined {
-  if (value instanceof BinaryResult) return { contentType: value.contentType, base64: Buffer.from(value.body.buffer, value.body.byteOffset, value.body.byteLength).toString('base64') };
-  if (value instanceof Uint8Array) return { contentType: 'application/octet-stream', base64: Buffer.from(value.buffer, value.byteOffset, value.byteLength).toString('base64') };
+  if (value instanceof BinaryResult)
+    return { contentType: value.contentType, base64: Buffer.from(value.body.buffer, value.body.byteOffset, value.body.byteLength).toString('base64') };
+  if (value instanceof Uint8Array)
+    return { contentType: 'application/octet-stream', base64: Buffer.from(value.buffer, value.byteOffset, value.byteLength).toString('base64') };
   return undefined;
 }

@@ -110,7 +110,9 @@ export class JobRun {
     this.finish();
     if (code === 'cancelled') {
       this.deps.logger.info({ ...this.fields, reason: code }, 'job cancelled; handler aborted');
-      void this.fail({ code: 'cancelled', message: 'the job was cancelled; the worker aborted its handler', retryable: false }).finally(() => this.onAbandon?.());
+      void this.fail({ code: 'cancelled', message: 'the job was cancelled; the worker aborted its handler', retryable: false }).finally(() =>
+        this.onAbandon?.(),
+      );
       return;
     }
     this.onAbandon?.();
@@ -248,7 +250,8 @@ export class JobRun {
       await withRetry(
         (signal) => {
           sentAt = deps.clock.now();
-          const body = progress === undefined ? { token: job.token, leaseMs: deps.leaseMs } : { token: job.token, leaseMs: deps.leaseMs, progress: progress.value };
+          const body =
+            progress === undefined ? { token: job.token, leaseMs: deps.leaseMs } : { token: job.token, leaseMs: deps.leaseMs, progress: progress.value };
           return deps.client.renew(job.id, body, signal === undefined ? {} : { signal });
         },
         { ...deps.retry, giveUpAt: () => this.leaseEndsAt, signal: this.signal },

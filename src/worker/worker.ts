@@ -35,7 +35,9 @@ export interface WorkerQueue<Kinds> {
 }
 
 /** What the worker leases through: a client of a coordinator over HTTP, or a library Queue (on its store). */
-export type WorkerSource<Kinds> = { readonly client: LeaseholdClient; readonly queue?: undefined } | { readonly queue: WorkerQueue<Kinds>; readonly client?: undefined };
+export type WorkerSource<Kinds> =
+  | { readonly client: LeaseholdClient; readonly queue?: undefined }
+  | { readonly queue: WorkerQueue<Kinds>; readonly client?: undefined };
 
 /** Handlers by kind; with a Queue's kind map, each handler's payload is typed by its kind. */
 export type TypedHandlers<Kinds> = { readonly [N in keyof Kinds & string]?: Handler<Kinds[N]> };

@@ -30,7 +30,10 @@ interface Outcome {
 
 function cli(args: readonly string[], env: Record<string, string> = {}): Promise<Outcome> {
   return new Promise((resolvePromise, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, LEASEHOLD_URL: '', LEASEHOLD_KEY: '', LEASEHOLD_DB: '', ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
+    const child = spawn(process.execPath, [BIN, ...args], {
+      env: { ...process.env, LEASEHOLD_URL: '', LEASEHOLD_KEY: '', LEASEHOLD_DB: '', ...env },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
     let stderr = '';
     child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
     child.on('error', reject);
@@ -75,7 +78,9 @@ beforeAll(async () => {
     await admin.connect();
     try {
       // A login role with no CREATE privilege on the database: creating leasehold's schema must fail with 42501.
-      await admin.query(`DO $$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '${NO_PERMISSION_ROLE}') THEN CREATE ROLE ${NO_PERMISSION_ROLE} LOGIN; END IF; END$$`);
+      await admin.query(
+        `DO $$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '${NO_PERMISSION_ROLE}') THEN CREATE ROLE ${NO_PERMISSION_ROLE} LOGIN; END IF; END$$`,
+      );
     } finally {
       await admin.end();
     }
@@ -121,10 +126,13 @@ const ROWS: readonly Row[] = [
     name: 'PostgreSQL: no permission to create the schema',
     needs: 'postgres',
     exitCode: 1,
-    run: () => keysCreate(pgUrl((u) => {
-      u.username = NO_PERMISSION_ROLE;
-      u.searchParams.set('schema', 'lh_error_table_schema');
-    })),
+    run: () =>
+      keysCreate(
+        pgUrl((u) => {
+          u.username = NO_PERMISSION_ROLE;
+          u.searchParams.set('schema', 'lh_error_table_schema');
+        }),
+      ),
     says: ['pg_permission_denied', `user "${NO_PERMISSION_ROLE}"`, 'schema "lh_error_table_schema"', 'GRANT CREATE ON DATABASE'],
   },
   {
@@ -212,16 +220,20 @@ const ROWS: readonly Row[] = [
 
 describe('error messages', () => {
   for (const row of ROWS) {
-    it.skipIf(row.needs === 'postgres' && !PG)(row.name, async () => {
-      const outcome = await row.run();
-      expect(outcome.code, outcome.stderr).toBe(row.exitCode);
-      for (const part of row.says) {
-        if (typeof part === 'string') expect(outcome.stderr).toContain(part);
-        else expect(outcome.stderr).toMatch(part);
-      }
-      if (row.lines !== undefined) expect(outcome.stderr.trimEnd().split('\n')).toHaveLength(row.lines);
-      expect(outcome.stderr).not.toMatch(/\n\s+at /); // never a stack
-    }, 30_000);
+    it.skipIf(row.needs === 'postgres' && !PG)(
+      row.name,
+      async () => {
+        const outcome = await row.run();
+        expect(outcome.code, outcome.stderr).toBe(row.exitCode);
+        for (const part of row.says) {
+          if (typeof part === 'string') expect(outcome.stderr).toContain(part);
+          else expect(outcome.stderr).toMatch(part);
+        }
+        if (row.lines !== undefined) expect(outcome.stderr.trimEnd().split('\n')).toHaveLength(row.lines);
+        expect(outcome.stderr).not.toMatch(/\n\s+at /); // never a stack
+      },
+      30_000,
+    );
   }
 
   it('a missing --db file is not created, and --create creates it', async () => {
@@ -265,7 +277,12 @@ describe('error messages', () => {
   });
 
   it('HTTP: 415 names application/json, and invalid JSON gives its position', async () => {
-    const noType = await harness.app.inject({ method: 'POST', url: '/jobs', headers: { ...bearer(harness.keys.producer), 'idempotency-key': 'a', 'content-type': 'text/plain' }, payload: 'x' });
+    const noType = await harness.app.inject({
+      method: 'POST',
+      url: '/jobs',
+      headers: { ...bearer(harness.keys.producer), 'idempotency-key': 'a', 'content-type': 'text/plain' },
+      payload: 'x',
+    });
     expect(noType.statusCode).toBe(415);
     expect(noType.json()).toEqual({ error: { code: 'unsupported_media_type', message: expect.stringContaining('Content-Type: application/json') } });
     const broken = await harness.app.inject({

@@ -15,7 +15,11 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 it("lists a tenant's keys as a table and as JSON, revoked ones marked, never the key or its hash", async () => {
   const db = join(dir, 'keys.db');
   const created: { id: string; key: string }[] = [];
-  for (const [tenant, user, role] of [['acme', 'ops', 'admin'], ['acme', 'fleet', 'worker'], ['other', 'x', 'producer']] as const) {
+  for (const [tenant, user, role] of [
+    ['acme', 'ops', 'admin'],
+    ['acme', 'fleet', 'worker'],
+    ['other', 'x', 'producer'],
+  ] as const) {
     const answer = await cli(['keys', 'create', '--db', db, '--create', '--tenant', tenant, '--user', user, '--role', role]);
     expect(answer.code).toBe(0);
     const lines = answer.stdout.trim().split('\n');
@@ -37,7 +41,10 @@ it("lists a tenant's keys as a table and as JSON, revoked ones marked, never the
   const json = await cli(['keys', 'list', '--db', db, '--tenant', 'acme', '--json']);
   expect(json.code).toBe(0);
   const listed = JSON.parse(json.stdout) as { keys: { id: string; user: string; role: string; revokedAt: string | null }[] };
-  expect(listed.keys.map((k) => [k.user, k.role, k.revokedAt === null])).toEqual([['ops', 'admin', true], ['fleet', 'worker', false]]);
+  expect(listed.keys.map((k) => [k.user, k.role, k.revokedAt === null])).toEqual([
+    ['ops', 'admin', true],
+    ['fleet', 'worker', false],
+  ]);
   for (const output of [table.stdout, json.stdout]) {
     for (const { key } of created) expect(output).not.toContain(key);
     expect(output).not.toMatch(/[0-9a-f]{64}/);

@@ -74,7 +74,11 @@ describe('operator commands', () => {
     expectAligned(all.stdout, ['ID', 'KIND', 'STATUS', 'ATTEMPTS', 'CREATED', 'LAST ERROR']);
 
     const filtered = await cli(['jobs', 'list', '--status', 'dead', '--error-code', 'smtp_down', '--since', '1h'], env);
-    expect(table(filtered.stdout).rows.map((row) => row.split(' ')[0]).sort()).toEqual([...mailIds].sort());
+    expect(
+      table(filtered.stdout)
+        .rows.map((row) => row.split(' ')[0])
+        .sort(),
+    ).toEqual([...mailIds].sort());
     expect(filtered.stdout).toContain('smtp_down (permanent): relay refused');
     expect((await cli(['jobs', 'list', '--until', '2000-01-01T00:00:00Z'], env)).stdout.trim()).toBe('no jobs match');
 
@@ -133,7 +137,10 @@ describe('operator commands', () => {
     expect(shown.stdout).toMatch(/^oldest available\s+\d+ ms$/m);
     expect((JSON.parse((await cli(['stats', '--json'], env)).stdout) as Stats).counts['dead']).toBe(6);
     const watched = await cli(['stats', '--watch', '--count', '2', '--interval-ms', '100', '--json'], env);
-    const samples = watched.stdout.trimEnd().split('\n').map((line) => JSON.parse(line) as Stats);
+    const samples = watched.stdout
+      .trimEnd()
+      .split('\n')
+      .map((line) => JSON.parse(line) as Stats);
     expect(samples).toHaveLength(2);
     const tables = await cli(['stats', '--watch', '--count', '2', '--interval-ms', '100'], env);
     expect(tables.stdout.match(/^STATUS\s+COUNT$/gm)).toHaveLength(2);

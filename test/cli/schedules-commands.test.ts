@@ -23,7 +23,10 @@ describe('schedules commands', () => {
   });
 
   it('sets, lists (table, JSON, pages) and deletes schedules', async () => {
-    const set = await cli(['schedules', 'set', 'nightly', '--kind', 'report', '--cron', '0 3 * * *', '--timezone', 'Europe/Berlin', '--payload', '{"pages":2}', '--catch-up', '1'], env);
+    const set = await cli(
+      ['schedules', 'set', 'nightly', '--kind', 'report', '--cron', '0 3 * * *', '--timezone', 'Europe/Berlin', '--payload', '{"pages":2}', '--catch-up', '1'],
+      env,
+    );
     expect(set.code, set.stderr).toBe(0);
     expect(set.stdout).toMatch(/^schedule nightly saved: 0 3 \* \* \* \(Europe\/Berlin\), next \d{4}-/);
     const json = await cli(['schedules', 'set', 'hourly', '--kind', 'report', '--cron', '@hourly', '--overlap', 'allow', '--json'], env);
@@ -43,7 +46,12 @@ describe('schedules commands', () => {
     const more = await cli(['schedules', 'list', '--limit', '1'], env);
     expect(more.stdout).toContain('more: --cursor hourly');
     const all = await cli(['schedules', 'list', '--limit', '1', '--all', '--json'], env);
-    expect(all.stdout.trimEnd().split('\n').map((line) => (JSON.parse(line) as Schedule).name)).toEqual(['hourly', 'nightly']);
+    expect(
+      all.stdout
+        .trimEnd()
+        .split('\n')
+        .map((line) => (JSON.parse(line) as Schedule).name),
+    ).toEqual(['hourly', 'nightly']);
 
     const deleted = await cli(['schedules', 'delete', 'hourly'], env);
     expect(deleted.code, deleted.stderr).toBe(0);

@@ -29,7 +29,10 @@ async function problems(values: Record<string, string | boolean>): Promise<strin
     (e: unknown) => e,
   );
   expect(error).toBeInstanceOf(UsageError);
-  return (error as UsageError).message.split('\n').slice(1).map((line) => line.replace(/^\s+- /, ''));
+  return (error as UsageError).message
+    .split('\n')
+    .slice(1)
+    .map((line) => line.replace(/^\s+- /, ''));
 }
 
 describe('serve configuration', () => {
@@ -67,7 +70,13 @@ describe('serve configuration', () => {
   });
 
   it('lists every problem of the file and the flags in one error, naming the flag', async () => {
-    const listed = await problems({ config: 'bad.json', 'max-pending-jobs': 'lots', 'default-max-attempts': '0', 'backoff-max-ms': '1', 'backoff-base-ms': '10' });
+    const listed = await problems({
+      config: 'bad.json',
+      'max-pending-jobs': 'lots',
+      'default-max-attempts': '0',
+      'backoff-max-ms': '1',
+      'backoff-base-ms': '10',
+    });
     expect(listed).toEqual(
       expect.arrayContaining([
         '--max-pending-jobs must be an integer or "unlimited"',

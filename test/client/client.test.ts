@@ -52,7 +52,7 @@ describe('client: producing and reading', () => {
     expect((conflict as LeaseholdApiError).code).toBe('idempotency_conflict');
   });
 
-  it('gets and lists jobs, and hides another user\'s job as 404', async () => {
+  it("gets and lists jobs, and hides another user's job as 404", async () => {
     const { job } = await producer.enqueue({ kind: 'c-list', payload: { n: 1 } });
     expect((await producer.getJob(job.id)).id).toBe(job.id);
     const page = await producer.listJobs({ kind: 'c-list', status: 'queued', limit: 10 });

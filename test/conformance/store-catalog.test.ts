@@ -80,7 +80,10 @@ describe.each(backends)('store conformance ($label): catalog, stats and wake-ups
     await store.apiKeyInsert({ id: 'key-c', tenant: TENANT, user: 'carol', role: 'worker', keyHash: hashApiKey(newApiKey()) });
     await store.apiKeyRevoke({ id: 'key-c' });
     const listed = await store.apiKeyList({ tenant: TENANT });
-    expect(listed.map((k) => [k.id, k.user, k.revokedAt === null])).toEqual([['key-a', 'alice', true], ['key-c', 'carol', false]]);
+    expect(listed.map((k) => [k.id, k.user, k.revokedAt === null])).toEqual([
+      ['key-a', 'alice', true],
+      ['key-c', 'carol', false],
+    ]);
     expect(await store.apiKeyList({ tenant: 'nobody' })).toEqual([]);
   });
 

@@ -65,7 +65,9 @@ async function allJobs(store: Store): Promise<JobListItem[]> {
 const mean = (values: readonly number[]): number | null => (values.length === 0 ? null : values.reduce((a, b) => a + b, 0) / values.length);
 
 /** The figures of TenantStats that a recount of the stored rows gives. */
-async function recount(store: Store): Promise<Pick<TenantStats, 'counts' | 'meanWaitMs' | 'meanRunMs' | 'meanTimeToCompletionMs' | 'meanAttemptRunMs' | 'leaseExpirations'>> {
+async function recount(
+  store: Store,
+): Promise<Pick<TenantStats, 'counts' | 'meanWaitMs' | 'meanRunMs' | 'meanTimeToCompletionMs' | 'meanAttemptRunMs' | 'leaseExpirations'>> {
   const jobs = await allJobs(store);
   const counts = Object.fromEntries(JOB_STATUSES.map((status) => [status, 0])) as Record<JobStatus, number>;
   const waits: number[] = [];
@@ -87,7 +89,14 @@ async function recount(store: Store): Promise<Pick<TenantStats, 'counts' | 'mean
       if (attempt.outcome === 'expired' || attempt.outcome === 'cancelled' || attempt.outcome === 'deadline') expirations++;
     }
   }
-  return { counts, meanWaitMs: mean(waits), meanRunMs: mean(runs), meanTimeToCompletionMs: mean(completions), meanAttemptRunMs: mean(attemptRuns), leaseExpirations: expirations };
+  return {
+    counts,
+    meanWaitMs: mean(waits),
+    meanRunMs: mean(runs),
+    meanTimeToCompletionMs: mean(completions),
+    meanAttemptRunMs: mean(attemptRuns),
+    leaseExpirations: expirations,
+  };
 }
 
 function expectClose(actual: number | null, expected: number | null, label: string): void {
@@ -115,32 +124,50 @@ describe.each(backends)('store conformance ($label): counters', (factory) => {
             case 'enqueue': {
               // Waiting jobs too: children of an earlier job (released, or failed with dependency_failed) and keyed jobs.
               const parent = pickId(s.pick);
-              const flow = s.flow === 'parent' && parent !== undefined ? { dependsOn: [parent] } : s.flow === 'key' ? { concurrencyKey: `key-${s.pick % 2}` } : {};
+              const flow =
+                s.flow === 'parent' && parent !== undefined ? { dependsOn: [parent] } : s.flow === 'key' ? { concurrencyKey: `key-${s.pick % 2}` } : {};
               const batch = Array.from({ length: s.count }, () => enqueueParams(`h${run}-${enqueued++}`, { kind: s.kind, maxAttempts: 2, ...flow }));
               for (const outcome of await store.jobEnqueueMany(batch)) if (outcome.kind === 'created') ids.push(outcome.job.id);
               break;
             }
             case 'lease':
-              leases.push(...(await store.jobLease({ tenant: TENANT, workerId: 'w', leaseMs: s.shortLease ? 1 : 60_000, max: s.max, ...(s.kinds.length > 0 ? { kinds: s.kinds } : {}) })));
+              leases.push(
+                ...(await store.jobLease({
+                  tenant: TENANT,
+                  workerId: 'w',
+                  leaseMs: s.shortLease ? 1 : 60_000,
+                  max: s.max,
+                  ...(s.kinds.length > 0 ? { kinds: s.kinds } : {}),
+                })),
+              );
               break;
             case 'complete': {
               const lease = pickLease(s.pick);
-              if (lease !== undefined) await store.jobComplete({ tenant: TENANT, id: lease.id, token: lease.token, result: { contentType: 'text/plain', body: Buffer.alloc(s.resultBytes, 120) } });
+              if (lease !== undefined)
+                await store.jobComplete({
+                  tenant: TENANT,
+                  id: lease.id,
+                  token: lease.token,
+                  result: { contentType: 'text/plain', body: Buffer.alloc(s.resultBytes, 120) },
+                });
               break;
             }
             case 'fail': {
               const lease = pickLease(s.pick);
-              if (lease !== undefined) await store.jobFail({ tenant: TENANT, id: lease.id, token: lease.token, error: ERROR, retryable: s.retryable, backoff: IMMEDIATE_BACKOFF });
+              if (lease !== undefined)
+                await store.jobFail({ tenant: TENANT, id: lease.id, token: lease.token, error: ERROR, retryable: s.retryable, backoff: IMMEDIATE_BACKOFF });
               break;
             }
             case 'progress': {
               const lease = peekLease(s.pick);
-              if (lease !== undefined) await store.jobRenew({ tenant: TENANT, id: lease.id, token: lease.token, leaseMs: 60_000, progress: { done: s.pick % 100 } });
+              if (lease !== undefined)
+                await store.jobRenew({ tenant: TENANT, id: lease.id, token: lease.token, leaseMs: 60_000, progress: { done: s.pick % 100 } });
               break;
             }
             case 'checkpoint': {
               const lease = peekLease(s.pick);
-              if (lease !== undefined) await store.jobCheckpoint({ tenant: TENANT, id: lease.id, token: lease.token, checkpoint: { step: 1, state: { at: s.pick % 10 } } });
+              if (lease !== undefined)
+                await store.jobCheckpoint({ tenant: TENANT, id: lease.id, token: lease.token, checkpoint: { step: 1, state: { at: s.pick % 10 } } });
               break;
             }
             case 'effect': {

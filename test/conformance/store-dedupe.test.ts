@@ -110,7 +110,14 @@ describe.each(backends)('store conformance ($label): dedupe keys', (factory) => 
     expect(second.id).not.toBe(first.id);
     expect((await getJob(backend.store, first.id)).payload).toEqual(first.payload);
     // A retry puts the first job back in the queue; the key stays with the second.
-    await backend.store.jobFail({ tenant: TENANT, id: first.id, token: lease.token, error: { code: 'x', message: 'y' }, retryable: true, backoff: { baseMs: 1, maxMs: 1 } });
+    await backend.store.jobFail({
+      tenant: TENANT,
+      id: first.id,
+      token: lease.token,
+      error: { code: 'x', message: 'y' },
+      retryable: true,
+      backoff: { baseMs: 1, maxMs: 1 },
+    });
     expect((await deduplicated(backend.store, withDedupe('k3', drop, { payload: { n: 3 } }))).id).toBe(second.id);
     expect((await getJob(backend.store, first.id)).payload).toEqual(first.payload);
   });
@@ -165,7 +172,10 @@ describe.each(backends)('store conformance ($label): dedupe keys', (factory) => 
       );
       const created = outcomes.filter((o) => o.kind === 'created');
       expect(created, mode).toHaveLength(1);
-      expect(outcomes.filter((o) => o.kind === 'deduplicated'), mode).toHaveLength(23);
+      expect(
+        outcomes.filter((o) => o.kind === 'deduplicated'),
+        mode,
+      ).toHaveLength(23);
       const ids = new Set(outcomes.map((o) => (o.kind === 'created' || o.kind === 'deduplicated' ? o.job.id : '')));
       expect(ids.size, mode).toBe(1);
     }

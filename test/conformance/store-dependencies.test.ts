@@ -314,7 +314,9 @@ describe.each(backends)('store conformance ($label): per-key ordering', (factory
     // Enqueued concurrently from both stores; each key's order is the order its jobs were accepted.
     await Promise.all(
       keys.flatMap((key) =>
-        Array.from({ length: perKey }, (_, i) => (stores[i % 2] as Store).jobEnqueue(enqueueParams(`${key}-${i}`, { concurrencyKey: key, payload: { key, i } }))),
+        Array.from({ length: perKey }, (_, i) =>
+          (stores[i % 2] as Store).jobEnqueue(enqueueParams(`${key}-${i}`, { concurrencyKey: key, payload: { key, i } })),
+        ),
       ),
     );
     // A listing is newest first (by the store's sequence): reversed, it is the order of acceptance.

@@ -100,7 +100,9 @@ describe.each(backends)('store conformance ($label): per-kind flow control', (fa
     const peer = await backend.instance.openPeer();
     await register(store, 'limited', { maxConcurrent: 3 });
     await fill(store, 'limited', 30);
-    const calls = Array.from({ length: 40 }, (_, i) => (i % 2 === 0 ? store : peer).jobLease(leaseParams({ workerId: `w${i}`, max: 2, ...(i % 3 === 0 ? {} : { kinds: ['limited'] }) })));
+    const calls = Array.from({ length: 40 }, (_, i) =>
+      (i % 2 === 0 ? store : peer).jobLease(leaseParams({ workerId: `w${i}`, max: 2, ...(i % 3 === 0 ? {} : { kinds: ['limited'] }) })),
+    );
     const leased = (await Promise.all(calls)).flat();
     expect(leased).toHaveLength(3);
     expect(new Set(leased.map((job) => job.id)).size).toBe(3);

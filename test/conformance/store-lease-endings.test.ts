@@ -19,18 +19,7 @@ import {
 } from '../../src/store/lease-endings.js';
 import type { BackoffPolicy } from '../../src/core/backoff.js';
 import type { LeasedJob, Store } from '../../src/store/store.js';
-import {
-  backends,
-  enqueue,
-  ERROR,
-  getJob,
-  HOUR_BACKOFF,
-  leaseOne,
-  shortenLease,
-  TENANT,
-  useBackend,
-  waitUntilStoreTimePasses,
-} from './harness.js';
+import { backends, enqueue, ERROR, getJob, HOUR_BACKOFF, leaseOne, shortenLease, TENANT, useBackend, waitUntilStoreTimePasses } from './harness.js';
 
 /** A retry delay far past any deadline of this test (random is pinned to 0.5). */
 const FAR_BACKOFF: BackoffPolicy = { baseMs: 1_000_000_000, maxMs: 1_000_000_000 };
@@ -69,7 +58,9 @@ describe.each(backends)('store conformance ($label): what each ending stores', (
 
     const tooLarge = await lease('result-too-large');
     const body = Buffer.from('ten bytes!');
-    expect(await store.jobComplete({ tenant: TENANT, id: tooLarge.id, token: tooLarge.token, result: { contentType: 'text/plain', body }, maxResultBytes: 3 })).toEqual({
+    expect(
+      await store.jobComplete({ tenant: TENANT, id: tooLarge.id, token: tooLarge.token, result: { contentType: 'text/plain', body }, maxResultBytes: 3 }),
+    ).toEqual({
       kind: 'result_too_large',
     });
     expected.set(tooLarge.id, resultTooLargeEnding({ kind: 'too_large', bytes: body.length, maxBytes: 3 }));

@@ -131,7 +131,12 @@ describe.each(backends)('store conformance ($label): leases', (factory) => {
     expect(done.result?.checksum).toBe(sha256Hex(body));
     expect(Buffer.compare(done.result?.body ?? Buffer.alloc(0), body)).toBe(0);
 
-    const replay = await store.jobComplete({ tenant: TENANT, id: job.id, token: lease.token, result: { contentType: 'text/plain', body: Buffer.from('other') } });
+    const replay = await store.jobComplete({
+      tenant: TENANT,
+      id: job.id,
+      token: lease.token,
+      result: { contentType: 'text/plain', body: Buffer.from('other') },
+    });
     expect(replay).toEqual({ kind: 'completed', replayed: true });
     expect((await getJob(store, job.id)).result?.checksum).toBe(sha256Hex(body));
     expect(await store.jobComplete({ tenant: TENANT, id: job.id, token: 'stale' })).toEqual({ kind: 'rejected', code: 'stale_lease' });
@@ -163,7 +168,12 @@ describe.each(backends)('store conformance ($label): leases', (factory) => {
     expect(await store.jobComplete({ tenant: TENANT, id: job.id, token: `${lease.token}\u0000` })).toEqual({ kind: 'rejected', code: 'stale_lease' });
     expect(await store.jobRenew({ tenant: TENANT, id: job.id, token: '\u0000', leaseMs: 1_000 })).toEqual({ kind: 'rejected', code: 'stale_lease' });
     const failed = await store.jobFail({
-      tenant: TENANT, id: job.id, token: lease.token, error: { code: 'nul\u0000code', message: 'before\u0000after' }, retryable: true, backoff: HOUR_BACKOFF,
+      tenant: TENANT,
+      id: job.id,
+      token: lease.token,
+      error: { code: 'nul\u0000code', message: 'before\u0000after' },
+      retryable: true,
+      backoff: HOUR_BACKOFF,
     });
     expect(failed).toMatchObject({ kind: 'failed', status: 'queued' });
     expect((await getJob(store, job.id)).lastError?.message).toMatch(/^before.after$/u);
@@ -232,7 +242,13 @@ describe.each(backends)('store conformance ($label): leases', (factory) => {
     const store = backend.store;
     const job = await enqueue(store, 'k');
     const lease = await leaseOne(store);
-    const outcome = await store.jobComplete({ tenant: TENANT, id: job.id, token: lease.token, result: { contentType: 'text/plain', body: Buffer.alloc(100) }, maxResultBytes: 99 });
+    const outcome = await store.jobComplete({
+      tenant: TENANT,
+      id: job.id,
+      token: lease.token,
+      result: { contentType: 'text/plain', body: Buffer.alloc(100) },
+      maxResultBytes: 99,
+    });
     expect(outcome).toEqual({ kind: 'result_too_large' });
     expect(await getJob(store, job.id)).toMatchObject({ status: 'dead', result: null, lastError: { code: 'result_too_large', class: 'result_too_large' } });
   });
@@ -248,7 +264,11 @@ describe.each(backends)('store conformance ($label): leases', (factory) => {
     expect(outcome.runAfter).toBeGreaterThan(before);
     expect(outcome.runAfter).toBeLessThanOrEqual(before + 3_600_000 + 60_000);
     expect(await getJob(store, job.id)).toMatchObject({
-      status: 'queued', attempts: 1, runAfter: outcome.runAfter, lastError: { ...ERROR, class: 'transient' }, leaseExpiresAt: null,
+      status: 'queued',
+      attempts: 1,
+      runAfter: outcome.runAfter,
+      lastError: { ...ERROR, class: 'transient' },
+      leaseExpiresAt: null,
     });
     expect(await store.jobLease(leaseParams())).toEqual([]);
   });
@@ -283,9 +303,20 @@ describe.each(backends)('store conformance ($label): leases', (factory) => {
 
     const permanent = await enqueue(store, 'permanent', { maxAttempts: 5 });
     const lease2 = await leaseOne(store);
-    const outcome = await store.jobFail({ tenant: TENANT, id: permanent.id, token: lease2.token, error: { code: 'bad_input', message: 'no' }, retryable: false, backoff: IMMEDIATE_BACKOFF });
+    const outcome = await store.jobFail({
+      tenant: TENANT,
+      id: permanent.id,
+      token: lease2.token,
+      error: { code: 'bad_input', message: 'no' },
+      retryable: false,
+      backoff: IMMEDIATE_BACKOFF,
+    });
     expect(outcome).toMatchObject({ kind: 'failed', status: 'dead' });
-    expect(await getJob(store, permanent.id)).toMatchObject({ status: 'dead', attempts: 1, lastError: { code: 'bad_input', message: 'no', class: 'permanent' } });
+    expect(await getJob(store, permanent.id)).toMatchObject({
+      status: 'dead',
+      attempts: 1,
+      lastError: { code: 'bad_input', message: 'no', class: 'permanent' },
+    });
     const replay = await store.jobFail({ tenant: TENANT, id: permanent.id, token: lease2.token, error: ERROR, retryable: false, backoff: IMMEDIATE_BACKOFF });
     expect(replay).toEqual({ kind: 'failed', status: 'dead', runAfter: null, replayed: true, failureClass: null });
   });

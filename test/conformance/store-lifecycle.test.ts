@@ -33,7 +33,10 @@ describe.each(backends)('store conformance ($label): lifecycle', (factory) => {
     const reaped = await store.jobReapExpired();
     expect(reaped).toMatchObject({ requeued: 1, dead: 0, unknown: 0, cancelled: 0 });
     expect(await getJob(store, job.id)).toMatchObject({
-      status: 'queued', attempts: 1, leaseExpiresAt: null, lastError: { code: 'lease_expired', class: 'lease_expired' },
+      status: 'queued',
+      attempts: 1,
+      leaseExpiresAt: null,
+      lastError: { code: 'lease_expired', class: 'lease_expired' },
     });
     expect((await store.stats({ tenant: TENANT })).leaseExpirations).toBe(1);
     expect(await store.jobReapExpired()).toMatchObject({ requeued: 0, dead: 0 });
@@ -43,10 +46,14 @@ describe.each(backends)('store conformance ($label): lifecycle', (factory) => {
     const store = backend.store;
     const job = await enqueue(store, 'k');
     const first = await leaseOne(store, { leaseMs: 50, workerId: 'crashed' });
-    const second = await waitFor('the expired job to be leased again', async () => {
-      const jobs = await store.jobLease(leaseParams({ workerId: 'rescuer' }));
-      return jobs[0];
-    }, { timeoutMs: 10_000, intervalMs: 10 });
+    const second = await waitFor(
+      'the expired job to be leased again',
+      async () => {
+        const jobs = await store.jobLease(leaseParams({ workerId: 'rescuer' }));
+        return jobs[0];
+      },
+      { timeoutMs: 10_000, intervalMs: 10 },
+    );
     expect(second).toMatchObject({ id: job.id, attempt: 2, epoch: first.epoch + 1 });
     const attempts = await store.jobAttempts({ scope: { tenant: TENANT }, id: job.id });
     expect(attempts?.map((a) => [a.workerId, a.outcome, a.errorCode])).toEqual([
@@ -103,7 +110,10 @@ describe.each(backends)('store conformance ($label): lifecycle', (factory) => {
     }
     const [s, d, r] = ids as [string, string, string];
     const scope = { tenant: TENANT };
-    expect(await store.jobReconcile({ scope, id: s, outcome: 'succeeded' })).toMatchObject({ kind: 'reconciled', job: { status: 'succeeded', lastError: null } });
+    expect(await store.jobReconcile({ scope, id: s, outcome: 'succeeded' })).toMatchObject({
+      kind: 'reconciled',
+      job: { status: 'succeeded', lastError: null },
+    });
     expect(await store.jobReconcile({ scope, id: d, outcome: 'dead' })).toMatchObject({
       kind: 'reconciled',
       job: { status: 'dead', lastError: { class: 'reconciled_dead' } },
@@ -190,8 +200,12 @@ describe.each(backends)('store conformance ($label): lifecycle', (factory) => {
     const store = backend.store;
     const job = await enqueue(store, 'k');
     const lease = await leaseOne(store);
-    expect(await store.jobCheckpoint({ tenant: TENANT, id: job.id, token: lease.token, checkpoint: { step: 1, state: { rows: 100 } } })).toEqual({ kind: 'ok' });
-    expect(await store.jobCheckpoint({ tenant: TENANT, id: job.id, token: lease.token, checkpoint: { step: 2, state: { rows: 200 } } })).toEqual({ kind: 'ok' });
+    expect(await store.jobCheckpoint({ tenant: TENANT, id: job.id, token: lease.token, checkpoint: { step: 1, state: { rows: 100 } } })).toEqual({
+      kind: 'ok',
+    });
+    expect(await store.jobCheckpoint({ tenant: TENANT, id: job.id, token: lease.token, checkpoint: { step: 2, state: { rows: 200 } } })).toEqual({
+      kind: 'ok',
+    });
     expect(await store.jobCheckpoint({ tenant: TENANT, id: job.id, token: 'stale', checkpoint: { step: 9, state: null } })).toEqual({
       kind: 'rejected',
       code: 'stale_lease',
@@ -230,7 +244,14 @@ describe.each(backends)('store conformance ($label): lifecycle', (factory) => {
       job: { status: 'running', cancelRequested: true },
     });
     expect(await store.jobRenew({ tenant: TENANT, id: job.id, token: lease.token, leaseMs: 30_000 })).toEqual({ kind: 'rejected', code: 'cancelled' });
-    const failed = await store.jobFail({ tenant: TENANT, id: job.id, token: lease.token, error: { code: 'aborted', message: 'cancelled' }, retryable: true, backoff: IMMEDIATE_BACKOFF });
+    const failed = await store.jobFail({
+      tenant: TENANT,
+      id: job.id,
+      token: lease.token,
+      error: { code: 'aborted', message: 'cancelled' },
+      retryable: true,
+      backoff: IMMEDIATE_BACKOFF,
+    });
     expect(failed).toMatchObject({ kind: 'failed', status: 'cancelled' });
     expect(await getJob(store, job.id)).toMatchObject({ status: 'cancelled', lastError: { code: 'aborted', class: 'cancelled' } });
   });

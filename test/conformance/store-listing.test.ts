@@ -63,7 +63,9 @@ describe.each(backends)('store conformance ($label): listing and storage under h
     const lease = await leaseOne(backend.store);
     await backend.store.jobCheckpoint({ tenant: TENANT, id: job.id, token: lease.token, checkpoint: { step: 1, state: { s: 'y'.repeat(500) } } });
     const body = Buffer.alloc(4096, 7);
-    expect(await backend.store.jobComplete({ tenant: TENANT, id: job.id, token: lease.token, result: { contentType: 'application/octet-stream', body } })).toMatchObject({
+    expect(
+      await backend.store.jobComplete({ tenant: TENANT, id: job.id, token: lease.token, result: { contentType: 'application/octet-stream', body } }),
+    ).toMatchObject({
       kind: 'completed',
     });
     const [item] = (await backend.store.jobList({ scope: { tenant: TENANT }, limit: 10 })).jobs;

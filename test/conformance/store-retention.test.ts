@@ -12,15 +12,35 @@
 import { describe, expect, it } from 'vitest';
 import { PURGEABLE_STATUSES, type JobPurgeParams } from '../../src/store/retention.js';
 import type { JobRecord, Store } from '../../src/store/store.js';
-import { backends, enqueue, enqueueParams, ERROR, HOUR_BACKOFF, leaseOne, leaseParams, shortenLease, TENANT, useBackend, waitUntilStoreTimePasses } from './harness.js';
+import {
+  backends,
+  enqueue,
+  enqueueParams,
+  ERROR,
+  HOUR_BACKOFF,
+  leaseOne,
+  leaseParams,
+  shortenLease,
+  TENANT,
+  useBackend,
+  waitUntilStoreTimePasses,
+} from './harness.js';
 
 const WEEK_MS = 7 * 24 * 3_600_000;
 const SHORT = { succeededMs: 1, cancelledMs: 1, deadMs: 1 };
 
 function kindParams(kind: string, retention?: typeof SHORT) {
   return {
-    tenant: TENANT, kind, payloadSchema: null, maxPayloadBytes: 1024, maxAttempts: 3, leaseMs: 30_000,
-    backoff: { baseMs: 1, maxMs: 1 }, deadlineMs: null, maxResultBytes: 1024, maxCheckpointBytes: 1024,
+    tenant: TENANT,
+    kind,
+    payloadSchema: null,
+    maxPayloadBytes: 1024,
+    maxAttempts: 3,
+    leaseMs: 30_000,
+    backoff: { baseMs: 1, maxMs: 1 },
+    deadlineMs: null,
+    maxResultBytes: 1024,
+    maxCheckpointBytes: 1024,
     ...(retention === undefined ? {} : { retention }),
   };
 }
@@ -56,7 +76,7 @@ async function statusOf(store: Store, id: string): Promise<string | null> {
 describe.each(backends)('store conformance ($label): retention', (factory) => {
   const backend = useBackend(factory);
 
-  it('deletes finished jobs past their kind\'s period with attempts and results, and keeps younger, unknown and unfinished ones', async () => {
+  it("deletes finished jobs past their kind's period with attempts and results, and keeps younger, unknown and unfinished ones", async () => {
     const store = backend.store;
     await store.kindUpsert(kindParams('short', SHORT));
     expect((await store.kindGet({ tenant: TENANT, kind: 'short' }))?.retention).toEqual(SHORT);
@@ -82,7 +102,13 @@ describe.each(backends)('store conformance ($label): retention', (factory) => {
     expect(await store.jobAttempts({ scope: { tenant: TENANT }, id: young['succeeded']?.id ?? '' })).toHaveLength(1);
 
     // By hand (no kind periods): everything finished at least 0 ms ago, never unknown; an hour spares all.
-    const byHand = (status: (typeof PURGEABLE_STATUSES)[number], olderThanMs: number): JobPurgeParams => ({ status, olderThanMs, kindRetention: false, tenant: TENANT, limit: 500 });
+    const byHand = (status: (typeof PURGEABLE_STATUSES)[number], olderThanMs: number): JobPurgeParams => ({
+      status,
+      olderThanMs,
+      kindRetention: false,
+      tenant: TENANT,
+      limit: 500,
+    });
     for (const status of PURGEABLE_STATUSES) expect(await store.jobPurge(byHand(status, 3_600_000))).toEqual({ deleted: 0 });
     for (const status of PURGEABLE_STATUSES) expect(await store.jobPurge(byHand(status, 0))).toEqual({ deleted: 1 });
     expect(await statusOf(store, young['unknown']?.id ?? '')).toBe('unknown');
@@ -128,7 +154,7 @@ describe.each(backends)('store conformance ($label): retention', (factory) => {
     if (reused.kind === 'created') expect(reused.job.id).not.toBe(first.id);
   });
 
-  it('takes the purged jobs\' payload and result bytes off the tenant\'s storage', async () => {
+  it("takes the purged jobs' payload and result bytes off the tenant's storage", async () => {
     const store = backend.store;
     await enqueue(store, 'stored', { payloadBytes: 32 });
     const lease = await leaseOne(store);
@@ -142,7 +168,7 @@ describe.each(backends)('store conformance ($label): retention', (factory) => {
 describe.each(backends)('store conformance ($label): next due', (factory) => {
   const backend = useBackend(factory);
 
-  it('answers the earliest runAfter of the tenant\'s queued jobs of the kinds asked for, and null when none', async () => {
+  it("answers the earliest runAfter of the tenant's queued jobs of the kinds asked for, and null when none", async () => {
     const store = backend.store;
     expect(await store.jobNextDue({ tenant: TENANT })).toBeNull();
     const now = await store.now();

@@ -113,7 +113,15 @@ describe('docs/alerts.yml', () => {
 
   it('has every alert of the runbook, each pointing at its section of docs/RUNBOOK.md', () => {
     const runbook = read('docs/RUNBOOK.md');
-    const anchors = new Set([...runbook.matchAll(/^#{2,3} (.+)$/gm)].map(([, title]) => String(title).toLowerCase().replace(/[^a-z0-9 -]/g, '').trim().replace(/ /g, '-')));
+    const anchors = new Set(
+      [...runbook.matchAll(/^#{2,3} (.+)$/gm)].map(([, title]) =>
+        String(title)
+          .toLowerCase()
+          .replace(/[^a-z0-9 -]/g, '')
+          .trim()
+          .replace(/ /g, '-'),
+      ),
+    );
     const alerts = new Set(rules.map((r) => r.alert));
     for (const [section, alert] of Object.entries(RUNBOOK_SECTIONS)) {
       expect(anchors, section).toContain(section);

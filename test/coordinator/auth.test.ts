@@ -5,19 +5,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { hashApiKey, newApiKey } from '../../src/core/ids.js';
-import {
-  backends,
-  bearer,
-  drainAfterAll,
-  enqueue,
-  errorCode,
-  get,
-  lease,
-  post,
-  startCoordinator,
-  waitFor,
-  type Harness,
-} from '../support/http-fixtures.js';
+import { backends, bearer, drainAfterAll, enqueue, errorCode, get, lease, post, startCoordinator, waitFor, type Harness } from '../support/http-fixtures.js';
 
 describe.each(backends)('HTTP contract ($name)', (backend) => {
   let h: Harness;

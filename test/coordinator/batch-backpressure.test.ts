@@ -30,7 +30,12 @@ describe.each(backends)('HTTP contract ($name)', (backend) => {
   describe('POST /jobs/batch', () => {
     it('enqueues many jobs with per-job answers, replays and conflicts', async () => {
       h = await startCoordinator({}, { backend });
-      await h.app.inject({ method: 'PUT', url: '/kinds/email', headers: bearer(h.keys.admin), payload: { payloadSchema: { type: 'object', required: ['to'] } } });
+      await h.app.inject({
+        method: 'PUT',
+        url: '/kinds/email',
+        headers: bearer(h.keys.admin),
+        payload: { payloadSchema: { type: 'object', required: ['to'] } },
+      });
       await enqueue(h.app, h.keys.producer, { kind: 'email', payload: { to: 'x' } }, 'single');
       const response = await batch(h, [
         { idempotencyKey: 'a', kind: 'email', payload: { to: 'a' } },

@@ -29,7 +29,11 @@ async function deadJobs(h: Harness, key: string, workerKey: string, kind: string
   const leased = await lease(h.app, workerKey, { kinds: [kind], max: count });
   expect(leased).toHaveLength(count);
   for (const job of leased) {
-    const failed = await post(h.app, workerKey, `/jobs/${job.id}/fail`, { token: job.token, error: { code, message: `<img src=x onerror=alert(1)> ${code}` }, retryable: false });
+    const failed = await post(h.app, workerKey, `/jobs/${job.id}/fail`, {
+      token: job.token,
+      error: { code, message: `<img src=x onerror=alert(1)> ${code}` },
+      retryable: false,
+    });
     expect(failed.statusCode).toBe(200);
   }
   return ids;
@@ -121,7 +125,13 @@ describe.each(backends)('operator routes ($name)', (backend) => {
     const id = otherIds[0] ?? '';
     const response = await get(h.app, h.keys.admin, `/jobs/${id}/detail`);
     expect(response.statusCode, response.body).toBe(200);
-    const detail = response.json() as { job: WireJob; payload: unknown; attempts: { outcome: string; errorCode: string }[]; checkpoint: unknown; result: unknown };
+    const detail = response.json() as {
+      job: WireJob;
+      payload: unknown;
+      attempts: { outcome: string; errorCode: string }[];
+      checkpoint: unknown;
+      result: unknown;
+    };
     expect(detail.job).toMatchObject({ id, status: 'dead', lastError: { code: 'other' } });
     expect(detail.payload).toEqual({ i: 0 });
     expect(detail.attempts).toHaveLength(1);

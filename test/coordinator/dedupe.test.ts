@@ -66,7 +66,9 @@ describe.each(backends)('dedupe and unique over HTTP ($name)', (backend) => {
 
   it('replace: the new payload must pass the kind schema; a refused one changes nothing', async () => {
     const schema = { type: 'object', properties: { n: { type: 'integer' } }, required: ['n'], additionalProperties: false };
-    expect((await h.app.inject({ method: 'PUT', url: '/kinds/report', headers: bearer(h.keys.admin), payload: { payloadSchema: schema } })).statusCode).toBe(200);
+    expect((await h.app.inject({ method: 'PUT', url: '/kinds/report', headers: bearer(h.keys.admin), payload: { payloadSchema: schema } })).statusCode).toBe(
+      200,
+    );
     const dedupe = { key: 'd', mode: 'replace', ttlMs: HOUR };
     const first = (await enqueue(h.app, h.keys.producer, { kind: 'report', payload: { n: 1 }, dedupe })).json() as WireJob;
     const bad = await enqueue(h.app, h.keys.producer, { kind: 'report', payload: { n: 'two' }, dedupe });
@@ -118,7 +120,9 @@ describe.each(backends)('dedupe and unique over HTTP ($name)', (backend) => {
       },
     });
     expect(response.statusCode).toBe(200);
-    const [b1, b2, b3] = (response.json() as { results: { status: number; replayed?: boolean; deduplicated?: boolean; job?: WireJob; error?: ErrorBody['error'] }[] }).results;
+    const [b1, b2, b3] = (
+      response.json() as { results: { status: number; replayed?: boolean; deduplicated?: boolean; job?: WireJob; error?: ErrorBody['error'] }[] }
+    ).results;
     expect(b1).toMatchObject({ status: 202, replayed: false });
     expect(b1?.deduplicated).toBeUndefined();
     expect(b2).toMatchObject({ status: 202, replayed: false, deduplicated: true, job: { id: b1?.job?.id } });

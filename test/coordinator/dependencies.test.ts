@@ -72,7 +72,12 @@ describe.each(backends)('dependencies and per-key ordering over HTTP ($name)', (
       answers.push(response.body);
     }
     expect(new Set(answers).size).toBe(1);
-    const batch = await post(h.app, h.keys.producer, '/jobs/batch', { jobs: [{ idempotencyKey: 'b1', kind: 'email', payload: {} }, { idempotencyKey: 'b2', kind: 'email', payload: {}, dependsOn: [foreign.id] }] });
+    const batch = await post(h.app, h.keys.producer, '/jobs/batch', {
+      jobs: [
+        { idempotencyKey: 'b1', kind: 'email', payload: {} },
+        { idempotencyKey: 'b2', kind: 'email', payload: {}, dependsOn: [foreign.id] },
+      ],
+    });
     expect(batch.statusCode).toBe(400);
     expect(errorCode(batch)).toBe('invalid_request');
     const adminChild = await job(h.keys.admin, { dependsOn: [mine.id, colleague.id] });

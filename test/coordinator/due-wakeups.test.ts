@@ -167,7 +167,8 @@ describe.each(backends)('event-driven long polls ($name)', (backend) => {
     await waitFor('both polls to park', () => calls.parks === 2);
     const runAfter = toRfc3339((await harness.store.now()) + 600);
     const ids = [];
-    for (const n of [1, 2]) ids.push(((await enqueue(coordinator, harness.keys.producer, { kind: 'pair', payload: { n }, runAfter })).json() as { id: string }).id);
+    for (const n of [1, 2])
+      ids.push(((await enqueue(coordinator, harness.keys.producer, { kind: 'pair', payload: { n }, runAfter })).json() as { id: string }).id);
     const answers = await Promise.all([first, second]);
     expect(answers.map((a) => a.statusCode)).toEqual([200, 200]);
     for (const id of ids) expect(await startedLate(harness, id)).toBeLessThan(dueBoundMs());

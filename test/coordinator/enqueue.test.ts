@@ -75,7 +75,11 @@ describe.each(backends)('HTTP contract ($name)', (backend) => {
 
     it('answers 409 idempotency_conflict for the same key with a different body', async () => {
       await enqueue(h.app, h.keys.producer, { kind: 'email', payload: { a: 1 } }, 'k1');
-      for (const body of [{ kind: 'email', payload: { a: 2 } }, { kind: 'email', payload: { a: 1 }, priority: 1 }, { kind: 'sms', payload: { a: 1 } }]) {
+      for (const body of [
+        { kind: 'email', payload: { a: 2 } },
+        { kind: 'email', payload: { a: 1 }, priority: 1 },
+        { kind: 'sms', payload: { a: 1 } },
+      ]) {
         const response = await enqueue(h.app, h.keys.producer, body, 'k1');
         expect(response.statusCode).toBe(409);
         expect(errorCode(response)).toBe('idempotency_conflict');

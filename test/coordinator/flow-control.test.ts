@@ -12,7 +12,19 @@ import { performance } from 'node:perf_hooks';
 import type { FastifyInstance } from 'fastify';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { buildCoordinator } from '../../src/coordinator/app.js';
-import { backends, bearer, drainAfterAll, enqueue, errorCode, get, lease, post, startCoordinator, type Harness, type LeasedWire } from '../support/http-fixtures.js';
+import {
+  backends,
+  bearer,
+  drainAfterAll,
+  enqueue,
+  errorCode,
+  get,
+  lease,
+  post,
+  startCoordinator,
+  type Harness,
+  type LeasedWire,
+} from '../support/http-fixtures.js';
 import { observingLeases } from '../support/observing-leases.js';
 
 /** Hand-overs of the one maxConcurrent slot in the freed-slot test: one to warm up, four counted. */

@@ -82,9 +82,16 @@ describe.each(backends)('HTTP contract ($name)', (backend) => {
     it('stores bytes with their content type', async () => {
       const { id, token } = await runningJob();
       const bytes = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x00, 0xff, 0x10]);
-      const both = await post(h.app, h.keys.worker, `/jobs/${id}/complete`, { token, result: 1, resultBytes: { contentType: 'image/png', base64: bytes.toString('base64') } });
+      const both = await post(h.app, h.keys.worker, `/jobs/${id}/complete`, {
+        token,
+        result: 1,
+        resultBytes: { contentType: 'image/png', base64: bytes.toString('base64') },
+      });
       expect(both.statusCode).toBe(400);
-      const done = await post(h.app, h.keys.worker, `/jobs/${id}/complete`, { token, resultBytes: { contentType: 'image/png', base64: bytes.toString('base64') } });
+      const done = await post(h.app, h.keys.worker, `/jobs/${id}/complete`, {
+        token,
+        resultBytes: { contentType: 'image/png', base64: bytes.toString('base64') },
+      });
       expect(done.statusCode).toBe(200);
       const response = await get(h.app, h.keys.producer, `/jobs/${id}/result`);
       expect(response.headers['content-type']).toBe('image/png');

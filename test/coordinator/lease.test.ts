@@ -67,7 +67,7 @@ describe.each(backends)('HTTP contract ($name)', (backend) => {
       expect(await readJob(id)).toEqual(done);
     });
 
-    it('rejects a late complete with 409 stale_lease and keeps the other worker\'s result', async () => {
+    it("rejects a late complete with 409 stale_lease and keeps the other worker's result", async () => {
       const id = await newJob();
       const [slow] = await lease(h.app, h.keys.worker, { leaseMs: 100, workerId: 'slow' });
       await h.time.advance(101);

@@ -113,7 +113,12 @@ describe.each(backends)('coordinator logs ($label)', (backend) => {
     try {
       app.addHook('onRequest', async (request) => logAtEveryLevel(request.log, 'request'));
       logAtEveryLevel(app.log, 'app');
-      const answer = await app.inject({ method: 'POST', url: '/lease', headers: { ...bearer(h.keys.worker), 'content-type': 'application/json' }, payload: { workerId: 'w1' } });
+      const answer = await app.inject({
+        method: 'POST',
+        url: '/lease',
+        headers: { ...bearer(h.keys.worker), 'content-type': 'application/json' },
+        payload: { workerId: 'w1' },
+      });
       expect(answer.statusCode).toBe(500);
       expectRedactedAtEveryLevel(lines, 'app');
       expectRedactedAtEveryLevel(lines, 'request');

@@ -78,7 +78,8 @@ describe.each(backends)('GET /metrics ($label)', (backend) => {
       expect(answer.statusCode).toBe(202);
       ids.push((answer.json() as { id: string }).id);
       // A replay, while under the limit (backpressure refuses replays too when over it).
-      if (ids.length === 1) expect((await enqueue(app, keys.producer, { kind: 'email', payload: { n: 0 } }, 'cycle-0')).headers['idempotent-replayed']).toBe('true');
+      if (ids.length === 1)
+        expect((await enqueue(app, keys.producer, { kind: 'email', payload: { n: 0 } }, 'cycle-0')).headers['idempotent-replayed']).toBe('true');
     }
     const refused = await enqueue(app, keys.producer, { kind: 'email', payload: { n: 9 } });
     expect(refused.statusCode).toBe(503); // over maxPendingJobs: backpressure's overloaded
@@ -91,10 +92,16 @@ describe.each(backends)('GET /metrics ($label)', (backend) => {
     const [effectful] = byKind('effectful');
     if (first === undefined || second === undefined || report === undefined || effectful === undefined) throw new Error('missing leases');
     expect((await post(app, keys.worker, `/jobs/${first.id}/complete`, { token: first.token, result: { sent: true } })).statusCode).toBe(200);
-    expect((await post(app, keys.worker, `/jobs/${second.id}/fail`, { token: second.token, error: { code: 'smtp_timeout', message: 'slow' } })).json()).toMatchObject({ status: 'queued' });
-    expect((await post(app, keys.worker, `/jobs/${report.id}/fail`, { token: report.token, error: { code: 'bad_input', message: 'no' }, retryable: false })).json()).toMatchObject({ status: 'dead' });
+    expect(
+      (await post(app, keys.worker, `/jobs/${second.id}/fail`, { token: second.token, error: { code: 'smtp_timeout', message: 'slow' } })).json(),
+    ).toMatchObject({ status: 'queued' });
+    expect(
+      (await post(app, keys.worker, `/jobs/${report.id}/fail`, { token: report.token, error: { code: 'bad_input', message: 'no' }, retryable: false })).json(),
+    ).toMatchObject({ status: 'dead' });
     expect((await post(app, keys.worker, `/jobs/${effectful.id}/effect`, { token: effectful.token })).statusCode).toBe(200);
-    expect((await post(app, keys.worker, `/jobs/${effectful.id}/fail`, { token: effectful.token, error: { code: 'crashed', message: 'x' } })).json()).toMatchObject({ status: 'unknown' });
+    expect(
+      (await post(app, keys.worker, `/jobs/${effectful.id}/fail`, { token: effectful.token, error: { code: 'crashed', message: 'x' } })).json(),
+    ).toMatchObject({ status: 'unknown' });
     expect((await post(app, keys.admin, `/jobs/${effectful.id}/reconcile`, { outcome: 'dead' })).statusCode).toBe(200);
     expect((await post(app, keys.admin, `/jobs/${report.id}/requeue`, {})).statusCode).toBe(200);
     expect((await post(app, keys.admin, `/jobs/${second.id}/cancel`)).statusCode).toBe(200);

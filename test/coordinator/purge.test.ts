@@ -88,7 +88,7 @@ describe.each(backends)('POST /jobs/purge and retention ($name)', (backend) => {
     expect((again.json() as { id: string }).id).not.toBe((first.json() as { id: string }).id);
   });
 
-  it('deletes on its own timer the finished jobs past their kind\'s retention, and shows the periods in effect', async () => {
+  it("deletes on its own timer the finished jobs past their kind's retention, and shows the periods in effect", async () => {
     const harness = await start({ retentionIntervalMs: 20 });
     const put = await harness.app.inject({
       method: 'PUT',

@@ -65,8 +65,7 @@ async function openWorld(backend: BackendFactory, coordinators: number, config: 
     async tickAll() {
       await Promise.all(services.map((s) => s.ctx.scheduler.tick()));
     },
-    put: (name, body, key = admin) =>
-      app.inject({ method: 'PUT', url: `/schedules/${encodeURIComponent(name)}`, headers: bearer(key), payload: body }),
+    put: (name, body, key = admin) => app.inject({ method: 'PUT', url: `/schedules/${encodeURIComponent(name)}`, headers: bearer(key), payload: body }),
     async list(key = admin, query = '') {
       const response = await app.inject({ method: 'GET', url: `/schedules${query}`, headers: bearer(key) });
       expect(response.statusCode, response.body).toBe(200);
@@ -117,11 +116,26 @@ describe.each(backends)('recurring schedules ($label)', (backend) => {
   describe('routes', () => {
     it('sets a schedule and answers it with its next occurrence; GET lists it, DELETE removes it', async () => {
       const w = (world = await openWorld(backend, 1));
-      const saved = await mustPut(w, 'nightly', { kind: 'report', payload: { n: 1 }, cron: '0 3 * * *', timezone: 'Europe/Berlin', overlap: 'allow', catchUp: 2 });
+      const saved = await mustPut(w, 'nightly', {
+        kind: 'report',
+        payload: { n: 1 },
+        cron: '0 3 * * *',
+        timezone: 'Europe/Berlin',
+        overlap: 'allow',
+        catchUp: 2,
+      });
       expect(saved).toMatchObject({
-        name: 'nightly', kind: 'report', payload: { n: 1 }, cron: '0 3 * * *', timezone: 'Europe/Berlin', overlap: 'allow', catchUp: 2,
+        name: 'nightly',
+        kind: 'report',
+        payload: { n: 1 },
+        cron: '0 3 * * *',
+        timezone: 'Europe/Berlin',
+        overlap: 'allow',
+        catchUp: 2,
         // 03:00 CET on 2026-03-03
-        nextAt: '2026-03-03T02:00:00.000Z', lastAt: null, lastJobId: null,
+        nextAt: '2026-03-03T02:00:00.000Z',
+        lastAt: null,
+        lastJobId: null,
       });
       // Defaults: UTC, skip, no catch-up.
       const defaults = await mustPut(w, 'hourly', { kind: 'report', payload: null, cron: '@hourly' });
@@ -184,7 +198,9 @@ describe.each(backends)('recurring schedules ($label)', (backend) => {
     it("applies the kind's rules to the payload, as an enqueue would", async () => {
       const w = (world = await openWorld(backend, 1));
       const kind = await w.apps[0]?.inject({
-        method: 'PUT', url: '/kinds/mail', headers: bearer(w.admin),
+        method: 'PUT',
+        url: '/kinds/mail',
+        headers: bearer(w.admin),
         payload: { payloadSchema: { type: 'object', required: ['to'] }, maxPayloadBytes: 64 },
       });
       expect(kind?.statusCode).toBe(200);
@@ -362,10 +378,25 @@ describe.each(backends)('recurring schedules ($label)', (backend) => {
     it('serves other tenants in the same batch as one tenant with many due schedules', async () => {
       const w = (world = await openWorld(backend, 1, { maxSchedulesPerTenant: 1_000 }));
       const store = w.stores[0] as Store;
-      const now = await w.services[0]?.ctx.scheduler.now() ?? START;
+      const now = (await w.services[0]?.ctx.scheduler.now()) ?? START;
       const upsert = (tenant: string, name: string, nextAt: number) =>
-        store.scheduleUpsert({ tenant, name, owner: 'root', kind: 'k', payload: null, payloadJson: 'null', cron: '* * * * *', timezone: 'UTC', overlap: 'allow', catchUp: 0, nextAt, now, maxPerTenant: 1_000 });
-      for (let i = 0; i < 150; i += 50) await Promise.all(Array.from({ length: 50 }, (_, j) => upsert('t1', `s${String(i + j).padStart(3, '0')}`, START - 10 * MINUTE)));
+        store.scheduleUpsert({
+          tenant,
+          name,
+          owner: 'root',
+          kind: 'k',
+          payload: null,
+          payloadJson: 'null',
+          cron: '* * * * *',
+          timezone: 'UTC',
+          overlap: 'allow',
+          catchUp: 0,
+          nextAt,
+          now,
+          maxPerTenant: 1_000,
+        });
+      for (let i = 0; i < 150; i += 50)
+        await Promise.all(Array.from({ length: 50 }, (_, j) => upsert('t1', `s${String(i + j).padStart(3, '0')}`, START - 10 * MINUTE)));
       await upsert('t2', 'late', START - MINUTE);
       const batch = await store.scheduleDue({ now: START, limit: 100, perTenant: 10 });
       expect(batch.filter((s) => s.tenant === 't1')).toHaveLength(10);
@@ -380,7 +411,12 @@ describe.each(backends)('recurring schedules ($label)', (backend) => {
     it('passes over an occurrence whose job the kind rules now refuse, and keeps going', async () => {
       const w = (world = await openWorld(backend, 1));
       await mustPut(w, 's', { kind: 'mail', payload: { to: 1 }, cron: '* * * * *' });
-      const kind = await w.apps[0]?.inject({ method: 'PUT', url: '/kinds/mail', headers: bearer(w.admin), payload: { payloadSchema: { type: 'object', properties: { to: { type: 'string' } } } } });
+      const kind = await w.apps[0]?.inject({
+        method: 'PUT',
+        url: '/kinds/mail',
+        headers: bearer(w.admin),
+        payload: { payloadSchema: { type: 'object', properties: { to: { type: 'string' } } } },
+      });
       expect(kind?.statusCode).toBe(200);
       const next = START - (START % MINUTE) + MINUTE;
       w.clock.set(next);

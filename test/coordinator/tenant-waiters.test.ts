@@ -176,7 +176,9 @@ describe.each(backends)('waiters per tenant ($name)', (backend) => {
       for (const parked of parkedB) expect((await parked).statusCode).toBe(200);
       alone.push(...(await enqueueToStart(`alone-${spell}`, 30)));
       difference = median(withB) - median(alone);
-      console.log(`enqueue-to-start p50 (${backend.name}), spell ${spell}: A alone ${median(alone).toFixed(2)} ms, with B's 1,000 parked polls ${median(withB).toFixed(2)} ms`);
+      console.log(
+        `enqueue-to-start p50 (${backend.name}), spell ${spell}: A alone ${median(alone).toFixed(2)} ms, with B's 1,000 parked polls ${median(withB).toFixed(2)} ms`,
+      );
     }
     expect(difference).toBeLessThan(2);
   }, 120_000);

@@ -126,7 +126,9 @@ describe.each(backends)('GET /jobs/{id}?waitMs ($name)', (backend) => {
     await post(a, h.keys.worker, `/jobs/${id}/fail`, { token, error: { code: 'nope' }, retryable: false });
     expect((await answer).json()).toMatchObject({ id, status: 'dead' });
 
-    const queued = ((await enqueue(h.app, h.keys.producer, { kind: 'later', payload: {}, runAfter: new Date(Date.now() + 3_600_000).toISOString() })).json() as { id: string }).id;
+    const queued = (
+      (await enqueue(h.app, h.keys.producer, { kind: 'later', payload: {}, runAfter: new Date(Date.now() + 3_600_000).toISOString() })).json() as { id: string }
+    ).id;
     const { answer: second } = await parkedWait(queued, 30_000);
     await post(a, h.keys.producer, `/jobs/${queued}/cancel`);
     expect((await second).json()).toMatchObject({ id: queued, status: 'cancelled' });
@@ -149,7 +151,9 @@ describe.each(backends)('GET /jobs/{id}?waitMs ($name)', (backend) => {
     const { id, token } = await runningJob();
     await post(a, h.keys.worker, `/jobs/${id}/complete`, { token });
     const started = performance.now();
-    expect((await a.inject({ method: 'GET', url: `/jobs/${id}?waitMs=60000`, headers: bearer(h.keys.producer) })).json()).toMatchObject({ status: 'succeeded' });
+    expect((await a.inject({ method: 'GET', url: `/jobs/${id}?waitMs=60000`, headers: bearer(h.keys.producer) })).json()).toMatchObject({
+      status: 'succeeded',
+    });
     expect(performance.now() - started).toBeLessThan(1_000);
     const tooLong = await a.inject({ method: 'GET', url: `/jobs/${id}?waitMs=60001`, headers: bearer(h.keys.producer) });
     expect(tooLong.statusCode).toBe(400);

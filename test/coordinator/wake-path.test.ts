@@ -75,7 +75,12 @@ describe.each(backends)('the wake path of a kinds-filtered long poll ($name)', (
   /** A poll for kind `wake` on the polled coordinator, once parked with no due time: only an announcement can wake it. */
   async function parkedPoll(): Promise<{ readonly answer: Promise<LightMyRequestResponse>; readonly leasesAtPark: number }> {
     const park = leases.nextPark();
-    const answer = polled.inject({ method: 'POST', url: '/lease', headers: bearer(h.keys.worker), payload: { workerId: 'w', kinds: ['wake'], waitMs: WAIT_MS } });
+    const answer = polled.inject({
+      method: 'POST',
+      url: '/lease',
+      headers: bearer(h.keys.worker),
+      payload: { workerId: 'w', kinds: ['wake'], waitMs: WAIT_MS },
+    });
     const parkedWith = await park;
     // Nothing of kind `wake` is queued: no due timer is set, whatever the other kind has queued.
     expect(parkedWith.nextDue).toBeNull();

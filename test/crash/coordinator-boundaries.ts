@@ -23,7 +23,12 @@ async function expectCrash(deployment: CrashDeployment, call: Promise<unknown>):
   expect(await deployment.coordinator.exited).toBe('SIGKILL');
 }
 
-async function leaseOne(client: LeaseholdClient, kind: string, workerId: string, leaseMs: number): Promise<{ id: string; token: string; attempt: number; epoch: number }> {
+async function leaseOne(
+  client: LeaseholdClient,
+  kind: string,
+  workerId: string,
+  leaseMs: number,
+): Promise<{ id: string; token: string; attempt: number; epoch: number }> {
   const [job] = await client.lease({ workerId, kinds: [kind], leaseMs, max: 1, waitMs: 10_000 });
   if (job === undefined) throw new Error(`no ${kind} job to lease`);
   return job;

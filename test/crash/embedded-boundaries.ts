@@ -77,7 +77,8 @@ async function sqliteDatabase(): Promise<CrashDatabase> {
   return {
     db,
     dir,
-    resultRows: async (jobId) => read((file) => (file.prepare('SELECT count(*) AS n FROM job_results r JOIN jobs j ON j.seq = r.job_seq WHERE j.id = ?').get(jobId) as { n: number }).n),
+    resultRows: async (jobId) =>
+      read((file) => (file.prepare('SELECT count(*) AS n FROM job_results r JOIN jobs j ON j.seq = r.job_seq WHERE j.id = ?').get(jobId) as { n: number }).n),
     appRows: async (key) => read((file) => (file.prepare('SELECT job_id FROM app_rows WHERE key = ?').all(key) as { job_id: string }[]).map((r) => r.job_id)),
     drop: async () => rmSync(dir, { recursive: true, force: true }),
   };
@@ -97,7 +98,8 @@ async function postgresDatabase(): Promise<CrashDatabase> {
   return {
     db,
     dir,
-    resultRows: async (jobId) => (await reader.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${schema}.job_results WHERE job_id = $1`, [jobId])).rows[0]?.n ?? 0,
+    resultRows: async (jobId) =>
+      (await reader.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${schema}.job_results WHERE job_id = $1`, [jobId])).rows[0]?.n ?? 0,
     appRows: async (key) => (await reader.query<{ job_id: string }>(`SELECT job_id FROM ${schema}.app_rows WHERE key = $1`, [key])).rows.map((r) => r.job_id),
     drop: async () => {
       await reader.end();
@@ -131,7 +133,12 @@ export function describeEmbeddedBoundaries(backend: StoreBackend): void {
       await d?.drop();
     });
 
-    function child(mode: 'enqueue' | 'enqueue-tx' | 'worker', args: readonly string[], crashAt: CrashPointName | '', env: NodeJS.ProcessEnv = {}): RunningProcess & { ready: Promise<string> } {
+    function child(
+      mode: 'enqueue' | 'enqueue-tx' | 'worker',
+      args: readonly string[],
+      crashAt: CrashPointName | '',
+      env: NodeJS.ProcessEnv = {},
+    ): RunningProcess & { ready: Promise<string> } {
       const started = startScript(CHILD, [mode, d.db, ...args], {
         env: { [CRASH_AT_VARIABLE]: crashAt, ...env },
         ...(mode === 'worker' ? { readyPattern: /^ready$/m } : {}),
@@ -233,7 +240,12 @@ export function describeEmbeddedBoundaries(backend: StoreBackend): void {
      * Enqueues one `kind` job, lets a child Worker (armed with `crashAt`, or `env`) die on it, checks that
      * nothing was committed for it, then has a Worker of a fresh Queue finish it after the lease expired.
      */
-    async function loseWorker(name: string, kind: string, crashAt: CrashPointName | '', env: NodeJS.ProcessEnv = {}): Promise<{ jobId: string; ledger: string; lostPid: number }> {
+    async function loseWorker(
+      name: string,
+      kind: string,
+      crashAt: CrashPointName | '',
+      env: NodeJS.ProcessEnv = {},
+    ): Promise<{ jobId: string; ledger: string; lostPid: number }> {
       const ledger = join(d.dir, `${name}.jsonl`);
       const setup = await freshQueue();
       const job = await setup.enqueue({ kind, payload: {}, idempotencyKey: name });

@@ -70,7 +70,9 @@ describe.skipIf(DATABASE_URL === '')('a coordinator killed inside the single-sta
     const rows = await d.resultRows(job.id);
     expect(rows === 1 ? 'both' : 'neither').toBe(after.status === 'succeeded' ? 'both' : 'neither');
     expect(rows).toBeLessThanOrEqual(1);
-    console.log(`postgres single-statement complete killed mid-statement: ${rows === 1 ? 'both committed' : 'neither committed'} (status ${after.status}, ${rows} result rows)`);
+    console.log(
+      `postgres single-statement complete killed mid-statement: ${rows === 1 ? 'both committed' : 'neither committed'} (status ${after.status}, ${rows} result rows)`,
+    );
 
     expect(await d.client(d.keys.worker).complete(job.id, { token: leased.token, result: { answer: 1 } })).toEqual({ id: job.id, status: 'succeeded' });
     expect(await d.client(d.keys.admin).getJob(job.id)).toMatchObject({ status: 'succeeded', result: { answer: 1 } });

@@ -47,7 +47,11 @@ describe('worker crash boundaries (sqlite)', () => {
    * Enqueues one job, lets worker `lost` (started with `env`) die by SIGKILL,
    * checks that no result exists, then lets worker `second` finish the job.
    */
-  async function loseFirstWorker(name: string, kind: string, env: NodeJS.ProcessEnv): Promise<{ jobId: string; ledger: string; lostPid: number; secondPid: number }> {
+  async function loseFirstWorker(
+    name: string,
+    kind: string,
+    env: NodeJS.ProcessEnv,
+  ): Promise<{ jobId: string; ledger: string; lostPid: number; secondPid: number }> {
     const ledger = join(d.dir, `${name}.jsonl`);
     const lost = d.worker({ workerId: `${name}-lost`, leaseMs: LOST_LEASE_MS, env: { LEDGER_FILE: ledger, ...env } });
     await lost.ready;

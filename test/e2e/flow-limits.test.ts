@@ -53,8 +53,14 @@ function mostAtOnce(events: readonly FlowEvent[]): number {
 
 /** For each stop that freed a slot (not the last ones), the time until the next start. */
 function handOvers(events: readonly FlowEvent[]): number[] {
-  const starts = events.filter((e) => e.event === 'start').map((e) => e.at).sort((a, b) => a - b);
-  const stops = events.filter((e) => e.event === 'stop').map((e) => e.at).sort((a, b) => a - b);
+  const starts = events
+    .filter((e) => e.event === 'start')
+    .map((e) => e.at)
+    .sort((a, b) => a - b);
+  const stops = events
+    .filter((e) => e.event === 'stop')
+    .map((e) => e.at)
+    .sort((a, b) => a - b);
   const gaps: number[] = [];
   // The k-th stop frees the slot that the (k + LIMIT)-th start takes.
   stops.forEach((stop, k) => {
@@ -93,7 +99,14 @@ async function runLimited(
   writeFileSync(ledger, '');
   expect((await admin.putKind('limited', { maxConcurrent: LIMIT })).maxConcurrent).toBe(LIMIT);
   const started = [0, 1].map((i) =>
-    startWorker({ url: urls[i % urls.length] ?? '', key: workerKey, handlers: HANDLERS, concurrency: 4, workerId: `flow-${i}`, env: { FLOW_LEDGER: ledger, FLOW_HOLD_MS: '30' } }),
+    startWorker({
+      url: urls[i % urls.length] ?? '',
+      key: workerKey,
+      handlers: HANDLERS,
+      concurrency: 4,
+      workerId: `flow-${i}`,
+      env: { FLOW_LEDGER: ledger, FLOW_HOLD_MS: '30' },
+    }),
   );
   workers.push(...started);
   await Promise.all(started.map((w) => w.ready));
@@ -113,7 +126,9 @@ function check({ events, jobs }: { readonly events: readonly FlowEvent[]; readon
   // PostgreSQL stamps both with its transaction's start (now()): a lease that began before the completion and
   // read the counts after it committed is stamped earlier, so only the handlers' ledger says which came first.
   const inStore = storeHandOvers(jobs);
-  console.log(`${label}: freed slot taken after ${median(inStore)} ms by the store's clock (median, max ${Math.max(...inStore)}), handler to handler ${median(gaps).toFixed(1)} ms`);
+  console.log(
+    `${label}: freed slot taken after ${median(inStore)} ms by the store's clock (median, max ${Math.max(...inStore)}), handler to handler ${median(gaps).toFixed(1)} ms`,
+  );
   expect(median(inStore)).toBeLessThan(20);
 }
 

@@ -65,7 +65,13 @@ describe('checkpoints across a crash', () => {
       [1, first],
       [2, second],
     ]);
-    expect(done.result).toEqual({ done: [{ step: 0, pid: first }, { step: 1, pid: first }, { step: 2, pid: second }] });
+    expect(done.result).toEqual({
+      done: [
+        { step: 0, pid: first },
+        { step: 1, pid: first },
+        { step: 2, pid: second },
+      ],
+    });
     const attempts = await admin.attempts(job.id);
     expect(attempts.map((a) => [a.workerId, a.outcome])).toEqual([
       ['doomed', 'expired'],

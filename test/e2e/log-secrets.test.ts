@@ -58,7 +58,13 @@ function startProxy(target: string): Promise<Server> {
   return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(server)));
 }
 
-async function call(method: string, path: string, key: string | null, body?: unknown, headers: Record<string, string> = {}): Promise<{ status: number; json: Line }> {
+async function call(
+  method: string,
+  path: string,
+  key: string | null,
+  body?: unknown,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; json: Line }> {
   const answer = await fetch(`${cluster.url}${path}`, {
     method,
     headers: { ...(key === null ? {} : { authorization: `Bearer ${key}` }), ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...headers },
@@ -87,7 +93,10 @@ async function until(id: string, status: string): Promise<void> {
 }
 
 function linesOf(process: RunningProcess): string[] {
-  return process.output().split('\n').filter((line) => line.trim() !== '');
+  return process
+    .output()
+    .split('\n')
+    .filter((line) => line.trim() !== '');
 }
 
 function parsed(lines: readonly string[]): Line[] {
@@ -101,8 +110,20 @@ function secretsIn(text: string, secrets: readonly string[]): string[] {
 
 beforeAll(async () => {
   cluster = await startCluster([
-    '--log-level', 'debug', '--reaper-interval-ms', '100', '--metrics-token', METRICS_TOKEN,
-    '--backoff-base-ms', '10', '--backoff-max-ms', '50', '--max-pending-jobs', '12', '--backpressure-stats-cache-ms', '0',
+    '--log-level',
+    'debug',
+    '--reaper-interval-ms',
+    '100',
+    '--metrics-token',
+    METRICS_TOKEN,
+    '--backoff-base-ms',
+    '10',
+    '--backoff-max-ms',
+    '50',
+    '--max-pending-jobs',
+    '12',
+    '--backpressure-stats-cache-ms',
+    '0',
   ]);
   proxy = await startProxy(cluster.url);
   const address = proxy.address();
@@ -199,17 +220,35 @@ it('no token, key, payload or result appears in either process, through full cyc
   expect(answered.some((l) => l['reqId'] === REQUEST_ID && l['route'] === '/jobs/:id/requeue')).toBe(true);
   const transitions = coordinator.filter((l) => typeof l['msg'] === 'string' && /^job |^reaper applied/.test(l['msg']));
   const messages = new Set(transitions.map((l) => l['msg']));
-  for (const msg of ['job leased', 'job completed', 'job retried', 'job dead', 'job unknown', 'job cancelled', 'job cancel requested', 'job requeued', 'job reconciled', 'reaper applied expiries and deadlines']) {
+  for (const msg of [
+    'job leased',
+    'job completed',
+    'job retried',
+    'job dead',
+    'job unknown',
+    'job cancelled',
+    'job cancel requested',
+    'job requeued',
+    'job reconciled',
+    'reaper applied expiries and deadlines',
+  ]) {
     expect(messages, msg).toContain(msg);
   }
   for (const line of transitions) {
     expect(line['level']).toBe(30);
     if (line['msg'] !== 'reaper applied expiries and deadlines') expect(typeof line['jobId']).toBe('string');
-    if (line['msg'] === 'job leased') expect(line).toMatchObject({ kind: expect.any(String), attempt: expect.any(Number), epoch: expect.any(Number), workerId: expect.any(String) });
+    if (line['msg'] === 'job leased')
+      expect(line).toMatchObject({ kind: expect.any(String), attempt: expect.any(Number), epoch: expect.any(Number), workerId: expect.any(String) });
     if (/^job (retried|dead|unknown|cancelled)$/.test(String(line['msg']))) expect(typeof line['failureClass']).toBe('string');
   }
-  expect(transitions.find((l) => l['msg'] === 'job dead' && l['jobId'] === permanent.id)).toMatchObject({ kind: 'permanent', workerId: 'log-worker', failureClass: 'permanent', errorCode: 'bad_input' });
+  expect(transitions.find((l) => l['msg'] === 'job dead' && l['jobId'] === permanent.id)).toMatchObject({
+    kind: 'permanent',
+    workerId: 'log-worker',
+    failureClass: 'permanent',
+    errorCode: 'bad_input',
+  });
   const workerJobLines = workerEntries.filter((l) => l['jobId'] !== undefined);
   expect(workerJobLines.length).toBeGreaterThan(3);
-  for (const line of workerJobLines) expect(line).toMatchObject({ kind: expect.any(String), attempt: expect.any(Number), epoch: expect.any(Number), workerId: 'log-worker' });
+  for (const line of workerJobLines)
+    expect(line).toMatchObject({ kind: expect.any(String), attempt: expect.any(Number), epoch: expect.any(Number), workerId: 'log-worker' });
 }, 120_000);

@@ -159,9 +159,13 @@ describe.skipIf(databaseUrl === undefined || databaseUrl === '')('PostgreSQL res
       // The pool recovers: enqueues are accepted again, and jobs run.
       const acceptedAtRestart = tally.accepted.size;
       const ranAtRestart = ledgerLines().length;
-      await waitFor('load after the restart', () => tally.accepted.size >= acceptedAtRestart + LOAD_AFTER && ledgerLines().length >= ranAtRestart + LOAD_AFTER / 3, {
-        timeoutMs: 30_000,
-      });
+      await waitFor(
+        'load after the restart',
+        () => tally.accepted.size >= acceptedAtRestart + LOAD_AFTER && ledgerLines().length >= ranAtRestart + LOAD_AFTER / 3,
+        {
+          timeoutMs: 30_000,
+        },
+      );
       // The coordinator's LISTEN connection came back too (it reconnects on its own after a drop).
       const probe = new pg.Client({ connectionString: pgServer.url });
       await probe.connect();

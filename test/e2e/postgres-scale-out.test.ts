@@ -200,7 +200,8 @@ describe.skipIf(DATABASE_URL === '')('scale-out over PostgreSQL (DATABASE_URL)',
       const last = attempts.reduce((x, y) => (y.epoch > x.epoch ? y : x));
       if (succeeded.length !== 1 || succeeded[0] !== last || last.epoch !== job.epoch) problems.push(`${id}: the succeeded attempt is not the last one`);
       // Earlier attempts can only be leases that expired: the victim's.
-      for (const a of attempts) if (a !== last && (a.outcome !== 'expired' || a.workerId !== victimId)) problems.push(`${id}: attempt ${a.epoch} ended ${a.outcome} on ${a.workerId}`);
+      for (const a of attempts)
+        if (a !== last && (a.outcome !== 'expired' || a.workerId !== victimId)) problems.push(`${id}: attempt ${a.epoch} ended ${a.outcome} on ${a.workerId}`);
       // The ledger against the history: executions only under this job's leases, one per live worker's lease.
       const runs = byJob.get(id) ?? [];
       for (const a of attempts) {

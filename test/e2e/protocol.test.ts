@@ -44,9 +44,7 @@ describe('leasing', () => {
   it('gives each of 50 jobs to exactly one of 200 concurrent lease requests', async () => {
     const ids = new Set<string>();
     for (let i = 0; i < 50; i++) ids.add((await admin.enqueue({ kind: 'race', payload: { i } }, { idempotencyKey: `r${i}` })).job.id);
-    const answers = await Promise.all(
-      Array.from({ length: 200 }, (_, i) => worker.lease({ workerId: `w${i}`, max: 1, leaseMs: 60_000 })),
-    );
+    const answers = await Promise.all(Array.from({ length: 200 }, (_, i) => worker.lease({ workerId: `w${i}`, max: 1, leaseMs: 60_000 })));
     const leased = answers.flat();
     expect(leased).toHaveLength(50);
     expect(new Set(leased.map((j) => j.id))).toEqual(ids);
@@ -84,13 +82,29 @@ describe('crashes and stale workers', () => {
     const markers = join(cluster.dir, 'markers');
     mkdirSync(markers);
     const env = { MARKER_DIR: markers };
-    const first = startWorker({ url: cluster.url, key: cluster.keys.worker, handlers: HANDLERS, concurrency: 1, workerId: 'doomed', extraArgs: ['--lease-ms', '1000'], env });
+    const first = startWorker({
+      url: cluster.url,
+      key: cluster.keys.worker,
+      handlers: HANDLERS,
+      concurrency: 1,
+      workerId: 'doomed',
+      extraArgs: ['--lease-ms', '1000'],
+      env,
+    });
     workers.push(first);
     const { job } = await admin.enqueue({ kind: 'crash-once', payload: {} }, { idempotencyKey: 'crash' });
     await waitFor('the handler to start', () => existsSync(join(markers, job.id)));
     first.child.kill('SIGKILL');
     await first.exited;
-    const second = startWorker({ url: cluster.url, key: cluster.keys.worker, handlers: HANDLERS, concurrency: 1, workerId: 'rescuer', extraArgs: ['--lease-ms', '1000'], env });
+    const second = startWorker({
+      url: cluster.url,
+      key: cluster.keys.worker,
+      handlers: HANDLERS,
+      concurrency: 1,
+      workerId: 'rescuer',
+      extraArgs: ['--lease-ms', '1000'],
+      env,
+    });
     workers.push(second);
     const done = await waitFor('the job to succeed', async () => {
       const current = await admin.getJob(job.id);

@@ -123,14 +123,23 @@ export function inspectDatabase(path: string): DatabaseState {
       byStatus[row.status] = row.n;
     }
     const checks: readonly [string, string][] = [
-      ['jobs whose attempt rows do not number their epoch', 'SELECT count(*) FROM jobs j WHERE j.epoch <> (SELECT count(*) FROM job_attempts a WHERE a.job_seq = j.seq)'],
+      [
+        'jobs whose attempt rows do not number their epoch',
+        'SELECT count(*) FROM jobs j WHERE j.epoch <> (SELECT count(*) FROM job_attempts a WHERE a.job_seq = j.seq)',
+      ],
       [
         'running jobs without exactly one open attempt at their epoch',
         "SELECT count(*) FROM jobs j WHERE j.status = 'running' AND (SELECT count(*) FROM job_attempts a WHERE a.job_seq = j.seq AND a.ended_at IS NULL AND a.epoch = j.epoch) <> 1",
       ],
-      ['open attempts of jobs that are not running', "SELECT count(*) FROM job_attempts a JOIN jobs j ON j.seq = a.job_seq WHERE a.ended_at IS NULL AND j.status <> 'running'"],
+      [
+        'open attempts of jobs that are not running',
+        "SELECT count(*) FROM job_attempts a JOIN jobs j ON j.seq = a.job_seq WHERE a.ended_at IS NULL AND j.status <> 'running'",
+      ],
       ['results of jobs that did not succeed', "SELECT count(*) FROM job_results r JOIN jobs j ON j.seq = r.job_seq WHERE j.status <> 'succeeded'"],
-      ['succeeded jobs without their result', "SELECT count(*) FROM jobs j WHERE j.status = 'succeeded' AND NOT EXISTS (SELECT 1 FROM job_results r WHERE r.job_seq = j.seq)"],
+      [
+        'succeeded jobs without their result',
+        "SELECT count(*) FROM jobs j WHERE j.status = 'succeeded' AND NOT EXISTS (SELECT 1 FROM job_results r WHERE r.job_seq = j.seq)",
+      ],
       [
         'tenants whose storage counter disagrees with their payloads and results',
         `SELECT count(*) FROM tenant_counters c WHERE c.storage_bytes <>

@@ -123,16 +123,12 @@ describe.each(backends)('$name', (factory) => {
         }
       };
 
-      await Promise.all([
-        ...Array.from({ length: PRODUCERS }, (_, p) => produce(p)),
-        ...Array.from({ length: WORKERS }, (_, w) => work(`w${w}`)),
-      ]);
+      await Promise.all([...Array.from({ length: PRODUCERS }, (_, p) => produce(p)), ...Array.from({ length: WORKERS }, (_, w) => work(`w${w}`))]);
       const loadMs = performance.now() - startedAt;
       flaky.enabled = false;
 
       expect(answers.unexpected).toEqual([]);
-      const faults = (method: string, phase: InjectedFault['phase']): InjectedFault[] =>
-        flaky.faults.filter((f) => f.method === method && f.phase === phase);
+      const faults = (method: string, phase: InjectedFault['phase']): InjectedFault[] => flaky.faults.filter((f) => f.method === method && f.phase === phase);
       expect(flaky.faults.filter((f) => f.phase === 'before').length).toBeGreaterThan(0);
       expect(flaky.faults.filter((f) => f.phase === 'after').length).toBeGreaterThan(0);
 
@@ -154,7 +150,11 @@ describe.each(backends)('$name', (factory) => {
       const jobs = new Map<string, { status: string; epoch: number; result: Execution | null }>();
       let cursor: string | null = null;
       do {
-        const page = await coordinator.inject({ method: 'GET', url: `/jobs?limit=1000${cursor === null ? '' : `&cursor=${encodeURIComponent(cursor)}`}`, headers: bearer(adminKey) });
+        const page = await coordinator.inject({
+          method: 'GET',
+          url: `/jobs?limit=1000${cursor === null ? '' : `&cursor=${encodeURIComponent(cursor)}`}`,
+          headers: bearer(adminKey),
+        });
         expect(page.statusCode).toBe(200);
         const body = page.json() as { jobs: { id: string }[]; nextCursor: string | null };
         // A listing carries result summaries only: read each job for its result.

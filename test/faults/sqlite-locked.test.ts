@@ -16,7 +16,14 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { ROOT } from '../../bench/processes.js';
 import { enqueue, get, lease, post } from '../support/http-fixtures.js';
-import { driverCodeOf, expectRefusalsLogged, expectStoreUnavailable, inspectDatabase, startSqliteCoordinator, type SqliteFaultCoordinator } from './fault-harness.js';
+import {
+  driverCodeOf,
+  expectRefusalsLogged,
+  expectStoreUnavailable,
+  inspectDatabase,
+  startSqliteCoordinator,
+  type SqliteFaultCoordinator,
+} from './fault-harness.js';
 
 const BUSY_TIMEOUT_MS = 200;
 

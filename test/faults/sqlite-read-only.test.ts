@@ -22,7 +22,14 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import type { Store } from '../../src/store/store.js';
 import { enqueue, get, lease, post } from '../support/http-fixtures.js';
-import { driverCodeOf, expectRefusalsLogged, expectStoreUnavailable, inspectDatabase, startSqliteCoordinator, type SqliteFaultCoordinator } from './fault-harness.js';
+import {
+  driverCodeOf,
+  expectRefusalsLogged,
+  expectStoreUnavailable,
+  inspectDatabase,
+  startSqliteCoordinator,
+  type SqliteFaultCoordinator,
+} from './fault-harness.js';
 
 let dir: string;
 let c: SqliteFaultCoordinator;
@@ -30,7 +37,18 @@ let immutable: readonly string[] = [];
 
 function upsertKind(store: Store): Promise<unknown> {
   const backoff = { baseMs: 10, maxMs: 100 };
-  return store.kindUpsert({ tenant: 't1', kind: 'k', payloadSchema: null, maxPayloadBytes: 1024, maxAttempts: 3, leaseMs: 1000, backoff, deadlineMs: null, maxResultBytes: 1024, maxCheckpointBytes: 1024 });
+  return store.kindUpsert({
+    tenant: 't1',
+    kind: 'k',
+    payloadSchema: null,
+    maxPayloadBytes: 1024,
+    maxAttempts: 3,
+    leaseMs: 1000,
+    backoff,
+    deadlineMs: null,
+    maxResultBytes: 1024,
+    maxCheckpointBytes: 1024,
+  });
 }
 
 function chattr(flag: '+i' | '-i', paths: readonly string[]): void {
@@ -94,7 +112,9 @@ it('answers writes 503 store_unavailable and reads 200 while the database files 
   expect((list.json() as { jobs: unknown[] }).jobs).toHaveLength(2);
   expect((await c.app.inject({ method: 'GET', url: '/healthz' })).statusCode).toBe(200);
   expectRefusalsLogged(c.logLines, /^SQLITE_IOERR/, [c.keys.producer, c.keys.worker, c.keys.admin, leased!.token]);
-  console.log(`read-only: ${refusals.length} writes refused 503 (${writeError}; a store opened meanwhile: ${lateError}); job, list and health reads answered 200`);
+  console.log(
+    `read-only: ${refusals.length} writes refused 503 (${writeError}; a store opened meanwhile: ${lateError}); job, list and health reads answered 200`,
+  );
 
   chattr('-i', immutable);
   immutable = [];

@@ -101,7 +101,12 @@ describe.each(backends)('auth matrix ($name)', (backend) => {
   }
 
   async function send(sent: SentRequest): Promise<{ status: number; code: string | undefined; body: string }> {
-    const response = await h.app.inject({ method: sent.method as 'GET', url: sent.url, headers: sent.headers as Record<string, string>, ...(sent.payload === undefined ? {} : { payload: sent.payload }) });
+    const response = await h.app.inject({
+      method: sent.method as 'GET',
+      url: sent.url,
+      headers: sent.headers as Record<string, string>,
+      ...(sent.payload === undefined ? {} : { payload: sent.payload }),
+    });
     return { status: response.statusCode, code: checkAnswer(response, sent, tally), body: response.body };
   }
 
@@ -112,7 +117,9 @@ describe.each(backends)('auth matrix ($name)', (backend) => {
 
   it('covers every route of /openapi.json', async () => {
     const document = (await h.app.inject({ method: 'GET', url: '/openapi.json' })).json() as { paths: Record<string, Record<string, unknown>> };
-    const served = Object.entries(document.paths).flatMap(([path, methods]) => Object.keys(methods).map((m) => `${m.toUpperCase()} ${path.replace(/\{(\w+)\}/g, ':$1')}`));
+    const served = Object.entries(document.paths).flatMap(([path, methods]) =>
+      Object.keys(methods).map((m) => `${m.toUpperCase()} ${path.replace(/\{(\w+)\}/g, ':$1')}`),
+    );
     expect(served.sort()).toEqual(ENDPOINTS.map((e) => `${e.method} ${e.route}`).sort());
     expect(AUTHENTICATED.length).toBe(ENDPOINTS.length - 4);
   });

@@ -148,7 +148,14 @@ describe.each(backends)('hostile bodies ($name)', (backend) => {
 
   beforeAll(async () => {
     h = await startCoordinator(
-      { bodyLimitBytes: BODY_LIMIT, batchBodyLimitBytes: BATCH_BODY_LIMIT, authCacheMs: 60_000, kindCacheMs: 0, defaultLeaseMs: 86_400_000, schedulerMaxSleepMs: 0 },
+      {
+        bodyLimitBytes: BODY_LIMIT,
+        batchBodyLimitBytes: BATCH_BODY_LIMIT,
+        authCacheMs: 60_000,
+        kindCacheMs: 0,
+        defaultLeaseMs: 86_400_000,
+        schedulerMaxSleepMs: 0,
+      },
       { backend, manualClock: true },
     );
     world = await World.seed(h);
@@ -190,7 +197,9 @@ describe.each(backends)('hostile bodies ($name)', (backend) => {
 
   it('lists every route of /openapi.json', async () => {
     const document = (await h.app.inject({ method: 'GET', url: '/openapi.json' })).json() as { paths: Record<string, Record<string, unknown>> };
-    const served = Object.entries(document.paths).flatMap(([path, methods]) => Object.keys(methods).map((m) => `${m.toUpperCase()} ${path.replace(/\{(\w+)\}/g, ':$1')}`));
+    const served = Object.entries(document.paths).flatMap(([path, methods]) =>
+      Object.keys(methods).map((m) => `${m.toUpperCase()} ${path.replace(/\{(\w+)\}/g, ':$1')}`),
+    );
     expect(served.sort()).toEqual(ENDPOINTS.map((e) => `${e.method} ${e.route}`).sort());
   });
 
@@ -198,9 +207,10 @@ describe.each(backends)('hostile bodies ($name)', (backend) => {
     const name = `${endpoint.method} ${endpoint.route}`;
     const bodyArb = VALID_BODIES[name];
     it(`${name}: hostile bodies and path segments`, async () => {
-      const segment = endpoint.route.includes(':kind') || endpoint.route.includes(':name')
-        ? fc.oneof({ weight: 3, arbitrary: fc.constantFrom('k1', 'email2', 'a:b.c-d_e') }, { weight: 1, arbitrary: hostileSegment })
-        : fc.oneof({ weight: 5, arbitrary: jobIdRef }, { weight: 1, arbitrary: hostileSegment });
+      const segment =
+        endpoint.route.includes(':kind') || endpoint.route.includes(':name')
+          ? fc.oneof({ weight: 3, arbitrary: fc.constantFrom('k1', 'email2', 'a:b.c-d_e') }, { weight: 1, arbitrary: hostileSegment })
+          : fc.oneof({ weight: 5, arbitrary: jobIdRef }, { weight: 1, arbitrary: hostileSegment });
       await fc.assert(
         fc.asyncProperty(
           segment,
@@ -209,7 +219,10 @@ describe.each(backends)('hostile bodies ($name)', (backend) => {
           textDamage,
           contentType,
           fc.nat(),
-          fc.oneof(fc.uuid(), hostileString.filter((s) => s.length > 0 && s.length <= 255)),
+          fc.oneof(
+            fc.uuid(),
+            hostileString.filter((s) => s.length > 0 && s.length <= 255),
+          ),
           async (rawSegment, valid, change, damage, type, pick, idempotencyKey) => {
             world.beginRequest();
             const pathValue = rawSegment instanceof Ref ? world.resolve(rawSegment) : rawSegment;
@@ -223,7 +236,7 @@ describe.each(backends)('hostile bodies ($name)', (backend) => {
             };
             const sent: SentRequest = { method: endpoint.method, url, headers, ...(text === undefined ? {} : { payload: text }) };
             // A valid route with a well-formed path: the answer follows from the parser and the schema.
-            const routed = rawSegment instanceof Ref || /:(kind|name)/.test(endpoint.route) && /^[a-z0-9][a-z0-9:._-]{0,127}$/i.test(String(rawSegment));
+            const routed = rawSegment instanceof Ref || (/:(kind|name)/.test(endpoint.route) && /^[a-z0-9][a-z0-9:._-]{0,127}$/i.test(String(rawSegment)));
             const limit = BATCH_ROUTES.has(name) ? BATCH_BODY_LIMIT : BODY_LIMIT;
             const expected = routed && endpoint.method !== 'GET' && text !== undefined ? expectedRefusal(name, text, type, limit) : undefined;
             await send(endpoint, sent, expected, `${name} ${url.slice(0, 120)} ${text?.slice(0, 300) ?? ''}`);

@@ -30,7 +30,10 @@ afterAll(() => {
 /** Keys the contract must accept: visible ASCII (inner spaces allowed), 1 to 255 characters. */
 const PLAIN_KEY = /^[\x21-\x7e](?:[\x20-\x7e]{0,253}[\x21-\x7e])?$/;
 const plainKey = fc.stringMatching(PLAIN_KEY);
-const headerValue = fc.oneof(hostileString.filter((s) => s.length <= 300), fc.string({ unit: hostileChar, maxLength: 8 }));
+const headerValue = fc.oneof(
+  hostileString.filter((s) => s.length <= 300),
+  fc.string({ unit: hostileChar, maxLength: 8 }),
+);
 
 describe.each(backends)('hostile headers and queries ($name)', (backend) => {
   let h: Harness;
@@ -56,7 +59,8 @@ describe.each(backends)('hostile headers and queries ($name)', (backend) => {
     const known = jobOfKey.get(key);
     if (known !== undefined) expect(id, `key ${JSON.stringify(key).slice(0, 100)} named another job`).toBe(known);
     for (const [other, otherId] of jobOfKey) {
-      if (other !== key && otherId === id) throw new Error(`keys ${JSON.stringify(other).slice(0, 100)} and ${JSON.stringify(key).slice(0, 100)} share job ${id}`);
+      if (other !== key && otherId === id)
+        throw new Error(`keys ${JSON.stringify(other).slice(0, 100)} and ${JSON.stringify(key).slice(0, 100)} share job ${id}`);
     }
     jobOfKey.set(key, id);
   }
@@ -89,7 +93,12 @@ describe.each(backends)('hostile headers and queries ($name)', (backend) => {
         // The body depends on the key alone: a key met again is a replay, and two keys the store
         // confused with each other would show up as a conflict.
         const body = JSON.stringify({ kind: 'email', payload: { key } });
-        const sent: SentRequest = { method: 'POST', url: '/jobs', headers: { ...bearer(h.keys.producer), 'content-type': 'application/json', 'idempotency-key': key }, payload: body };
+        const sent: SentRequest = {
+          method: 'POST',
+          url: '/jobs',
+          headers: { ...bearer(h.keys.producer), 'content-type': 'application/json', 'idempotency-key': key },
+          payload: body,
+        };
         const first = await send(sent);
         // The positive half: a visible-ASCII key of at most 255 characters is one the contract accepts.
         if (PLAIN_KEY.test(key)) expect(first.status, `key ${JSON.stringify(key)}: ${first.body}`).toBe(202);
@@ -120,7 +129,10 @@ describe.each(backends)('hostile headers and queries ($name)', (backend) => {
   it('distinct idempotency keys in one batch never share a job, whatever characters they hold', async () => {
     await fc.assert(
       fc.asyncProperty(
-        fc.uniqueArray(hostileString.filter((s) => s.length >= 1 && s.length <= 255), { minLength: 2, maxLength: 5 }),
+        fc.uniqueArray(
+          hostileString.filter((s) => s.length >= 1 && s.length <= 255),
+          { minLength: 2, maxLength: 5 },
+        ),
         async (keys) => {
           const jobs = keys.map((idempotencyKey) => ({ idempotencyKey, kind: 'email', payload: { key: idempotencyKey } }));
           const answer = await send({
@@ -139,7 +151,10 @@ describe.each(backends)('hostile headers and queries ($name)', (backend) => {
           const results = (JSON.parse(answer.body) as { results: { idempotencyKey: string; status: number; job?: { id: string } }[] }).results;
           expect(results.map((r) => r.idempotencyKey)).toEqual(keys);
           const ids = results.map((r) => r.job?.id);
-          expect(results.map((r) => r.status), answer.body.slice(0, 500)).toEqual(keys.map(() => 202));
+          expect(
+            results.map((r) => r.status),
+            answer.body.slice(0, 500),
+          ).toEqual(keys.map(() => 202));
           expect(new Set(ids).size, `keys ${JSON.stringify(keys).slice(0, 300)} shared a job`).toBe(keys.length);
           for (const [index, key] of keys.entries()) expectOwnJob(key, ids[index] ?? '');
           await moveBaseline();
@@ -228,13 +243,33 @@ describe.each(backends)('hostile headers and queries ($name)', (backend) => {
       fc.constantFrom('__proto__', 'constructor', 'prototype', 'hasOwnProperty', 'tenant', 'owner', '', '%', 'status[]', 'limit[0]'),
     );
     const value = fc.oneof(
-      fc.constantFrom('queued', 'running', 'succeeded', 'dead', 'email', '1', '1000', '1001', '0', '-1', '1e3', '1.5', '0x10', '', '9007199254740993', '00000000001', '99999999999999999999'),
+      fc.constantFrom(
+        'queued',
+        'running',
+        'succeeded',
+        'dead',
+        'email',
+        '1',
+        '1000',
+        '1001',
+        '0',
+        '-1',
+        '1e3',
+        '1.5',
+        '0x10',
+        '',
+        '9007199254740993',
+        '00000000001',
+        '99999999999999999999',
+      ),
       headerValue,
     );
     await fc.assert(
       fc.asyncProperty(fc.array(fc.tuple(param, value), { maxLength: 5 }), fc.boolean(), async (pairs, rawEncoding) => {
         const query = pairs
-          .map(([k, v]) => (rawEncoding ? `${k}=${v.replace(/[#\s]/g, '')}` : `${encodeURIComponent(k)}=${encodeURIComponent(v.replace(/[\ud800-\udfff]/g, '\ufffd'))}`))
+          .map(([k, v]) =>
+            rawEncoding ? `${k}=${v.replace(/[#\s]/g, '')}` : `${encodeURIComponent(k)}=${encodeURIComponent(v.replace(/[\ud800-\udfff]/g, '\ufffd'))}`,
+          )
           .join('&');
         const answer = await send({ method: 'GET', url: `/jobs?${query}`, headers: bearer(h.keys.producer) });
         if (answer.status !== 200) expect(answer.code, `?${query.slice(0, 200)} → ${answer.body.slice(0, 300)}`).toBe('invalid_request');

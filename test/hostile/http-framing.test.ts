@@ -103,14 +103,23 @@ describe.each(backends)('HTTP framing ($name)', (backend) => {
       ['bad method', `G@T /jobs HTTP/1.1\r\nHost: x\r\n\r\n`],
       ['bad version', `GET /jobs HTTP/7.3\r\nHost: x\r\n\r\n`],
       ['space in the path', `GET /jobs/a b HTTP/1.1\r\nHost: x\r\n\r\n`],
-      ['Content-Length and Transfer-Encoding', `POST /jobs HTTP/1.1\r\nHost: x\r\n${auth}Content-Type: application/json\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n`],
+      [
+        'Content-Length and Transfer-Encoding',
+        `POST /jobs HTTP/1.1\r\nHost: x\r\n${auth}Content-Type: application/json\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n`,
+      ],
       ['two Content-Lengths', `POST /jobs HTTP/1.1\r\nHost: x\r\n${auth}Content-Length: 5\r\nContent-Length: 6\r\n\r\nhello!`],
-      ['broken chunk', `POST /jobs HTTP/1.1\r\nHost: x\r\n${auth}Content-Type: application/json\r\nIdempotency-Key: chunk\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n`],
+      [
+        'broken chunk',
+        `POST /jobs HTTP/1.1\r\nHost: x\r\n${auth}Content-Type: application/json\r\nIdempotency-Key: chunk\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n`,
+      ],
       ['headers over the limit', `GET /jobs HTTP/1.1\r\nHost: x\r\n${auth}X-Big: ${'a'.repeat(40_000)}\r\n\r\n`],
       ['a header without a colon', `GET /jobs HTTP/1.1\r\nHost: x\r\n${auth}NoColonHere\r\n\r\n`],
       ['UTF-8 and NUL in the path', `GET /jobs/\u00e9\u0000 HTTP/1.1\r\nHost: x\r\n\r\n`],
       ['HTTP/1.1 without a Host header', `GET /jobs HTTP/1.1\r\n${auth}\r\n`],
-      ['an enqueue without a Host header', `POST /jobs HTTP/1.1\r\n${auth}Content-Type: application/json\r\nIdempotency-Key: no-host\r\nContent-Length: 28\r\n\r\n{"kind":"email","payload":1}`],
+      [
+        'an enqueue without a Host header',
+        `POST /jobs HTTP/1.1\r\n${auth}Content-Type: application/json\r\nIdempotency-Key: no-host\r\nContent-Length: 28\r\n\r\n{"kind":"email","payload":1}`,
+      ],
     ];
     for (const [what, bytes] of cases) expectRefused(await exchange(port, Buffer.from(bytes, 'latin1')), what);
     expect(await storeSnapshot(h.store)).toBe(baseline);

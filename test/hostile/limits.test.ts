@@ -116,7 +116,12 @@ describe.each(backends)('limits ($name)', (backend) => {
   });
 
   async function send(sent: SentRequest): Promise<{ status: number; code: string | undefined; body: string }> {
-    const response = await h.app.inject({ method: sent.method as 'POST', url: sent.url, headers: sent.headers as Record<string, string>, ...(sent.payload === undefined ? {} : { payload: sent.payload }) });
+    const response = await h.app.inject({
+      method: sent.method as 'POST',
+      url: sent.url,
+      headers: sent.headers as Record<string, string>,
+      ...(sent.payload === undefined ? {} : { payload: sent.payload }),
+    });
     return { status: response.statusCode, code: checkAnswer(response, sent, tally), body: response.body };
   }
 
@@ -173,7 +178,10 @@ describe.each(backends)('limits ($name)', (backend) => {
     const routes = ENDPOINTS.filter((e) => e.method !== 'GET');
     expect(routes.length).toBe(19);
     for (const endpoint of routes) {
-      const url = endpoint.route.replace(':id', world.resolve(new Ref('jobId', 'running'))).replace(':kind', 'big').replace(':name', 'big');
+      const url = endpoint.route
+        .replace(':id', world.resolve(new Ref('jobId', 'running')))
+        .replace(':kind', 'big')
+        .replace(':name', 'big');
       const limit = batch.has(endpoint.route) ? BATCH_BODY_LIMIT : BODY_LIMIT;
       const roles = endpoint.roles === 'public' ? [] : endpoint.roles;
       const key = roles.includes('worker') ? h.keys.worker : roles.includes('producer') ? h.keys.producer : h.keys.admin;
@@ -245,19 +253,35 @@ describe.each(backends)('limits ($name)', (backend) => {
       { method: 'PUT', url: '/kinds/wide', headers: admin, payload: '{"maxResultBytes":2147483648}' },
       { method: 'PUT', url: '/kinds/wide', headers: admin, payload: '{"deadlineMs":9007199254740991}' },
       { method: 'PUT', url: '/kinds/wide', headers: admin, payload: '{"deadlineMs":1e92}' },
-      { method: 'POST', url: '/jobs', headers: { ...bearer(h.keys.producer), 'content-type': 'application/json', 'idempotency-key': 'wide' }, payload: '{"kind":"email","payload":1,"deadlineMs":1e92}' },
+      {
+        method: 'POST',
+        url: '/jobs',
+        headers: { ...bearer(h.keys.producer), 'content-type': 'application/json', 'idempotency-key': 'wide' },
+        payload: '{"kind":"email","payload":1,"deadlineMs":1e92}',
+      },
     ];
     for (const sent of refused) expect((await send(sent)).code, String(sent.payload)).toBe('invalid_request');
     await expectUnchanged('integers beyond the columns');
-    expect((await send({ method: 'POST', url: `/jobs/${id}/checkpoint`, headers: worker, payload: `{"token":"${token}","step":2147483647,"state":1}` })).status).toBe(200);
+    expect(
+      (await send({ method: 'POST', url: `/jobs/${id}/checkpoint`, headers: worker, payload: `{"token":"${token}","step":2147483647,"state":1}` })).status,
+    ).toBe(200);
     const widest = await send({
       method: 'PUT',
       url: '/kinds/wide',
       headers: admin,
-      payload: JSON.stringify({ backoff: { baseMs: LIMITS.maxBackoffMs, maxMs: LIMITS.maxBackoffMs }, maxResultBytes: LIMITS.maxResultBytes, deadlineMs: LIMITS.maxDeadlineMs }),
+      payload: JSON.stringify({
+        backoff: { baseMs: LIMITS.maxBackoffMs, maxMs: LIMITS.maxBackoffMs },
+        maxResultBytes: LIMITS.maxResultBytes,
+        deadlineMs: LIMITS.maxDeadlineMs,
+      }),
     });
     expect(widest.status, widest.body).toBe(200);
-    const job = await send({ method: 'POST', url: '/jobs', headers: { ...bearer(h.keys.otherProducer), 'content-type': 'application/json', 'idempotency-key': 'wide' }, payload: '{"kind":"wide","payload":1}' });
+    const job = await send({
+      method: 'POST',
+      url: '/jobs',
+      headers: { ...bearer(h.keys.otherProducer), 'content-type': 'application/json', 'idempotency-key': 'wide' },
+      payload: '{"kind":"wide","payload":1}',
+    });
     expect(job.status, job.body).toBe(202);
     await accepted();
   });

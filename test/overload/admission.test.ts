@@ -86,7 +86,12 @@ describe('admission control', () => {
     return { h, port, url: `http://127.0.0.1:${port}` };
   }
 
-  async function enqueueOver(url: string, key: string, idempotencyKey: string, body = { kind: 'k', payload: {} }): Promise<{ status: number; headers: Record<string, unknown>; body: string }> {
+  async function enqueueOver(
+    url: string,
+    key: string,
+    idempotencyKey: string,
+    body = { kind: 'k', payload: {} },
+  ): Promise<{ status: number; headers: Record<string, unknown>; body: string }> {
     pool ??= new Pool(url, { connections: 1_024, pipelining: 1 });
     const response = await pool.request({
       method: 'POST',
@@ -269,7 +274,12 @@ describe('admission control', () => {
             retryAfter.add(answer.headers['retry-after']);
             expect(JSON.parse(answer.body)).toMatchObject({ error: { code: 'overloaded' } });
             if (leaseStatus === 0) {
-              const leased = await app.inject({ method: 'POST', url: '/lease', headers: { authorization: `Bearer ${h?.keys.worker ?? ''}` }, payload: { workerId: 'w', kinds: ['none'] } });
+              const leased = await app.inject({
+                method: 'POST',
+                url: '/lease',
+                headers: { authorization: `Bearer ${h?.keys.worker ?? ''}` },
+                payload: { workerId: 'w', kinds: ['none'] },
+              });
               leaseStatus = leased.statusCode;
             }
           }
@@ -347,10 +357,14 @@ describe('admission control', () => {
     let storeWait = 0;
     const samples: number[] = [];
     let sampled: (() => void) | undefined;
-    const probe = new QueueDelayProbe(5, () => storeWait, (ms) => {
-      samples.push(ms);
-      sampled?.();
-    });
+    const probe = new QueueDelayProbe(
+      5,
+      () => storeWait,
+      (ms) => {
+        samples.push(ms);
+        sampled?.();
+      },
+    );
     const next = (): Promise<void> => new Promise((resolve) => (sampled = resolve));
     probe.start();
     try {

@@ -57,7 +57,12 @@ describe.each(queueTargets('dedupe'))('dedupe and unique in the library ($name)'
       { kind: 'sync', payload: { account: '2', version: 1 }, idempotencyKey: 'c', unique },
       { kind: 'sync', payload: { account: '2', version: 2 }, idempotencyKey: 'd', unique },
     ]);
-    expect(results.map((result) => [result.status, result.deduplicated ?? false])).toEqual([[202, false], [202, true], [202, false], [409, false]]);
+    expect(results.map((result) => [result.status, result.deduplicated ?? false])).toEqual([
+      [202, false],
+      [202, true],
+      [202, false],
+      [409, false],
+    ]);
     expect(results[3]?.error).toMatchObject({ code: 'duplicate_job', details: { jobId: results[2]?.job?.id } });
 
     const http = await httpOverQueue(queue);
@@ -95,8 +100,8 @@ describe('enqueueInTransaction with dedupe and unique keys (SQLite)', () => {
 
     const unique = { key: 'acct-2', forMs: HOUR };
     const held = db.transaction(() => queue.enqueueInTransaction(db, { kind: 'sync', payload: { account: '2', version: 1 }, idempotencyKey: 'u1', unique }))();
-    expect(() => db.transaction(() => queue.enqueueInTransaction(db, { kind: 'sync', payload: { account: '2', version: 2 }, idempotencyKey: 'u2', unique }))()).toThrow(
-      expect.objectContaining({ code: 'duplicate_job', details: { jobId: held.id } }),
-    );
+    expect(() =>
+      db.transaction(() => queue.enqueueInTransaction(db, { kind: 'sync', payload: { account: '2', version: 2 }, idempotencyKey: 'u2', unique }))(),
+    ).toThrow(expect.objectContaining({ code: 'duplicate_job', details: { jobId: held.id } }));
   });
 });

@@ -90,7 +90,9 @@ describe.each(targets)('openQueue dependencies and per-key ordering ($name)', (t
     expect(ledger.some((e) => e.name === 'doomed')).toBe(false);
     expect((await queue.get(a.id)).children).toEqual([child.id, doomed.id]);
     // An unknown parent is refused before anything is stored.
-    const refused = await queue.enqueue({ kind: 'step', payload: { name: 'x' }, idempotencyKey: 'x', dependsOn: ['00000000-0000-4000-8000-000000000000'] }).catch((e: unknown) => e);
+    const refused = await queue
+      .enqueue({ kind: 'step', payload: { name: 'x' }, idempotencyKey: 'x', dependsOn: ['00000000-0000-4000-8000-000000000000'] })
+      .catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(LeaseholdError);
     expect(refused).toMatchObject({ code: 'invalid_request' });
   });
@@ -100,7 +102,9 @@ describe.each(targets)('openQueue dependencies and per-key ordering ($name)', (t
     const ledger: Entry[] = [];
     const keys = ['k0', 'k1', 'k2', 'k3'];
     const perKey = 5;
-    const jobs = keys.flatMap((key) => Array.from({ length: perKey }, (_, n) => ({ kind: 'keyed' as const, payload: { key, n }, idempotencyKey: `${key}-${n}`, concurrencyKey: key })));
+    const jobs = keys.flatMap((key) =>
+      Array.from({ length: perKey }, (_, n) => ({ kind: 'keyed' as const, payload: { key, n }, idempotencyKey: `${key}-${n}`, concurrencyKey: key })),
+    );
     // Interleaved keys, one batch: each key's jobs in the order n = 0, 1, …
     const answers = await queue.enqueueMany([...jobs].sort((x, y) => x.payload.n - y.payload.n));
     expect(answers.every((answer) => answer.status === 202)).toBe(true);

@@ -97,7 +97,8 @@ describe('enqueueInTransaction in the acceptance SLI', () => {
     cleanups.push(async () => void db.close());
     const queue = await openQueue<Kinds>({ sqlite: db });
     cleanups.push(() => queue.close());
-    const place = (order: string, key: string) => db.transaction(() => queue.enqueueInTransaction(db, { kind: 'ship', payload: { order }, idempotencyKey: key }))();
+    const place = (order: string, key: string) =>
+      db.transaction(() => queue.enqueueInTransaction(db, { kind: 'ship', payload: { order }, idempotencyKey: key }))();
 
     place('o1', 'ship-o1');
     expect(await acceptance(queue)).toEqual({ valid: 1, good: 1, created: 1, replayed: 0 });

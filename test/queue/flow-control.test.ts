@@ -54,7 +54,11 @@ describe.each(targets)('openQueue flow control ($name)', (target) => {
     const run = worker.run();
     try {
       const answers = await queue.enqueueMany(Array.from({ length: 16 }, (_, n) => ({ kind: 'limited' as const, payload: { n }, idempotencyKey: `l${n}` })));
-      await untilAll(queue, answers.map((a) => a.job?.id ?? ''), 'succeeded');
+      await untilAll(
+        queue,
+        answers.map((a) => a.job?.id ?? ''),
+        'succeeded',
+      );
       expect(most).toBe(2);
     } finally {
       await worker.stop({ graceMs: 0 });

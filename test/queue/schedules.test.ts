@@ -44,7 +44,9 @@ describe.each(targets)('Queue schedules ($name)', (target) => {
     expect(refused).toBeInstanceOf(LeaseholdError);
     expect(refused).toMatchObject({ code: 'invalid_request' });
     expect((refused as Error).message).toContain('body/cron');
-    const zone = await queue.putSchedule('digest', { kind: 'report', payload: null, cron: '@daily', timezone: 'Nowhere/Land' }).catch((error: unknown) => error);
+    const zone = await queue
+      .putSchedule('digest', { kind: 'report', payload: null, cron: '@daily', timezone: 'Nowhere/Land' })
+      .catch((error: unknown) => error);
     expect((zone as Error).message).toContain('body/timezone');
     expect((await queue.deleteSchedule('digest')).name).toBe('digest');
     await expect(queue.deleteSchedule('digest')).rejects.toMatchObject({ code: 'not_found' });

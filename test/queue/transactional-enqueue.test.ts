@@ -59,9 +59,9 @@ describe('enqueueInTransaction on SQLite (the application’s better-sqlite3 han
     // Outside a transaction it refuses, rather than committing on its own.
     expect(() => queue.enqueueInTransaction(db, { kind: 'ship', payload: { order: 'y' }, idempotencyKey: 'y' })).toThrow(/inside the application/);
     // The same checks as POST /jobs, synchronously.
-    expect(() => db.transaction(() => queue.enqueueInTransaction(db, { kind: 'ship', payload: { order: 'z' }, idempotencyKey: 'z', maxAttempts: 0 }))()).toThrow(
-      expect.objectContaining({ code: 'invalid_request' }),
-    );
+    expect(() =>
+      db.transaction(() => queue.enqueueInTransaction(db, { kind: 'ship', payload: { order: 'z' }, idempotencyKey: 'z', maxAttempts: 0 }))(),
+    ).toThrow(expect.objectContaining({ code: 'invalid_request' }));
   });
 
   it('applies a kind registered through the Queue at once, without waiting for the kinds to load again', async () => {

@@ -71,7 +71,9 @@ it('a job enqueued through one Queue wakes a Worker waiting on the other within 
     pickups.push((startedAt.get(n) ?? Number.POSITIVE_INFINITY) - enqueuedAt);
   }
   const sorted = [...pickups].sort((a, b) => a - b);
-  process.stdout.write(`two Queues, one file: enqueue-to-handler-start median ${sorted[5]?.toFixed(1)} ms, max ${sorted[9]?.toFixed(1)} ms; enqueue-to-waitFor max ${Math.max(...roundTrips).toFixed(1)} ms\n`);
+  process.stdout.write(
+    `two Queues, one file: enqueue-to-handler-start median ${sorted[5]?.toFixed(1)} ms, max ${sorted[9]?.toFixed(1)} ms; enqueue-to-waitFor max ${Math.max(...roundTrips).toFixed(1)} ms\n`,
+  );
   // Woken, not found when the 30 s long poll ran out: generous bounds for a loaded 2-core machine.
   for (const ms of pickups) expect(ms).toBeLessThan(2_000);
   for (const ms of roundTrips) expect(ms).toBeLessThan(3_000);

@@ -128,7 +128,9 @@ describe.each(backends)('drain ($name)', (backend) => {
           releases += 1;
           if (after.epoch !== before.epoch + 1 || after.startsAt < before.expiresAt) {
             doubleLeases += 1;
-            expect.soft(after.startsAt, `${id}: epoch ${after.epoch} (${after.workerId}) leased while epoch ${before.epoch} (${before.workerId}) was live`).toBeGreaterThanOrEqual(before.expiresAt);
+            expect
+              .soft(after.startsAt, `${id}: epoch ${after.epoch} (${after.workerId}) leased while epoch ${before.epoch} (${before.workerId}) was live`)
+              .toBeGreaterThanOrEqual(before.expiresAt);
           }
         }
       }

@@ -82,7 +82,10 @@ describe.each(backends)('lease races ($name)', (backend) => {
         const won = results.flat();
         if (won.length > 1) duplicates += won.length - 1;
         if (won.length === 0) empty += 1;
-        expect(won.map((job) => job.id), `round ${round}`).toEqual([enqueued.job.id]);
+        expect(
+          won.map((job) => job.id),
+          `round ${round}`,
+        ).toEqual([enqueued.job.id]);
         expect(won[0]?.epoch).toBe(1);
         const attempts = await instance.store.jobAttempts({ scope: { tenant: 'race' }, id: enqueued.job.id });
         expect(attempts?.length, `round ${round}: attempt rows`).toBe(1);

@@ -64,7 +64,19 @@ class Model {
   constructor(public now: number) {}
 
   add(id: string, maxAttempts: number): void {
-    this.jobs.push({ id, seq: this.jobs.length, status: 'queued', attempts: 0, maxAttempts, epoch: 0, runAfter: this.now, token: null, leaseExpiresAt: null, lastOutcome: null, tokens: [] });
+    this.jobs.push({
+      id,
+      seq: this.jobs.length,
+      status: 'queued',
+      attempts: 0,
+      maxAttempts,
+      epoch: 0,
+      runAfter: this.now,
+      token: null,
+      leaseExpiresAt: null,
+      lastOutcome: null,
+      tokens: [],
+    });
   }
   byId(id: string): ModelJob | undefined {
     return this.jobs.find((job) => job.id === id);
@@ -165,8 +177,22 @@ function openReal(): { real: Real; close: () => Promise<void> } {
 async function expectSameJobs(model: Model, real: Real, context: string): Promise<void> {
   for (const job of model.jobs) {
     const stored = await real.store.jobGet({ scope: { tenant: TENANT }, id: job.id });
-    const seen = stored && { status: stored.status, attempts: stored.attempts, maxAttempts: stored.maxAttempts, epoch: stored.epoch, runAfter: stored.runAfter, leaseExpiresAt: stored.leaseExpiresAt };
-    const want = { status: job.status, attempts: job.attempts, maxAttempts: job.maxAttempts, epoch: job.epoch, runAfter: job.runAfter, leaseExpiresAt: job.leaseExpiresAt };
+    const seen = stored && {
+      status: stored.status,
+      attempts: stored.attempts,
+      maxAttempts: stored.maxAttempts,
+      epoch: stored.epoch,
+      runAfter: stored.runAfter,
+      leaseExpiresAt: stored.leaseExpiresAt,
+    };
+    const want = {
+      status: job.status,
+      attempts: job.attempts,
+      maxAttempts: job.maxAttempts,
+      epoch: job.epoch,
+      runAfter: job.runAfter,
+      leaseExpiresAt: job.leaseExpiresAt,
+    };
     expect(seen, `${context}: job #${job.seq}`).toEqual(want);
   }
 }
@@ -186,77 +212,118 @@ const cmd = (name: string, check: (m: Model) => boolean, run: (m: Model, r: Real
 
 const commands: fc.Arbitrary<Command>[] = [
   fc.integer({ min: 1, max: 3 }).map((maxAttempts) =>
-    cmd(`enqueue(${maxAttempts})`, () => true, async (m, r) => {
-      const outcome = await r.store.jobEnqueue({
-        tenant: TENANT, owner: 'o', idempotencyKey: `k${m.jobs.length}`, requestHash: `k${m.jobs.length}`, kind: 'k',
-        payload: null, maxAttempts, priority: 0, runAfter: null, deadlineMs: null, payloadBytes: 4,
-      });
-      if (outcome.kind !== 'created') throw new Error('not created');
-      m.add(outcome.job.id, maxAttempts);
-      await expectSameJobs(m, r, 'enqueue');
-    }),
+    cmd(
+      `enqueue(${maxAttempts})`,
+      () => true,
+      async (m, r) => {
+        const outcome = await r.store.jobEnqueue({
+          tenant: TENANT,
+          owner: 'o',
+          idempotencyKey: `k${m.jobs.length}`,
+          requestHash: `k${m.jobs.length}`,
+          kind: 'k',
+          payload: null,
+          maxAttempts,
+          priority: 0,
+          runAfter: null,
+          deadlineMs: null,
+          payloadBytes: 4,
+        });
+        if (outcome.kind !== 'created') throw new Error('not created');
+        m.add(outcome.job.id, maxAttempts);
+        await expectSameJobs(m, r, 'enqueue');
+      },
+    ),
   ),
   fc.tuple(fc.integer({ min: 1, max: 3 }), fc.constantFrom(1_000, 5_000)).map(([max, leaseMs]) =>
-    cmd(`lease(${max}, ${leaseMs})`, () => true, async (m, r) => {
-      const got = await r.store.jobLease({ tenant: TENANT, workerId: 'w', leaseMs, max });
-      const want = m.lease(max, leaseMs);
-      expect(got.map((j) => [j.id, j.epoch, j.attempt, j.leaseExpiresAt])).toEqual(want.map((j) => [j.id, j.epoch, j.attempts, j.leaseExpiresAt]));
-      for (const [i, job] of want.entries()) {
-        job.token = got[i]?.token ?? null;
-        if (job.token !== null) job.tokens.push(job.token);
-      }
-      await expectSameJobs(m, r, 'lease');
-    }),
+    cmd(
+      `lease(${max}, ${leaseMs})`,
+      () => true,
+      async (m, r) => {
+        const got = await r.store.jobLease({ tenant: TENANT, workerId: 'w', leaseMs, max });
+        const want = m.lease(max, leaseMs);
+        expect(got.map((j) => [j.id, j.epoch, j.attempt, j.leaseExpiresAt])).toEqual(want.map((j) => [j.id, j.epoch, j.attempts, j.leaseExpiresAt]));
+        for (const [i, job] of want.entries()) {
+          job.token = got[i]?.token ?? null;
+          if (job.token !== null) job.tokens.push(job.token);
+        }
+        await expectSameJobs(m, r, 'lease');
+      },
+    ),
   ),
   fc.tuple(fc.nat(), fc.nat(), fc.constantFrom(1_000, 5_000)).map(([which, choice, leaseMs]) =>
-    cmd(`renew(#${which}, ${choice}, ${leaseMs})`, (m) => m.jobs.length > 0, async (m, r) => {
-      const job = m.jobs[which % m.jobs.length] as ModelJob;
-      const token = pickToken(job, choice);
-      const got = await r.store.jobRenew({ tenant: TENANT, id: job.id, token, leaseMs });
-      expect(got).toEqual(stripOp(m.renew(job, token, leaseMs)));
-      await expectSameJobs(m, r, 'renew');
-    }),
+    cmd(
+      `renew(#${which}, ${choice}, ${leaseMs})`,
+      (m) => m.jobs.length > 0,
+      async (m, r) => {
+        const job = m.jobs[which % m.jobs.length] as ModelJob;
+        const token = pickToken(job, choice);
+        const got = await r.store.jobRenew({ tenant: TENANT, id: job.id, token, leaseMs });
+        expect(got).toEqual(stripOp(m.renew(job, token, leaseMs)));
+        await expectSameJobs(m, r, 'renew');
+      },
+    ),
   ),
   fc.tuple(fc.nat(), fc.nat()).map(([which, choice]) =>
-    cmd(`complete(#${which}, ${choice})`, (m) => m.jobs.length > 0, async (m, r) => {
-      const job = m.jobs[which % m.jobs.length] as ModelJob;
-      const token = pickToken(job, choice);
-      const got = await r.store.jobComplete({ tenant: TENANT, id: job.id, token });
-      expect(got).toEqual(stripOp(m.complete(job, token)));
-      await expectSameJobs(m, r, 'complete');
-    }),
+    cmd(
+      `complete(#${which}, ${choice})`,
+      (m) => m.jobs.length > 0,
+      async (m, r) => {
+        const job = m.jobs[which % m.jobs.length] as ModelJob;
+        const token = pickToken(job, choice);
+        const got = await r.store.jobComplete({ tenant: TENANT, id: job.id, token });
+        expect(got).toEqual(stripOp(m.complete(job, token)));
+        await expectSameJobs(m, r, 'complete');
+      },
+    ),
   ),
   fc.tuple(fc.nat(), fc.nat(), fc.boolean()).map(([which, choice, retryable]) =>
-    cmd(`fail(#${which}, ${choice}, ${retryable})`, (m) => m.jobs.length > 0, async (m, r) => {
-      const job = m.jobs[which % m.jobs.length] as ModelJob;
-      const token = pickToken(job, choice);
-      const got = await r.store.jobFail({ tenant: TENANT, id: job.id, token, error: { code: 'e', message: '' }, retryable, backoff: IMMEDIATE });
-      const want = stripOp(m.fail(job, token, retryable));
-      expect(got.kind === 'failed' ? { kind: got.kind, status: got.status, replayed: got.replayed } : got).toEqual(want);
-      await expectSameJobs(m, r, 'fail');
-    }),
+    cmd(
+      `fail(#${which}, ${choice}, ${retryable})`,
+      (m) => m.jobs.length > 0,
+      async (m, r) => {
+        const job = m.jobs[which % m.jobs.length] as ModelJob;
+        const token = pickToken(job, choice);
+        const got = await r.store.jobFail({ tenant: TENANT, id: job.id, token, error: { code: 'e', message: '' }, retryable, backoff: IMMEDIATE });
+        const want = stripOp(m.fail(job, token, retryable));
+        expect(got.kind === 'failed' ? { kind: got.kind, status: got.status, replayed: got.replayed } : got).toEqual(want);
+        await expectSameJobs(m, r, 'fail');
+      },
+    ),
   ),
   fc.constantFrom(500, 1_000, 2_500, 6_000).map((ms) =>
-    cmd(`advance(${ms})`, () => true, async (m, r) => {
-      r.clock.advance(ms);
-      m.now += ms;
-    }),
+    cmd(
+      `advance(${ms})`,
+      () => true,
+      async (m, r) => {
+        r.clock.advance(ms);
+        m.now += ms;
+      },
+    ),
   ),
   fc.constant(
-    cmd('reap', () => true, async (m, r) => {
-      const got = await r.store.jobReapExpired();
-      const want = m.settle();
-      expect({ requeued: got.requeued, dead: got.dead }).toEqual(want);
-      await expectSameJobs(m, r, 'reap');
-    }),
+    cmd(
+      'reap',
+      () => true,
+      async (m, r) => {
+        const got = await r.store.jobReapExpired();
+        const want = m.settle();
+        expect({ requeued: got.requeued, dead: got.dead }).toEqual(want);
+        await expectSameJobs(m, r, 'reap');
+      },
+    ),
   ),
   fc.tuple(fc.nat(), fc.option(fc.integer({ min: 1, max: 3 }), { nil: undefined })).map(([which, maxAttempts]) =>
-    cmd(`requeue(#${which}, ${String(maxAttempts)})`, (m) => m.jobs.length > 0, async (m, r) => {
-      const job = m.jobs[which % m.jobs.length] as ModelJob;
-      const got = await r.store.jobRequeue({ scope: { tenant: TENANT }, id: job.id, ...(maxAttempts === undefined ? {} : { maxAttempts }) });
-      expect(got.kind === 'requeued' ? { kind: got.kind } : got).toEqual(stripOp(m.requeue(job, maxAttempts)));
-      await expectSameJobs(m, r, 'requeue');
-    }),
+    cmd(
+      `requeue(#${which}, ${String(maxAttempts)})`,
+      (m) => m.jobs.length > 0,
+      async (m, r) => {
+        const job = m.jobs[which % m.jobs.length] as ModelJob;
+        const got = await r.store.jobRequeue({ scope: { tenant: TENANT }, id: job.id, ...(maxAttempts === undefined ? {} : { maxAttempts }) });
+        expect(got.kind === 'requeued' ? { kind: got.kind } : got).toEqual(stripOp(m.requeue(job, maxAttempts)));
+        await expectSameJobs(m, r, 'requeue');
+      },
+    ),
   ),
 ];
 
@@ -270,7 +337,7 @@ describe('the lease state machine against its model (sqlite)', () => {
     let runs = 0;
     let steps = 0;
     await fc.assert(
-      fc.asyncProperty(fc.commands(commands, { maxCommands: 80, size: "large" }), async (cmds) => {
+      fc.asyncProperty(fc.commands(commands, { maxCommands: 80, size: 'large' }), async (cmds) => {
         const { real, close } = openReal();
         try {
           runs += 1;
@@ -296,7 +363,10 @@ describe('concurrent workers under the fast-check scheduler (sqlite)', () => {
       fc.asyncProperty(
         fc.scheduler(),
         fc.integer({ min: 2, max: 6 }),
-        fc.array(fc.array(fc.constantFrom<Action>('complete', 'fail', 'failPermanent', 'renew', 'abandon', 'stale'), { minLength: 1, maxLength: 6 }), { minLength: 2, maxLength: 5 }),
+        fc.array(fc.array(fc.constantFrom<Action>('complete', 'fail', 'failPermanent', 'renew', 'abandon', 'stale'), { minLength: 1, maxLength: 6 }), {
+          minLength: 2,
+          maxLength: 5,
+        }),
         fc.integer({ min: 1, max: 3 }),
         async (s, jobCount, plans, rounds) => {
           const { real, close } = openReal();
@@ -305,7 +375,19 @@ describe('concurrent workers under the fast-check scheduler (sqlite)', () => {
             runs += 1;
             const maxAttempts = 3;
             for (let i = 0; i < jobCount; i++) {
-              await store.jobEnqueue({ tenant: TENANT, owner: 'o', idempotencyKey: `c${i}`, requestHash: `c${i}`, kind: 'k', payload: i, maxAttempts, priority: 0, runAfter: null, deadlineMs: null, payloadBytes: 1 });
+              await store.jobEnqueue({
+                tenant: TENANT,
+                owner: 'o',
+                idempotencyKey: `c${i}`,
+                requestHash: `c${i}`,
+                kind: 'k',
+                payload: i,
+                maxAttempts,
+                priority: 0,
+                runAfter: null,
+                deadlineMs: null,
+                payloadBytes: 1,
+              });
             }
             const leases = new Map<string, Map<number, string>>();
             const tokens: { id: string; token: string }[] = [];
@@ -313,7 +395,8 @@ describe('concurrent workers under the fast-check scheduler (sqlite)', () => {
             const endings = new Map<string, Map<number, string[]>>();
             /** Calls refused although they carried the token just handed out: someone else must have ended that attempt. */
             const refusedLive: { id: string; epoch: number }[] = [];
-            const epochOf = (id: string, token: string): number | undefined => [...(leases.get(id) ?? new Map<number, string>())].find(([, t]) => t === token)?.[0];
+            const epochOf = (id: string, token: string): number | undefined =>
+              [...(leases.get(id) ?? new Map<number, string>())].find(([, t]) => t === token)?.[0];
             const ended = (id: string, token: string, what: string): void => {
               const epoch = epochOf(id, token);
               if (epoch === undefined) throw new Error(`an ending of ${id} was accepted for a token no lease handed out`);
@@ -346,7 +429,9 @@ describe('concurrent workers under the fast-check scheduler (sqlite)', () => {
                       if (outcome.kind === 'completed' && !outcome.replayed) ended(target, token, 'succeeded');
                     } else if (action === 'fail' || action === 'failPermanent') {
                       const retryable = action === 'fail';
-                      const outcome = await s.schedule(store.jobFail({ tenant: TENANT, id: job.id, token, error: { code: 'e', message: '' }, retryable, backoff: IMMEDIATE }));
+                      const outcome = await s.schedule(
+                        store.jobFail({ tenant: TENANT, id: job.id, token, error: { code: 'e', message: '' }, retryable, backoff: IMMEDIATE }),
+                      );
                       if (outcome.kind !== 'failed') refusedLive.push({ id: job.id, epoch: job.epoch });
                       if (outcome.kind === 'failed' && !outcome.replayed) ended(job.id, token, retryable ? 'failed' : 'dead');
                     }

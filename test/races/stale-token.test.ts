@@ -29,7 +29,11 @@ function staleCalls(id: string, token: string): Call[] {
     { name: 'checkpoint', url: `/jobs/${id}/checkpoint`, body: { token, step: 99, state: { from: 'A' } } },
     { name: 'effect', url: `/jobs/${id}/effect`, body: { token } },
     { name: 'complete', url: `/jobs/${id}/complete`, body: { token, result: { from: 'A' } } },
-    { name: 'complete bytes', url: `/jobs/${id}/complete`, body: { token, resultBytes: { contentType: 'text/plain', base64: Buffer.from('A').toString('base64') } } },
+    {
+      name: 'complete bytes',
+      url: `/jobs/${id}/complete`,
+      body: { token, resultBytes: { contentType: 'text/plain', base64: Buffer.from('A').toString('base64') } },
+    },
     { name: 'fail permanent', url: `/jobs/${id}/fail`, body: { token, error: { code: 'from_a' }, retryable: false } },
     { name: 'fail retryable', url: `/jobs/${id}/fail`, body: { token, error: { code: 'from_a' } } },
     { name: 'batch complete', url: '/complete', body: { completions: [{ id, token, result: { from: 'A' } }] } },
@@ -57,7 +61,9 @@ describe.each(backends)('stale tokens ($name)', (backend) => {
   /** Sends A's calls and checks that each is refused as stale. */
   async function expectAllStale(calls: readonly Call[], together: boolean): Promise<void> {
     const send = (call: Call) => post(h.app, h.keys.worker, call.url, call.body);
-    const answers = together ? await Promise.all(calls.map(send)) : await calls.reduce(async (done, call) => [...(await done), await send(call)], Promise.resolve([] as Awaited<ReturnType<typeof send>>[]));
+    const answers = together
+      ? await Promise.all(calls.map(send))
+      : await calls.reduce(async (done, call) => [...(await done), await send(call)], Promise.resolve([] as Awaited<ReturnType<typeof send>>[]));
     answers.forEach((answer, i) => {
       const call = calls[i] as Call;
       if (call.name === 'batch complete') {

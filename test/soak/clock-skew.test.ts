@@ -193,7 +193,11 @@ describe.each(backends)('a worker whose clock is five hours off ($name)', ({ nam
     // Not kept alive: it ended within a lease length (and the reaper's period, and a loaded machine's slack) of the freeze,
     // although the holder's own clock put the end of its lease five hours away.
     expect(endedAt - frozenAt).toBeLessThan(leaseMs + 5_000);
-    expect(ledgerOf(ledger).filter((r) => r.id === enqueued.id).map((r) => [r.fence, r.pid])).toEqual([
+    expect(
+      ledgerOf(ledger)
+        .filter((r) => r.id === enqueued.id)
+        .map((r) => [r.fence, r.pid]),
+    ).toEqual([
       [1, holder.child.pid],
       [2, rescuer.child.pid],
     ]);

@@ -26,7 +26,20 @@ const HOT_ROUNDS = 200;
 const HOUR = 3_600_000;
 
 function job(key: string, overrides: Partial<EnqueueParams> = {}): EnqueueParams {
-  return { tenant: TENANT, owner: OWNER, idempotencyKey: key, requestHash: key, kind: 'k', payload: { key }, maxAttempts: 3, priority: 0, runAfter: null, deadlineMs: null, payloadBytes: 8, ...overrides };
+  return {
+    tenant: TENANT,
+    owner: OWNER,
+    idempotencyKey: key,
+    requestHash: key,
+    kind: 'k',
+    payload: { key },
+    maxAttempts: 3,
+    priority: 0,
+    runAfter: null,
+    deadlineMs: null,
+    payloadBytes: 8,
+    ...overrides,
+  };
 }
 
 async function seed(store: Store): Promise<void> {
@@ -38,7 +51,11 @@ async function seed(store: Store): Promise<void> {
     const [lease] = leased;
     if (lease !== undefined) await store.jobComplete({ tenant: TENANT, id: lease.id, token: lease.token });
   }
-  await store.jobEnqueueMany(Array.from({ length: 1_000 }, (_, i) => job(`keyed-${i}`, { dedupe: { key: `d-${i}`, mode: 'drop', ttlMs: HOUR }, unique: { key: `u-${i}`, forMs: HOUR } })));
+  await store.jobEnqueueMany(
+    Array.from({ length: 1_000 }, (_, i) =>
+      job(`keyed-${i}`, { dedupe: { key: `d-${i}`, mode: 'drop', ttlMs: HOUR }, unique: { key: `u-${i}`, forMs: HOUR } }),
+    ),
+  );
   await store.jobEnqueueMany(Array.from({ length: 1_000 }, (_, i) => job(`plain-${i}`)));
 }
 
@@ -51,10 +68,16 @@ describe('dedupe and unique key cost (sqlite)', () => {
     try {
       await seed(store);
       const scope = { tenant: TENANT, owner: OWNER, kind: 'k', key: 'hot' };
-      expect(sqlitePlan(db, SQL.jobDedupeHolder, scope)).toMatch(/SEARCH jobs USING INDEX jobs_dedupe_key \(tenant=\? AND owner=\? AND kind=\? AND dedupe_key=\?\)/);
-      expect(sqlitePlan(db, SQL.jobUniqueHolder, scope)).toMatch(/SEARCH jobs USING INDEX jobs_unique_key \(tenant=\? AND owner=\? AND kind=\? AND unique_key=\?\)/);
+      expect(sqlitePlan(db, SQL.jobDedupeHolder, scope)).toMatch(
+        /SEARCH jobs USING INDEX jobs_dedupe_key \(tenant=\? AND owner=\? AND kind=\? AND dedupe_key=\?\)/,
+      );
+      expect(sqlitePlan(db, SQL.jobUniqueHolder, scope)).toMatch(
+        /SEARCH jobs USING INDEX jobs_unique_key \(tenant=\? AND owner=\? AND kind=\? AND unique_key=\?\)/,
+      );
       const byRowId = /SEARCH jobs USING INTEGER PRIMARY KEY \(rowid=\?\)/;
-      expect(sqlitePlan(db, SQL.jobDedupeMerge, { seq: 1, key: 'hot', replace: 1, payload: '{}', payloadBytes: 2, runAfter: 0, dedupeUntil: 0, now: 0 })).toMatch(byRowId);
+      expect(
+        sqlitePlan(db, SQL.jobDedupeMerge, { seq: 1, key: 'hot', replace: 1, payload: '{}', payloadBytes: 2, runAfter: 0, dedupeUntil: 0, now: 0 }),
+      ).toMatch(byRowId);
       expect(sqlitePlan(db, SQL.jobDedupeRelease, { seq: 1, key: 'hot', now: 0 })).toMatch(byRowId);
       expect(sqlitePlan(db, SQL.jobUniqueRelease, { seq: 1, key: 'hot', forMs: 0, now: 0 })).toMatch(byRowId);
       // The hot key's history gave the key up: one holder each, beside the 1,000 other keyed jobs.

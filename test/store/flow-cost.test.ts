@@ -27,7 +27,19 @@ const TENANT = 't1';
 
 function job(kind: string, i: number, priority = 0): EnqueueParams {
   const key = `${kind}-${i}`;
-  return { tenant: TENANT, owner: 'u', idempotencyKey: key, requestHash: key, kind, payload: { i }, maxAttempts: 3, priority, runAfter: null, deadlineMs: null, payloadBytes: 8 };
+  return {
+    tenant: TENANT,
+    owner: 'u',
+    idempotencyKey: key,
+    requestHash: key,
+    kind,
+    payload: { i },
+    maxAttempts: 3,
+    priority,
+    runAfter: null,
+    deadlineMs: null,
+    payloadBytes: 8,
+  };
 }
 
 /** BACKLOG jobs of kind b (paused, and first in lease order), 50 of a (maxConcurrent 2) and 50 of c (free). */
@@ -66,7 +78,17 @@ describe('lease cost beside a paused kind\u2019s backlog (sqlite)', () => {
       expect(plan(db, SQL.kindFlowState, { tenant: TENANT })).toMatch(/SEARCH k USING (COVERING )?INDEX kinds_flow \(tenant=\?/);
       const queued = plan(db, SQL.jobQueuedKinds, { tenant: TENANT, limit: 1_000 });
       expect(queued).not.toMatch(/SCAN jobs/);
-      const capped = plan(db, jobLeaseKindsSql(2, true), { tenant: TENANT, workerId: 'w', leaseMs: 1_000, max: 10, now: Date.now(), k0: 'a', m0: 2, k1: 'c', m1: 10 });
+      const capped = plan(db, jobLeaseKindsSql(2, true), {
+        tenant: TENANT,
+        workerId: 'w',
+        leaseMs: 1_000,
+        max: 10,
+        now: Date.now(),
+        k0: 'a',
+        m0: 2,
+        k1: 'c',
+        m1: 10,
+      });
       expect(capped.split('\n').filter((d) => /SEARCH jobs USING INDEX jobs_available_by_kind \(tenant=\? AND kind=\?/.test(d))).toHaveLength(2);
       expect(capped).not.toMatch(/SCAN jobs|jobs_available \(/);
       // The unrestricted statements' guard is a probe of kinds_flow.
@@ -103,7 +125,6 @@ describe.skipIf(url === '')('lease cost beside a paused kind\u2019s backlog (pos
   }, 120_000);
   afterAll(() => close());
 
-
   const jobRowsRead = (text: string, values: readonly unknown[]): Promise<number[]> => readJobRows(client, text, values);
 
   const tokens = Array.from({ length: 10 }, (_, i) => `token-${i}`);
@@ -113,7 +134,8 @@ describe.skipIf(url === '')('lease cost beside a paused kind\u2019s backlog (pos
   });
 
   it('walks each kind for at most its cap, and finds the queued kinds with one probe each', async () => {
-    for (const read of await jobRowsRead(Q.JOB_LEASE_CAPPED.text, [TENANT, 10, tokens, 'w', 60_000, ['a', 'c'], [2, 10]])) expect(read).toBeLessThanOrEqual(12 + 2);
+    for (const read of await jobRowsRead(Q.JOB_LEASE_CAPPED.text, [TENANT, 10, tokens, 'w', 60_000, ['a', 'c'], [2, 10]]))
+      expect(read).toBeLessThanOrEqual(12 + 2);
     for (const read of await jobRowsRead(Q.JOB_QUEUED_KINDS.text, [TENANT, 1_000])) expect(read).toBeLessThanOrEqual(4);
   });
 

@@ -30,7 +30,20 @@ const FREE = 300;
 const TENANT = 't1';
 
 function job(key: string, overrides: Partial<EnqueueParams> = {}): EnqueueParams {
-  return { tenant: TENANT, owner: 'u', idempotencyKey: key, requestHash: key, kind: 'k', payload: { key }, maxAttempts: 3, priority: 10, runAfter: null, deadlineMs: null, payloadBytes: 8, ...overrides };
+  return {
+    tenant: TENANT,
+    owner: 'u',
+    idempotencyKey: key,
+    requestHash: key,
+    kind: 'k',
+    payload: { key },
+    maxAttempts: 3,
+    priority: 10,
+    runAfter: null,
+    deadlineMs: null,
+    payloadBytes: 8,
+    ...overrides,
+  };
 }
 
 /** The busy keys' first jobs and the parent are leased (running), everything behind them waits; FREE plain jobs are queued. */

@@ -23,7 +23,19 @@ const TENANT = 't1';
 
 function job(kind: string, i: number): EnqueueParams {
   const key = `${kind}-${i}`;
-  return { tenant: TENANT, owner: 'u', idempotencyKey: key, requestHash: key, kind, payload: { i }, maxAttempts: 3, priority: 0, runAfter: null, deadlineMs: null, payloadBytes: 8 };
+  return {
+    tenant: TENANT,
+    owner: 'u',
+    idempotencyKey: key,
+    requestHash: key,
+    kind,
+    payload: { i },
+    maxAttempts: 3,
+    priority: 0,
+    runAfter: null,
+    deadlineMs: null,
+    payloadBytes: 8,
+  };
 }
 
 /**
@@ -95,13 +107,17 @@ describe.skipIf(url === '')('lease cost with another kind backlogged (postgres)'
   }, 120_000);
   afterAll(() => close());
 
-
   it("reads each named kind from jobs_available_by_kind, at most max rows of each: neither another kind's backlog nor its own", async () => {
     const tokens = Array.from({ length: 10 }, (_, i) => `token-${i}`);
     await client.query('BEGIN');
     try {
       const explained = await client.query<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>(`EXPLAIN (ANALYZE, FORMAT JSON) ${Q.JOB_LEASE_KINDS.text}`, [
-        TENANT, 10, tokens, 'w', 60_000, ['a', 'c'],
+        TENANT,
+        10,
+        tokens,
+        'w',
+        60_000,
+        ['a', 'c'],
       ]);
       const root = explained.rows[0]?.['QUERY PLAN'][0].Plan as PlanNode;
       const scans = [...planNodes(root)].filter((node) => node['Relation Name'] === 'jobs' && /Scan/.test(node['Node Type']));

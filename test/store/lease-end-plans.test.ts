@@ -21,7 +21,19 @@ const FINISHED = 3_000;
 const BATCH = 16;
 
 function job(n: number): EnqueueParams {
-  return { tenant: TENANT, owner: 'u', idempotencyKey: `job-${n}`, requestHash: `h-${n}`, kind: 'k', payload: { n }, maxAttempts: 3, priority: 0, runAfter: null, deadlineMs: null, payloadBytes: 8 };
+  return {
+    tenant: TENANT,
+    owner: 'u',
+    idempotencyKey: `job-${n}`,
+    requestHash: `h-${n}`,
+    kind: 'k',
+    payload: { n },
+    maxAttempts: 3,
+    priority: 0,
+    runAfter: null,
+    deadlineMs: null,
+    payloadBytes: 8,
+  };
 }
 
 describe.skipIf(url === '')('statements on running jobs look them up by id (postgres)', () => {
@@ -69,7 +81,12 @@ describe.skipIf(url === '')('statements on running jobs look them up by id (post
   it('completes a batch through jobs_pkey, reading one entry per job', async () => {
     const leased = await leaseBatch();
     const access = await jobsAccess(Q.JOB_COMPLETE_MANY.text, [
-      leased.map((j) => j.id), leased.map(() => TENANT), leased.map((j) => j.token), leased.map(() => null), leased.map(() => null), leased.map(() => null),
+      leased.map((j) => j.id),
+      leased.map(() => TENANT),
+      leased.map((j) => j.token),
+      leased.map(() => null),
+      leased.map(() => null),
+      leased.map(() => null),
     ]);
     expect(access.indexes).toEqual(['jobs_pkey']);
     expect(access.entries).toBe(BATCH);
@@ -79,8 +96,20 @@ describe.skipIf(url === '')('statements on running jobs look them up by id (post
     const leased = await leaseBatch();
     const each = <T>(value: T): T[] => leased.map(() => value);
     const access = await jobsAccess(Q.JOB_END_LEASES.text, [
-      leased.map((j) => j.id), leased.map((j) => j.token), each('dead'), each('failed'), each('boom'), each('it failed'), each(null), each('boom'),
-      true, [], [], [], [], each('permanent'),
+      leased.map((j) => j.id),
+      leased.map((j) => j.token),
+      each('dead'),
+      each('failed'),
+      each('boom'),
+      each('it failed'),
+      each(null),
+      each('boom'),
+      true,
+      [],
+      [],
+      [],
+      [],
+      each('permanent'),
     ]);
     expect(access.indexes).toEqual(['jobs_pkey']);
     expect(access.entries).toBe(BATCH);
@@ -96,6 +125,7 @@ describe.skipIf(url === '')('statements on running jobs look them up by id (post
       [Q.JOB_EFFECT_STARTED, [one.id, TENANT, one.token]],
       [Q.JOB_CANCEL_REQUEST, [one.id]],
     ] as const;
-    for (const [query, values] of statements) expect({ query: query.name, ...(await jobsAccess(query.text, values)) }).toEqual({ query: query.name, indexes: ['jobs_pkey'], entries: 1 });
+    for (const [query, values] of statements)
+      expect({ query: query.name, ...(await jobsAccess(query.text, values)) }).toEqual({ query: query.name, indexes: ['jobs_pkey'], entries: 1 });
   });
 });

@@ -28,7 +28,20 @@ afterEach(async () => {
 });
 
 function params(key: string, overrides: Partial<EnqueueParams> = {}): EnqueueParams {
-  return { tenant: 't', owner: 'u', idempotencyKey: key, requestHash: key, kind: 'email', payload: {}, maxAttempts: 3, priority: 0, runAfter: null, deadlineMs: null, payloadBytes: 2, ...overrides };
+  return {
+    tenant: 't',
+    owner: 'u',
+    idempotencyKey: key,
+    requestHash: key,
+    kind: 'email',
+    payload: {},
+    maxAttempts: 3,
+    priority: 0,
+    runAfter: null,
+    deadlineMs: null,
+    payloadBytes: 2,
+    ...overrides,
+  };
 }
 
 /** The store on a database that had one queued job at version 12: the job leases, and keys work. */
@@ -50,15 +63,25 @@ describe('migration 13 on a version-12 database', () => {
     const path = join(dir, 'jobs.db');
     const old = new Database(path);
     old.pragma('journal_mode = WAL');
-    migrateSqlite(old, systemClock, SQLITE_MIGRATIONS.filter((m) => m.version <= 12));
-    old.prepare(`INSERT INTO jobs (id, tenant, owner, idempotency_key, request_hash, kind, payload, payload_bytes, status, max_attempts, run_after, created_at)
-      VALUES (?, 't', 'u', 'old', 'h', 'email', '{}', 2, 'queued', 3, 0, 0)`).run(OLD_JOB);
+    migrateSqlite(
+      old,
+      systemClock,
+      SQLITE_MIGRATIONS.filter((m) => m.version <= 12),
+    );
+    old
+      .prepare(`INSERT INTO jobs (id, tenant, owner, idempotency_key, request_hash, kind, payload, payload_bytes, status, max_attempts, run_after, created_at)
+      VALUES (?, 't', 'u', 'old', 'h', 'email', '{}', 2, 'queued', 3, 0, 0)`)
+      .run(OLD_JOB);
     old.close();
     const store = SqliteStore.open({ path });
     cleanups.push(() => store.close());
     const db = new Database(path, { readonly: true });
     try {
-      expect(db.prepare(`SELECT dedupe_key, dedupe_until, unique_key FROM jobs WHERE id = ?`).get(OLD_JOB)).toEqual({ dedupe_key: null, dedupe_until: null, unique_key: null });
+      expect(db.prepare(`SELECT dedupe_key, dedupe_until, unique_key FROM jobs WHERE id = ?`).get(OLD_JOB)).toEqual({
+        dedupe_key: null,
+        dedupe_until: null,
+        unique_key: null,
+      });
       expect(db.prepare(`SELECT name FROM sqlite_master WHERE name IN ('jobs_dedupe_key', 'jobs_unique_key') ORDER BY name`).all()).toHaveLength(2);
     } finally {
       db.close();
@@ -74,9 +97,16 @@ describe('migration 13 on a version-12 database', () => {
     const client = new pg.Client({ connectionString: url, options: `-c search_path=${schema}` });
     await client.connect();
     try {
-      await migratePg(client, schema, PG_MIGRATIONS.filter((m) => m.version <= 12));
-      await client.query(`INSERT INTO jobs (id, tenant, owner, idempotency_key, request_hash, kind, payload, payload_bytes, status, max_attempts, run_after, created_at)
-        VALUES ($1, 't', 'u', 'old', 'h', 'email', '{}', 2, 'queued', 3, now(), now())`, [OLD_JOB]);
+      await migratePg(
+        client,
+        schema,
+        PG_MIGRATIONS.filter((m) => m.version <= 12),
+      );
+      await client.query(
+        `INSERT INTO jobs (id, tenant, owner, idempotency_key, request_hash, kind, payload, payload_bytes, status, max_attempts, run_after, created_at)
+        VALUES ($1, 't', 'u', 'old', 'h', 'email', '{}', 2, 'queued', 3, now(), now())`,
+        [OLD_JOB],
+      );
     } finally {
       await client.end();
     }

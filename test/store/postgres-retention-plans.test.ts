@@ -41,7 +41,9 @@ describe.skipIf(url === '')('PostgreSQL plans of jobNextDue and jobPurge', () =>
   async function plan(text: string, values: readonly unknown[]): Promise<string> {
     await client.query(`PREPARE q AS ${text}`);
     try {
-      const params = values.map((v) => (v === null ? 'NULL' : typeof v === 'string' ? `'${v}'` : Array.isArray(v) ? `ARRAY[${v.map((x) => `'${String(x)}'`).join(',')}]` : String(v)));
+      const params = values.map((v) =>
+        v === null ? 'NULL' : typeof v === 'string' ? `'${v}'` : Array.isArray(v) ? `ARRAY[${v.map((x) => `'${String(x)}'`).join(',')}]` : String(v),
+      );
       const rows = (await client.query<{ 'QUERY PLAN': string }>(`EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) EXECUTE q(${params.join(', ')})`)).rows;
       return rows.map((row) => row['QUERY PLAN']).join('\n');
     } finally {
@@ -49,7 +51,7 @@ describe.skipIf(url === '')('PostgreSQL plans of jobNextDue and jobPurge', () =>
     }
   }
 
-  it('seeks jobs_delayed per kind: the other kind\'s 20,000 queued jobs are not read', async () => {
+  it("seeks jobs_delayed per kind: the other kind's 20,000 queued jobs are not read", async () => {
     const kinds = await plan(JOB_NEXT_DUE_KINDS.text, ['t', ['wanted']]);
     // One seek on (tenant, kind) for a kind with no queued job: no row of the backlog is read.
     expect(kinds).toMatch(/Index Scan using jobs_delayed on jobs j \(actual rows=0 loops=1\)/);

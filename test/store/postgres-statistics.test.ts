@@ -19,7 +19,19 @@ const TENANT = 't1';
 const BACKLOG = 3_000;
 
 function job(kind: string, n: number, priority: number): EnqueueParams {
-  return { tenant: TENANT, owner: 'u', idempotencyKey: `${kind}-${n}`, requestHash: `h-${kind}-${n}`, kind, payload: { n }, maxAttempts: 3, priority, runAfter: null, deadlineMs: null, payloadBytes: 8 };
+  return {
+    tenant: TENANT,
+    owner: 'u',
+    idempotencyKey: `${kind}-${n}`,
+    requestHash: `h-${kind}-${n}`,
+    kind,
+    payload: { n },
+    maxAttempts: 3,
+    priority,
+    runAfter: null,
+    deadlineMs: null,
+    payloadBytes: 8,
+  };
 }
 
 describe('stale statistics', () => {
@@ -53,13 +65,21 @@ describe.skipIf(url === '')('the store keeps the statistics of jobs fresh (postg
   afterAll(() => close());
 
   async function analyzedAt(): Promise<string | null> {
-    return (await client.query<{ at: string | null }>(`SELECT last_analyze::text AS at FROM pg_stat_user_tables WHERE relid = 'jobs'::regclass`)).rows[0]?.at ?? null;
+    return (
+      (await client.query<{ at: string | null }>(`SELECT last_analyze::text AS at FROM pg_stat_user_tables WHERE relid = 'jobs'::regclass`)).rows[0]?.at ?? null
+    );
   }
 
   it('analyzes jobs at the reaper’s tick, after which a lease reads O(max) rows, not the backlog for kinds without jobs', async () => {
     const before = await analyzedAt();
     // The counts of changed rows reach the statistics views at the end of each transaction; wait until they show.
-    await expect.poll(async () => (await client.query<{ n: number }>(`SELECT n_mod_since_analyze::int AS n FROM pg_stat_user_tables WHERE relid = 'jobs'::regclass`)).rows[0]?.n ?? 0, { timeout: 10_000 }).toBeGreaterThan(1_000);
+    await expect
+      .poll(
+        async () =>
+          (await client.query<{ n: number }>(`SELECT n_mod_since_analyze::int AS n FROM pg_stat_user_tables WHERE relid = 'jobs'::regclass`)).rows[0]?.n ?? 0,
+        { timeout: 10_000 },
+      )
+      .toBeGreaterThan(1_000);
     await store.jobReapExpired();
     expect(await analyzedAt()).not.toBe(before);
     const tokens = Array.from({ length: 10 }, (_, i) => `token-${i}`);

@@ -21,8 +21,17 @@ const url = process.env['DATABASE_URL'] ?? '';
 
 function enqueueParams(key: string): EnqueueParams {
   return {
-    tenant: 't', owner: 'u', idempotencyKey: key, requestHash: key, kind: 'k', payload: { key },
-    maxAttempts: 3, priority: 0, runAfter: null, deadlineMs: null, payloadBytes: 10,
+    tenant: 't',
+    owner: 'u',
+    idempotencyKey: key,
+    requestHash: key,
+    kind: 'k',
+    payload: { key },
+    maxAttempts: 3,
+    priority: 0,
+    runAfter: null,
+    deadlineMs: null,
+    payloadBytes: 10,
   };
 }
 
@@ -159,7 +168,10 @@ describe.skipIf(url === '')('PostgresStore (DATABASE_URL)', () => {
     await blocker.query('BEGIN');
     await blocker.query(`SELECT 1 FROM ${schema}.jobs WHERE id = $1 FOR UPDATE`, [outcome.job.id]);
     const cancel = store.jobCancel({ scope: { tenant: 't' }, id: outcome.job.id });
-    const settled = cancel.then(() => 'resolved', (error: unknown) => error);
+    const settled = cancel.then(
+      () => 'resolved',
+      (error: unknown) => error,
+    );
     await waitFor('the cancel to wait on the row lock', async () => {
       const waiting = await blocker.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'`, [
         `leasehold:${schema}`,
@@ -187,19 +199,21 @@ describe.skipIf(url === '')('PostgresStore (DATABASE_URL)', () => {
     const client = await admin();
     const listenerPids = async (): Promise<number[]> =>
       (
-        await client.query<{ pid: number }>(`SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND query LIKE 'LISTEN%'`, [
-          `leasehold:${schema}`,
-        ])
+        await client.query<{ pid: number }>(`SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND query LIKE 'LISTEN%'`, [`leasehold:${schema}`])
       ).rows.map((r) => r.pid);
     const [first] = await waitFor('the listener to connect', async () => {
       const pids = await listenerPids();
       return pids.length === 1 ? pids : null;
     });
     await client.query('SELECT pg_terminate_backend($1)', [first]);
-    await waitFor('a new listener connection', async () => {
-      const pids = await listenerPids();
-      return pids.length === 1 && pids[0] !== first;
-    }, { timeoutMs: 10_000 });
+    await waitFor(
+      'a new listener connection',
+      async () => {
+        const pids = await listenerPids();
+        return pids.length === 1 && pids[0] !== first;
+      },
+      { timeoutMs: 10_000 },
+    );
     wakes = 0;
     await peer.jobEnqueue(enqueueParams('after-reconnect'));
     await waitFor('the wake-up from the other store', () => wakes > 0, { timeoutMs: 5_000 });

@@ -31,7 +31,9 @@ describe('SQLite plans of the schedule statements', () => {
     const path = join(dir, 'plans.db');
     await SqliteStore.open({ path }).close();
     db = new Database(path);
-    db.exec(`WITH RECURSIVE s(g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM s WHERE g < 20000) INSERT INTO schedules ${COLUMNS} ${ROWS.replace(/g \* 1000/, 'g * 1000')} FROM s`);
+    db.exec(
+      `WITH RECURSIVE s(g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM s WHERE g < 20000) INSERT INTO schedules ${COLUMNS} ${ROWS.replace(/g \* 1000/, 'g * 1000')} FROM s`,
+    );
     db.exec('ANALYZE');
   });
   afterAll(() => {

@@ -56,64 +56,92 @@ function parseSyncs(trace: string): Sync[] {
   return syncs;
 }
 
-itNeeds('strace', whyNoStrace())('syncs the WAL before every 202: a coordinator under strace, one enqueue at a time', async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'leasehold-fsync-'));
-  dirs.push(dir);
-  const db = join(dir, 'jobs.db');
-  const traceFile = join(dir, 'trace.txt');
-  const apiKey = newApiKey();
-  const setup = SqliteStore.open({ path: db });
-  await setup.apiKeyInsert({ id: 'fsync-producer', tenant: 't1', user: 'alice', role: 'producer', keyHash: hashApiKey(apiKey) });
-  await setup.close();
+itNeeds('strace', whyNoStrace())(
+  'syncs the WAL before every 202: a coordinator under strace, one enqueue at a time',
+  async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'leasehold-fsync-'));
+    dirs.push(dir);
+    const db = join(dir, 'jobs.db');
+    const traceFile = join(dir, 'trace.txt');
+    const apiKey = newApiKey();
+    const setup = SqliteStore.open({ path: db });
+    await setup.apiKeyInsert({ id: 'fsync-producer', tenant: 't1', user: 'alice', role: 'producer', keyHash: hashApiKey(apiKey) });
+    await setup.close();
 
-  const port = await freePort();
-  const child = spawn(
-    'strace',
-    ['-f', '-ttt', '-y', '-e', 'trace=fsync,fdatasync', '-o', traceFile, process.execPath, CLI, 'serve', '--db', db, '--port', String(port), '--host', '127.0.0.1'],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
-  );
-  let output = '';
-  const exited = new Promise<number | string>((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal ?? -1)));
-  await new Promise<void>((resolve, reject) => {
-    const onData = (chunk: Buffer): void => {
-      output += chunk.toString();
-      if (/listening on http/.test(output)) resolve();
-    };
-    child.stdout.on('data', onData);
-    child.stderr.on('data', onData);
-    void exited.then((code) => reject(new Error(`serve under strace exited (${code}) before it listened:\n${output.slice(-2000)}`)));
-  });
+    const port = await freePort();
+    const child = spawn(
+      'strace',
+      [
+        '-f',
+        '-ttt',
+        '-y',
+        '-e',
+        'trace=fsync,fdatasync',
+        '-o',
+        traceFile,
+        process.execPath,
+        CLI,
+        'serve',
+        '--db',
+        db,
+        '--port',
+        String(port),
+        '--host',
+        '127.0.0.1',
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    let output = '';
+    const exited = new Promise<number | string>((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal ?? -1)));
+    await new Promise<void>((resolve, reject) => {
+      const onData = (chunk: Buffer): void => {
+        output += chunk.toString();
+        if (/listening on http/.test(output)) resolve();
+      };
+      child.stdout.on('data', onData);
+      child.stderr.on('data', onData);
+      void exited.then((code) => reject(new Error(`serve under strace exited (${code}) before it listened:\n${output.slice(-2000)}`)));
+    });
 
-  const client = new LeaseholdClient({ baseUrl: `http://127.0.0.1:${port}`, apiKey, connections: 1 });
-  const windows: { readonly sent: number; readonly answered: number }[] = [];
-  try {
-    for (let i = 0; i < 30; i++) {
-      const sent = nowMicros();
-      await client.enqueue({ kind: 'email', payload: { n: i } }, { idempotencyKey: `fsync-${i}` });
-      windows.push({ sent, answered: nowMicros() });
+    const client = new LeaseholdClient({ baseUrl: `http://127.0.0.1:${port}`, apiKey, connections: 1 });
+    const windows: { readonly sent: number; readonly answered: number }[] = [];
+    try {
+      for (let i = 0; i < 30; i++) {
+        const sent = nowMicros();
+        await client.enqueue({ kind: 'email', payload: { n: i } }, { idempotencyKey: `fsync-${i}` });
+        windows.push({ sent, answered: nowMicros() });
+      }
+    } finally {
+      await client.close();
+      // The coordinator is strace's child: stop it, and strace ends with it.
+      const traced = readFileSync(`/proc/${child.pid}/task/${child.pid}/children`, 'utf8')
+        .trim()
+        .split(/\s+/)
+        .map(Number)
+        .filter((pid) => pid > 0);
+      for (const pid of traced) process.kill(pid, 'SIGTERM');
+      if (traced.length === 0) child.kill('SIGTERM');
+      await exited;
     }
-  } finally {
-    await client.close();
-    // The coordinator is strace's child: stop it, and strace ends with it.
-    const traced = readFileSync(`/proc/${child.pid}/task/${child.pid}/children`, 'utf8').trim().split(/\s+/).map(Number).filter((pid) => pid > 0);
-    for (const pid of traced) process.kill(pid, 'SIGTERM');
-    if (traced.length === 0) child.kill('SIGTERM');
-    await exited;
-  }
 
-  const walSyncs = parseSyncs(readFileSync(traceFile, 'utf8')).filter((sync) => sync.file.endsWith('jobs.db-wal'));
-  const unsynced = windows.filter((w) => !walSyncs.some((sync) => sync.at >= w.sent && sync.at <= w.answered));
-  console.log(`fsync: ${windows.length} acknowledged enqueues, ${walSyncs.length} WAL syncs in the whole run, ${windows.length - unsynced.length} answers preceded by a WAL sync within their request`);
-  expect(walSyncs.length).toBeGreaterThanOrEqual(windows.length);
-  expect(unsynced).toEqual([]);
-}, 60_000);
+    const walSyncs = parseSyncs(readFileSync(traceFile, 'utf8')).filter((sync) => sync.file.endsWith('jobs.db-wal'));
+    const unsynced = windows.filter((w) => !walSyncs.some((sync) => sync.at >= w.sent && sync.at <= w.answered));
+    console.log(
+      `fsync: ${windows.length} acknowledged enqueues, ${walSyncs.length} WAL syncs in the whole run, ${windows.length - unsynced.length} answers preceded by a WAL sync within their request`,
+    );
+    expect(walSyncs.length).toBeGreaterThanOrEqual(windows.length);
+    expect(unsynced).toEqual([]);
+  },
+  60_000,
+);
 
 /** null when a dm-flakey device could be set up here, else why not. */
 function whyNoDeviceMapper(): string | null {
   if (process.getuid?.() !== 0) return 'not root';
   if (!existsSync('/dev/mapper/control')) return 'no /dev/mapper/control (the kernel offers no device mapper to this container)';
   const targets = spawnSync('dmsetup', ['targets'], { encoding: 'utf8' });
-  if (targets.error !== undefined || targets.status !== 0) return `dmsetup targets failed: ${(targets.stderr ?? String(targets.error)).trim().split('\n')[0] ?? ''}`;
+  if (targets.error !== undefined || targets.status !== 0)
+    return `dmsetup targets failed: ${(targets.stderr ?? String(targets.error)).trim().split('\n')[0] ?? ''}`;
   if (!/^flakey\b/m.test(targets.stdout)) return 'the kernel has no dm-flakey target';
   // A machine that gets this far can run the power-cut test; it is not written yet, so say so rather than pass.
   return 'dm-flakey is available, but the power-cut test is not implemented for it yet';

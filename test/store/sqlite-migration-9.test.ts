@@ -22,7 +22,9 @@ afterEach(() => {
 });
 
 function schemaNames(db: Database.Database): string[] {
-  return (db.prepare(`SELECT type || ' ' || name AS n FROM sqlite_master WHERE type IN ('index', 'trigger', 'table') ORDER BY 1`).all() as { n: string }[]).map((r) => r.n);
+  return (db.prepare(`SELECT type || ' ' || name AS n FROM sqlite_master WHERE type IN ('index', 'trigger', 'table') ORDER BY 1`).all() as { n: string }[]).map(
+    (r) => r.n,
+  );
 }
 
 describe('SQLite migration 9 (dependencies_and_keys) on a version-8 database', () => {
@@ -33,12 +35,18 @@ describe('SQLite migration 9 (dependencies_and_keys) on a version-8 database', (
     const old = new Database(path);
     old.pragma('journal_mode = WAL');
     old.pragma('foreign_keys = ON');
-    migrate(old, systemClock, MIGRATIONS.filter((m) => m.version <= 8));
+    migrate(
+      old,
+      systemClock,
+      MIGRATIONS.filter((m) => m.version <= 8),
+    );
     const insert = old.prepare(`INSERT INTO jobs (id, tenant, owner, idempotency_key, request_hash, kind, payload, payload_bytes, status,
       attempts, max_attempts, run_after, created_at, started_at, finished_at) VALUES (?, 't', 'u', ?, 'h', 'email', '{}', 2, ?, ?, 3, 0, 0, ?, ?)`);
     insert.run('00000000-0000-7000-8000-000000000001', 'k1', 'queued', 0, null, null);
     const done = insert.run('00000000-0000-7000-8000-000000000002', 'k2', 'succeeded', 1, 5, 9).lastInsertRowid;
-    old.prepare(`INSERT INTO job_attempts (job_seq, epoch, attempt, worker_id, started_at, ended_at, outcome) VALUES (?, 1, 1, 'w', 5, 9, 'succeeded')`).run(done);
+    old
+      .prepare(`INSERT INTO job_attempts (job_seq, epoch, attempt, worker_id, started_at, ended_at, outcome) VALUES (?, 1, 1, 'w', 5, 9, 'succeeded')`)
+      .run(done);
     old.prepare(`INSERT INTO job_results (job_seq, content_type, body, checksum, size_bytes) VALUES (?, 'text/plain', x'6869', 'c', 2)`).run(done);
     const before = schemaNames(old);
     const countersBefore = old.prepare('SELECT * FROM job_counters ORDER BY tenant, kind, status').all();
@@ -54,7 +62,9 @@ describe('SQLite migration 9 (dependencies_and_keys) on a version-8 database', (
         added.push('index jobs_dedupe_key', 'index jobs_unique_key');
         // Migration 12, which the store applies after 9, drops the insert trigger: enqueue counts its new jobs itself.
         const dropped = ['trigger job_counters_insert'];
-        expect(after.filter((name) => !name.startsWith('index sqlite_autoindex_job_dependencies'))).toEqual([...before, ...added].filter((name) => !dropped.includes(name)).sort());
+        expect(after.filter((name) => !name.startsWith('index sqlite_autoindex_job_dependencies'))).toEqual(
+          [...before, ...added].filter((name) => !dropped.includes(name)).sort(),
+        );
         expect(db.prepare('SELECT * FROM job_counters ORDER BY tenant, kind, status').all()).toEqual(countersBefore);
         expect(db.pragma('foreign_key_check')).toEqual([]);
         expect((db.prepare(`SELECT sql FROM sqlite_master WHERE name = 'jobs'`).get() as { sql: string }).sql).toContain(`'waiting'`);
@@ -70,9 +80,25 @@ describe('SQLite migration 9 (dependencies_and_keys) on a version-8 database', (
       const [lease] = await store.jobLease({ tenant: 't', workerId: 'w', leaseMs: 60_000, max: 1 });
       if (lease === undefined) throw new Error('the migrated queued job was not leased');
       const parent = lease.id;
-      const child = await store.jobEnqueue({ tenant: 't', owner: 'u', idempotencyKey: 'child', requestHash: 'c', kind: 'email', payload: {}, maxAttempts: 3, priority: 0, runAfter: null, deadlineMs: null, payloadBytes: 2, dependsOn: [parent] });
+      const child = await store.jobEnqueue({
+        tenant: 't',
+        owner: 'u',
+        idempotencyKey: 'child',
+        requestHash: 'c',
+        kind: 'email',
+        payload: {},
+        maxAttempts: 3,
+        priority: 0,
+        runAfter: null,
+        deadlineMs: null,
+        payloadBytes: 2,
+        dependsOn: [parent],
+      });
       expect(child).toMatchObject({ kind: 'created', job: { status: 'waiting' } });
-      expect(await store.jobComplete({ tenant: 't', id: parent, token: lease.token, result: { contentType: 'text/plain', body: Buffer.from('ok') } })).toEqual({ kind: 'completed', replayed: false });
+      expect(await store.jobComplete({ tenant: 't', id: parent, token: lease.token, result: { contentType: 'text/plain', body: Buffer.from('ok') } })).toEqual({
+        kind: 'completed',
+        replayed: false,
+      });
       expect((await store.stats(scope)).counts).toMatchObject({ queued: 1, succeeded: 2, waiting: 0 });
     } finally {
       await store.close();

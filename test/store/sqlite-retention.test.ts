@@ -34,8 +34,17 @@ async function finishJobs(store: SqliteStore, count: number): Promise<void> {
   const payload = { text: 'x'.repeat(4096) };
   await store.jobEnqueueMany(
     Array.from({ length: count }, (_, i) => ({
-      tenant: 't1', owner: 'u1', idempotencyKey: `k-${i}`, requestHash: `h-${i}`, kind: 'bulk', payload, maxAttempts: 1, priority: 0,
-      runAfter: null, deadlineMs: null, payloadBytes: 4110,
+      tenant: 't1',
+      owner: 'u1',
+      idempotencyKey: `k-${i}`,
+      requestHash: `h-${i}`,
+      kind: 'bulk',
+      payload,
+      maxAttempts: 1,
+      priority: 0,
+      runAfter: null,
+      deadlineMs: null,
+      payloadBytes: 4110,
     })),
   );
   for (;;) {
@@ -58,7 +67,14 @@ describe('sqlite retention', () => {
       const kinds = plan(db, NEXT_DUE_SQL.jobNextDueKinds, { tenant: 't', now: 1, kinds: '["a","b"]' });
       const anyKind = plan(db, NEXT_DUE_SQL.jobNextDueAnyKind, { tenant: 't', now: 1 });
       const purge = plan(db, RETENTION_SQL.jobPurgeSelect, {
-        status: 'succeeded', olderThanMs: 1, kindRetention: 1, floor: 1, now: 1, tenant: null, kind: null, limit: 5,
+        status: 'succeeded',
+        olderThanMs: 1,
+        kindRetention: 1,
+        floor: 1,
+        now: 1,
+        tenant: null,
+        kind: null,
+        limit: 5,
       });
       expect(kinds).toMatch(/SEARCH j USING INDEX jobs_delayed \(tenant=\? AND kind=\?\)/);
       expect(anyKind).toMatch(/jobs_delayed \(tenant=\? AND kind>\?\)/);

@@ -98,7 +98,12 @@ describe('SqliteStore', () => {
     expect(again?.attempt).toBe(2);
     const stale = await store.jobComplete({ tenant: 't1', id: first!.id, token: first!.token });
     expect(stale).toEqual({ kind: 'rejected', code: 'stale_lease' });
-    const done = await store.jobComplete({ tenant: 't1', id: again!.id, token: again!.token, result: { contentType: 'application/json', body: Buffer.from('{"ok":true}') } });
+    const done = await store.jobComplete({
+      tenant: 't1',
+      id: again!.id,
+      token: again!.token,
+      result: { contentType: 'application/json', body: Buffer.from('{"ok":true}') },
+    });
     expect(done).toEqual({ kind: 'completed', replayed: false });
     const replay = await store.jobComplete({ tenant: 't1', id: again!.id, token: again!.token });
     expect(replay).toEqual({ kind: 'completed', replayed: true });
@@ -112,13 +117,34 @@ describe('SqliteStore', () => {
   it('fails into backoff, then dead, then requeues with a fresh budget', async () => {
     await store.jobEnqueue(enqueueParams('f', { maxAttempts: 2 }));
     const [a] = await store.jobLease({ tenant: 't1', workerId: 'w', leaseMs: 1000, max: 1 });
-    const f1 = await store.jobFail({ tenant: 't1', id: a!.id, token: a!.token, error: { code: 'boom', message: 'x' }, retryable: true, backoff: DEFAULT_BACKOFF });
+    const f1 = await store.jobFail({
+      tenant: 't1',
+      id: a!.id,
+      token: a!.token,
+      error: { code: 'boom', message: 'x' },
+      retryable: true,
+      backoff: DEFAULT_BACKOFF,
+    });
     expect(f1.kind === 'failed' && f1.status).toBe('queued');
-    const again = await store.jobFail({ tenant: 't1', id: a!.id, token: a!.token, error: { code: 'boom', message: 'x' }, retryable: true, backoff: DEFAULT_BACKOFF });
+    const again = await store.jobFail({
+      tenant: 't1',
+      id: a!.id,
+      token: a!.token,
+      error: { code: 'boom', message: 'x' },
+      retryable: true,
+      backoff: DEFAULT_BACKOFF,
+    });
     expect(again.kind === 'failed' && again.replayed).toBe(true);
     clock.advance(DEFAULT_BACKOFF.baseMs);
     const [b] = await store.jobLease({ tenant: 't1', workerId: 'w', leaseMs: 1000, max: 1 });
-    const f2 = await store.jobFail({ tenant: 't1', id: b!.id, token: b!.token, error: { code: 'boom', message: 'x' }, retryable: true, backoff: DEFAULT_BACKOFF });
+    const f2 = await store.jobFail({
+      tenant: 't1',
+      id: b!.id,
+      token: b!.token,
+      error: { code: 'boom', message: 'x' },
+      retryable: true,
+      backoff: DEFAULT_BACKOFF,
+    });
     expect(f2.kind === 'failed' && f2.status).toBe('dead');
     const requeued = await store.jobRequeue({ scope: { tenant: 't1' }, id: b!.id, maxAttempts: 4 });
     expect(requeued.kind === 'requeued' && requeued.job.status).toBe('queued');
@@ -233,7 +259,12 @@ describe('SqliteStore shared by several processes', () => {
     await Promise.all(children.map((c) => c.ready));
     for (const c of children) c.child.stdin.end('go\n');
     const runs = await Promise.all(children.map((c) => c.done));
-    const leases = runs.flatMap((out) => out.split('\n').filter(Boolean).map((l) => JSON.parse(l) as { id: string; outcome: string }));
+    const leases = runs.flatMap((out) =>
+      out
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => JSON.parse(l) as { id: string; outcome: string }),
+    );
     expect(leases).toHaveLength(total);
     expect(new Set(leases.map((l) => l.id)).size).toBe(total);
     expect(leases.every((l) => l.outcome === 'completed')).toBe(true);
@@ -242,7 +273,7 @@ describe('SqliteStore shared by several processes', () => {
   });
 });
 
-describe('noticing another connection\'s commits', () => {
+describe("noticing another connection's commits", () => {
   it('hears them through the watch on the -wal file, with the safety poll too slow to matter', async () => {
     const path = join(dir, 'jobs.db');
     // A poll of ten minutes: only the file watch can wake this store within the test.
@@ -270,7 +301,7 @@ describe('noticing another connection\'s commits', () => {
       await watching.close();
     }
   });
-  it('hears a store\'s commits through its commit signal file, without the -wal watch', async () => {
+  it("hears a store's commits through its commit signal file, without the -wal watch", async () => {
     const path = join(dir, 'jobs.db');
     const writer = SqliteStore.open({ path, watchWalFile: true });
     const reader = new Database(path, { readonly: true });
@@ -298,7 +329,7 @@ describe('noticing another connection\'s commits', () => {
       await writer.close();
     }
   });
-  it('hears another process\'s commits too, which become visible only after their -wal writes', async () => {
+  it("hears another process's commits too, which become visible only after their -wal writes", async () => {
     const { spawn } = await import('node:child_process');
     const { createInterface } = await import('node:readline');
     const { pathToFileURL } = await import('node:url');

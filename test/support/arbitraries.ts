@@ -26,7 +26,7 @@ export const SQL_INJECTIONS: readonly string[] = [
   "' UNION SELECT key_hash, tenant, role FROM api_keys --",
   "'||(SELECT key_hash FROM api_keys LIMIT 1)||'",
   "'; SELECT pg_sleep(10); --",
-  "$$; DROP SCHEMA public CASCADE; $$",
+  '$$; DROP SCHEMA public CASCADE; $$',
   "E'\\x00'",
   "\\'; ATTACH DATABASE '/tmp/evil.db' AS evil; --",
   "'; PRAGMA writable_schema = 1; --",

@@ -120,5 +120,4 @@ const sqlite = sqliteFactory('sqlite', async (path, random) => SqliteStore.open(
 
 const databaseUrl = process.env['DATABASE_URL'];
 
-export const backends: readonly BackendFactory[] =
-  databaseUrl !== undefined && databaseUrl !== '' ? [sqlite, postgres(databaseUrl)] : [sqlite];
+export const backends: readonly BackendFactory[] = databaseUrl !== undefined && databaseUrl !== '' ? [sqlite, postgres(databaseUrl)] : [sqlite];

@@ -8,11 +8,32 @@
  */
 
 import fc, { type Arbitrary } from 'fast-check';
-import { Entries, freeJson, hostileJson, hostileKey, hostileChar, hostileString, jobIdRef, RawJson, Ref, resolveRefs, tokenRef, toJsonText } from './arbitraries.js';
+import {
+  Entries,
+  freeJson,
+  hostileJson,
+  hostileKey,
+  hostileChar,
+  hostileString,
+  jobIdRef,
+  RawJson,
+  Ref,
+  resolveRefs,
+  tokenRef,
+  toJsonText,
+} from './arbitraries.js';
 
-const rfc3339Past: Arbitrary<string> = fc.date({ min: new Date('2000-01-01T00:00:00Z'), max: new Date('2025-01-01T00:00:00Z'), noInvalidDate: true }).map((d) => d.toISOString());
-const workerId: Arbitrary<string> = fc.oneof(fc.string({ minLength: 1, maxLength: 20 }), hostileString.filter((s) => s.length >= 1 && s.length <= 200));
-const idempotencyKey: Arbitrary<string> = fc.oneof(fc.uuid(), hostileString.filter((s) => s.length >= 1 && s.length <= 255));
+const rfc3339Past: Arbitrary<string> = fc
+  .date({ min: new Date('2000-01-01T00:00:00Z'), max: new Date('2025-01-01T00:00:00Z'), noInvalidDate: true })
+  .map((d) => d.toISOString());
+const workerId: Arbitrary<string> = fc.oneof(
+  fc.string({ minLength: 1, maxLength: 20 }),
+  hostileString.filter((s) => s.length >= 1 && s.length <= 200),
+);
+const idempotencyKey: Arbitrary<string> = fc.oneof(
+  fc.uuid(),
+  hostileString.filter((s) => s.length >= 1 && s.length <= 255),
+);
 /** Kinds registered by the seeded tenant, one it never registered, and the same spelled oddly. */
 export const SEEDED_KINDS = ['email', 'typed', 'small', 'run', 'done'] as const;
 const kindName: Arbitrary<string> = fc.constantFrom(...SEEDED_KINDS, 'nope', 'Email', 'email.v2');
@@ -36,10 +57,7 @@ const resultBytes = fc.record({
 export const VALID_BODIES: Readonly<Record<string, Arbitrary<Record<string, unknown>>>> = {
   'POST /jobs': enqueueBody,
   'POST /jobs/batch': fc.record({
-    jobs: fc.array(
-      fc.record({ idempotencyKey, ...enqueueFields }, { requiredKeys: ['idempotencyKey', 'kind', 'payload'] }),
-      { minLength: 1, maxLength: 3 },
-    ),
+    jobs: fc.array(fc.record({ idempotencyKey, ...enqueueFields }, { requiredKeys: ['idempotencyKey', 'kind', 'payload'] }), { minLength: 1, maxLength: 3 }),
   }),
   'POST /lease': fc.record(
     {
@@ -50,7 +68,10 @@ export const VALID_BODIES: Readonly<Record<string, Arbitrary<Record<string, unkn
     },
     { requiredKeys: ['workerId'] },
   ),
-  'POST /jobs/:id/renew': fc.record({ token: tokenRef, leaseMs: fc.integer({ min: 600_000, max: 86_400_000 }), progress: freeJson }, { requiredKeys: ['token'] }),
+  'POST /jobs/:id/renew': fc.record(
+    { token: tokenRef, leaseMs: fc.integer({ min: 600_000, max: 86_400_000 }), progress: freeJson },
+    { requiredKeys: ['token'] },
+  ),
   'POST /jobs/:id/complete': fc.oneof(
     fc.record({ token: tokenRef, result: freeJson }, { requiredKeys: ['token'] }),
     fc.record({ token: tokenRef, resultBytes }),
@@ -61,7 +82,10 @@ export const VALID_BODIES: Readonly<Record<string, Arbitrary<Record<string, unkn
   'POST /jobs/:id/fail': fc.record(
     {
       token: tokenRef,
-      error: fc.record({ code: hostileString.filter((s) => s.length >= 1 && s.length <= 128), message: hostileString.filter((s) => s.length <= 4096) }, { requiredKeys: ['code'] }),
+      error: fc.record(
+        { code: hostileString.filter((s) => s.length >= 1 && s.length <= 128), message: hostileString.filter((s) => s.length <= 4096) },
+        { requiredKeys: ['code'] },
+      ),
       retryable: fc.boolean(),
     },
     { requiredKeys: ['token', 'error'] },
@@ -76,7 +100,11 @@ export const VALID_BODIES: Readonly<Record<string, Arbitrary<Record<string, unkn
       action: fc.constantFrom('requeue', 'cancel', 'reconcile'),
       outcome: fc.constantFrom('succeeded', 'dead', 'requeue'),
       filter: fc.record(
-        { status: fc.constantFrom('queued', 'running', 'dead', 'unknown', 'succeeded'), kind: fc.constantFrom(...SEEDED_KINDS), errorCode: fc.constantFrom('boom', 'lease_expired') },
+        {
+          status: fc.constantFrom('queued', 'running', 'dead', 'unknown', 'succeeded'),
+          kind: fc.constantFrom(...SEEDED_KINDS),
+          errorCode: fc.constantFrom('boom', 'lease_expired'),
+        },
         { requiredKeys: [] },
       ),
       limit: fc.integer({ min: 1, max: 3 }),
@@ -224,7 +252,8 @@ export function applyMutation(body: unknown, m: Mutation): unknown {
       case 'prototype': {
         if (Array.isArray(target)) return [...target, new Entries([[m.key === '\\u005f_proto__' ? '__proto__' : m.key, m.value]])];
         // The escaped spelling is written raw, so the server sees `"\u005f_proto__"` in the text.
-        if (m.key === '\\u005f_proto__') return new RawJson(`{"\\u005f_proto__":${toJsonText(m.value)}${entries.map(([k, v]) => `,${JSON.stringify(k)}:${toJsonTextLoose(v)}`).join('')}}`);
+        if (m.key === '\\u005f_proto__')
+          return new RawJson(`{"\\u005f_proto__":${toJsonText(m.value)}${entries.map(([k, v]) => `,${JSON.stringify(k)}:${toJsonTextLoose(v)}`).join('')}}`);
         return new Entries([...entries, [m.key, m.value]]);
       }
     }
@@ -260,7 +289,25 @@ export const textDamage: Arbitrary<TextDamage> = fc.oneof(
     arbitrary: fc.record({
       op: fc.constant('replace' as const),
       text: fc.oneof(
-        fc.constantFrom('', ' ', 'null', 'true', '0', '""', '[]', '{}', '{"a":1,}', "{'a':1}", '{a:1}', '[1,2', '{"a":NaN}', '\ufeff{}', '{"a":01}', '{"a":.5}', '{"a":+1}'),
+        fc.constantFrom(
+          '',
+          ' ',
+          'null',
+          'true',
+          '0',
+          '""',
+          '[]',
+          '{}',
+          '{"a":1,}',
+          "{'a':1}",
+          '{a:1}',
+          '[1,2',
+          '{"a":NaN}',
+          '\ufeff{}',
+          '{"a":01}',
+          '{"a":.5}',
+          '{"a":+1}',
+        ),
         fc.string({ unit: 'binary', maxLength: 40 }),
       ),
     }),
@@ -283,4 +330,3 @@ export function damageText(text: string, damage: TextDamage): string {
       return damage.text;
   }
 }
-

@@ -56,8 +56,7 @@ export class FlakyStore implements Store {
     if (!this.enabled) return call();
     this.calls += 1;
     const draw = this.random();
-    const phase: FaultPhase | null =
-      draw < this.options.failureRate / 2 ? 'before' : draw < this.options.failureRate ? 'after' : null;
+    const phase: FaultPhase | null = draw < this.options.failureRate / 2 ? 'before' : draw < this.options.failureRate ? 'after' : null;
     if (phase === 'before') {
       this.faults.push({ method, phase, params });
       throw new StoreUnavailableError('injected: the store failed before the call');

@@ -152,7 +152,7 @@ export function checkAnswer(response: LightMyRequestResponse, sent: SentRequest,
     tally.serverErrors += 1;
     throw new Error(`a 5xx for hostile input: ${describe()}`);
   }
-  expect(response.statusCode >= 200 && response.statusCode < 300 || response.statusCode >= 400, describe()).toBe(true);
+  expect((response.statusCode >= 200 && response.statusCode < 300) || response.statusCode >= 400, describe()).toBe(true);
   const sentText = `${sent.url}\n${JSON.stringify(sent.headers)}\n${String(sent.payload ?? '')}`;
   for (const leak of LEAKS) {
     const found = leak.exec(response.body);
@@ -183,7 +183,13 @@ export function checkAnswer(response: LightMyRequestResponse, sent: SentRequest,
  * A fast-check reporter that keeps failures readable: counterexamples here
  * can be megabytes of nesting, so only the head of each part is shown.
  */
-export function shortReport(details: { failed: boolean; counterexample: unknown; seed: number; counterexamplePath: string | null; errorInstance: unknown }): void {
+export function shortReport(details: {
+  failed: boolean;
+  counterexample: unknown;
+  seed: number;
+  counterexamplePath: string | null;
+  errorInstance: unknown;
+}): void {
   if (!details.failed) return;
   const example = JSON.stringify(details.counterexample, (_key, value: unknown) =>
     typeof value === 'string' && value.length > 200 ? `${value.slice(0, 200)}…(${value.length} chars)` : value,
@@ -223,7 +229,12 @@ export class World {
   }
 
   private async call(key: string, method: 'GET' | 'POST' | 'PUT', url: string, payload?: unknown, headers: Record<string, string> = {}): Promise<unknown> {
-    const response = await this.h.app.inject({ method, url, headers: { ...bearer(key), ...headers }, ...(payload === undefined ? {} : { payload: payload as object }) });
+    const response = await this.h.app.inject({
+      method,
+      url,
+      headers: { ...bearer(key), ...headers },
+      ...(payload === undefined ? {} : { payload: payload as object }),
+    });
     if (response.statusCode >= 300) throw new Error(`seeding: ${method} ${url} answered ${response.statusCode} ${response.body}`);
     return response.statusCode === 204 ? null : response.json();
   }
@@ -235,7 +246,9 @@ export class World {
   }
 
   private async leaseKind(key: string, kind: string, max: number, leaseMs: number): Promise<{ id: string; token: string; epoch: number }[]> {
-    const answer = (await this.call(key, 'POST', '/lease', { workerId: 'seeder', kinds: [kind], max, leaseMs })) as { jobs: { id: string; token: string; epoch: number }[] } | null;
+    const answer = (await this.call(key, 'POST', '/lease', { workerId: 'seeder', kinds: [kind], max, leaseMs })) as {
+      jobs: { id: string; token: string; epoch: number }[];
+    } | null;
     return answer?.jobs ?? [];
   }
 
@@ -262,7 +275,12 @@ export class World {
       for (const leased of short) this.stale.set(leased.id, leased.token);
       const effect = short.find((leased) => leased.id === second);
       if (effect === undefined || short.length !== 2) throw new Error('seeding: the run jobs were not leased');
-      const declared = await this.h.app.inject({ method: 'POST', url: `/jobs/${second}/effect`, headers: bearer(keys.worker), payload: { token: effect.token } });
+      const declared = await this.h.app.inject({
+        method: 'POST',
+        url: `/jobs/${second}/effect`,
+        headers: bearer(keys.worker),
+        payload: { token: effect.token },
+      });
       if (declared.statusCode === 200) break;
       if (attempt === 3) throw new Error(`seeding: could not declare the effect within a ${shortMs} ms lease`);
       await this.h.time.advance(shortMs);
@@ -278,7 +296,9 @@ export class World {
     await this.call(keys.producer, 'POST', `/jobs/${cancelled}/cancel`, {});
 
     const otherId = await this.enqueue(keys.otherProducer, 'email');
-    const otherLease = (await this.call(keys.otherWorker, 'POST', '/lease', { workerId: 'seeder', leaseMs: 86_400_000 })) as { jobs: { id: string; token: string }[] };
+    const otherLease = (await this.call(keys.otherWorker, 'POST', '/lease', { workerId: 'seeder', leaseMs: 86_400_000 })) as {
+      jobs: { id: string; token: string }[];
+    };
     if (otherLease.jobs[0]?.id !== otherId) throw new Error('seeding: the other tenant job was not leased');
     this.otherTenant = { id: otherId, token: otherLease.jobs[0].token };
     await this.refresh();
@@ -313,13 +333,15 @@ export class World {
     for (let round = 0; this.live.size < 2; round++) {
       if (round > 5) throw new Error('could not lease a run job to refresh the world');
       await this.enqueue(this.h.keys.producer, 'run');
-      for (const leased of await this.leaseKind(this.h.keys.worker, 'run', 4, 86_400_000)) this.live.set(leased.id, { token: leased.token, epoch: leased.epoch });
+      for (const leased of await this.leaseKind(this.h.keys.worker, 'run', 4, 86_400_000))
+        this.live.set(leased.id, { token: leased.token, epoch: leased.epoch });
     }
     const fresh = await this.h.store.jobList({ scope: { tenant: 't1' }, limit: 1000 });
     this.labels.clear();
     for (const job of fresh.jobs) {
       // The hostile world has no waiting jobs (no dependsOn or concurrencyKey); one would have no label.
-      const label: JobIdChoice | undefined = job.owner !== 'alice' ? 'otherUser' : job.status === 'running' || job.status === 'waiting' ? undefined : job.status;
+      const label: JobIdChoice | undefined =
+        job.owner !== 'alice' ? 'otherUser' : job.status === 'running' || job.status === 'waiting' ? undefined : job.status;
       if (label !== undefined && !this.labels.has(label)) this.labels.set(label, job.id);
     }
     if (!this.labels.has('queued')) this.labels.set('queued', await this.enqueue(this.h.keys.producer, 'email'));

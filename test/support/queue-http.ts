@@ -27,7 +27,12 @@ export async function httpOverQueue<K extends KindPayloads>(queue: Queue<K>, rol
   let count = 0;
   const dispatch = async (request: Exchange): Promise<RawResponse> => {
     count += 1;
-    const response = await app.inject({ method: request.method, url: request.path, headers: request.headers, ...(request.body === undefined ? {} : { payload: request.body }) });
+    const response = await app.inject({
+      method: request.method,
+      url: request.path,
+      headers: request.headers,
+      ...(request.body === undefined ? {} : { payload: request.body }),
+    });
     const headers: Record<string, string> = {};
     for (const [name, value] of Object.entries(response.headers)) {
       if (value !== undefined) headers[name.toLowerCase()] = Array.isArray(value) ? String(value[0]) : String(value);

@@ -59,7 +59,10 @@ describe('the dashboard in Chromium', () => {
     for (let i = 0; i < 3; i += 1) await producer.enqueue({ kind: 'report', payload: { n: i } });
     await deadJobs(producer, worker, 'mail', 4, 'smtp_down', 'the SMTP relay refused the connection', { to: 'ada@example.org' });
     await deadJobs(producer, worker, 'thumbnail', 2, 'bad_image', 'not a PNG');
-    [hostileId = ''] = await deadJobs(producer, worker, 'hostile', 1, 'xss_probe', `${HOSTILE} in the message`, { html: HOSTILE, note: 'a payload that must render as text' });
+    [hostileId = ''] = await deadJobs(producer, worker, 'hostile', 1, 'xss_probe', `${HOSTILE} in the message`, {
+      html: HOSTILE,
+      note: 'a payload that must render as text',
+    });
     [unknownId = ''] = await unknownJobs(producer, worker, 'charge', 1);
     // Waits on the unknown job (its reconcile, below, releases it): counted neither queued nor dead.
     childId = (await producer.enqueue({ kind: 'chained', payload: { after: 'charge' }, dependsOn: [unknownId], concurrencyKey: 'customer-1' })).job.id;
@@ -105,7 +108,11 @@ describe('the dashboard in Chromium', () => {
     // A tile with the keyboard focus keeps it while the figures refresh.
     await page.locator('a.tile[href="#/jobs?status=dead"]').focus();
     await live.client('producer').enqueue({ kind: 'report', payload: { n: 'live' } });
-    await page.waitForFunction((expected) => (globalThis as unknown as Dom).document.querySelector('[data-testid="count-queued"]')?.textContent === String(expected), queued + 1, { timeout: 20_000 });
+    await page.waitForFunction(
+      (expected) => (globalThis as unknown as Dom).document.querySelector('[data-testid="count-queued"]')?.textContent === String(expected),
+      queued + 1,
+      { timeout: 20_000 },
+    );
     expect(navigations).toBe(0);
     expect(await page.evaluate(() => (globalThis as unknown as Dom).document.activeElement?.getAttribute('href'))).toBe('#/jobs?status=dead');
     // The objectives' ratios come from the SLI counters of GET /metrics: every enqueue was accepted.
@@ -113,7 +120,11 @@ describe('the dashboard in Chromium', () => {
     expect(await page.getByTestId('completion-ratio').textContent()).toMatch(/^\d+\.\d\d %$/);
     // The charts are inline SVG drawn by the page's own code.
     expect(await page.locator('svg.chart polyline').count()).toBeGreaterThan(0);
-    await page.getByRole('cell', { name: 'mail' }).or(page.getByRole('rowheader', { name: 'mail' })).first().waitFor();
+    await page
+      .getByRole('cell', { name: 'mail' })
+      .or(page.getByRole('rowheader', { name: 'mail' }))
+      .first()
+      .waitFor();
     await page.screenshot({ path: `${SHOTS}/overview.png`, fullPage: true });
   });
 

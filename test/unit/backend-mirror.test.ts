@@ -27,9 +27,11 @@ const FILES_ONLY_IN = {
   sqlite: {
     'sqlite-store.ts': 'the store class (postgres-store.ts)',
     'group-commit.ts': 'one transaction and one fsync for every write that arrived together; PostgreSQL commits per statement',
-    'lease-statements.ts': 'the lease statements prepared per LIMIT, since a bound LIMIT makes SQLite prepare a statement again at every run; PostgreSQL binds $2',
+    'lease-statements.ts':
+      'the lease statements prepared per LIMIT, since a bound LIMIT makes SQLite prepare a statement again at every run; PostgreSQL binds $2',
     'stats-reader.ts': 'the statistics scan every job of a tenant, so they run on a worker thread with its own connection; PostgreSQL runs STATS on the pool',
-    'new-job-counts.ts': 'a write transaction\u2019s new jobs counted once before COMMIT, not by a trigger per row; PostgreSQL\u2019s statement triggers count a multi-row insert once',
+    'new-job-counts.ts':
+      'a write transaction\u2019s new jobs counted once before COMMIT, not by a trigger per row; PostgreSQL\u2019s statement triggers count a multi-row insert once',
   },
   postgres: {
     'postgres-store.ts': 'the store class (sqlite-store.ts)',
@@ -38,11 +40,14 @@ const FILES_ONLY_IN = {
     'coalesced-notifier.ts': 'NOTIFY after a commit, folded per (tenant, kind)',
     'finished-channel.ts': 'NOTIFY and LISTEN for finished jobs',
     'catalog-queries.ts': 'key, kind, listing and stats statements, kept apart from queries.ts for its length',
-    'lease-queries.ts': 'the lease\u2019s statements, kept apart from queries.ts for its length (which exports them); SQLite\u2019s are in its queries.ts and lease-statements.ts',
-    'enqueue-key-queries.ts': 'the dedupe and unique keys\u2019 statements, kept apart from queries.ts for its length (which exports them); SQLite\u2019s are in its queries.ts',
+    'lease-queries.ts':
+      'the lease\u2019s statements, kept apart from queries.ts for its length (which exports them); SQLite\u2019s are in its queries.ts and lease-statements.ts',
+    'enqueue-key-queries.ts':
+      'the dedupe and unique keys\u2019 statements, kept apart from queries.ts for its length (which exports them); SQLite\u2019s are in its queries.ts',
     'sql-fragments.ts': 'column lists and the timestamptz \u2194 milliseconds conversions every query is built from',
     'statement-batcher.ts': 'concurrent single enqueues folded into one INSERT; SQLite\u2019s group commit does that for every write',
-    'statistics.ts': 'ANALYZE of jobs when its statistics are stale, so the planner picks the per-kind available index; SQLite\u2019s planner gathers no statistics and ranks the indexes by their columns',
+    'statistics.ts':
+      'ANALYZE of jobs when its statistics are stale, so the planner picks the per-kind available index; SQLite\u2019s planner gathers no statistics and ranks the indexes by their columns',
   },
 } as const;
 
@@ -53,9 +58,11 @@ const QUERIES_ONLY_IN = {
     MIGRATIONS_TABLE_EXISTS: 'as MIGRATIONS_TABLE; SQLite reads it first so that opening an up-to-date file takes no write lock',
     MIGRATIONS_APPLIED: 'as MIGRATIONS_TABLE',
     MIGRATION_RECORD: 'as MIGRATIONS_TABLE',
-    JOB_BY_IDEMPOTENCY_KEY: 'SQLite enqueues one row at a time in the write transaction; PostgreSQL inserts a batch (JOB_INSERT_MANY) and looks up the keys that conflicted (JOB_BY_KEYS)',
+    JOB_BY_IDEMPOTENCY_KEY:
+      'SQLite enqueues one row at a time in the write transaction; PostgreSQL inserts a batch (JOB_INSERT_MANY) and looks up the keys that conflicted (JOB_BY_KEYS)',
     JOB_INSERT: 'as JOB_BY_IDEMPOTENCY_KEY',
-    COUNTER_ADD_STORAGE: 'PostgreSQL\u2019s stored bytes are kept by the counter triggers of migration 5, sharded by connection so that they do not serialize a tenant\u2019s enqueues',
+    COUNTER_ADD_STORAGE:
+      'PostgreSQL\u2019s stored bytes are kept by the counter triggers of migration 5, sharded by connection so that they do not serialize a tenant\u2019s enqueues',
     JOB_MUTABLE_BYTES: 'as COUNTER_ADD_STORAGE',
     COUNTER_ADD_JOBS: 'the new jobs of a write transaction, counted once before COMMIT (new-job-counts.ts); PostgreSQL counts them by its statement triggers',
     JOB_GET_BY_SEQ: 'SQLite re-reads a job by its integer key after a write; PostgreSQL uses JOB_GET',
@@ -72,11 +79,13 @@ const QUERIES_ONLY_IN = {
     STATS_ATTEMPT_TIMES: 'as STATS_COUNTS',
     STATS_OLDEST_AVAILABLE: 'as STATS_COUNTS',
     COUNTER_GET: 'as STATS_COUNTS',
-    JOB_PARENTS_FIND: 'SQLite reads the parents, then marks them (JOB_PARENTS_MARK) once they are all found; PostgreSQL locks and marks them in one statement and the transaction rolls back when one is missing',
+    JOB_PARENTS_FIND:
+      'SQLite reads the parents, then marks them (JOB_PARENTS_MARK) once they are all found; PostgreSQL locks and marks them in one statement and the transaction rolls back when one is missing',
   },
   postgres: {
     NOW: 'PostgreSQL\u2019s now() is the clock; SQLite\u2019s clock is injected',
-    DUE_PROBE: 'PostgreSQL\u2019s lease statements answer whether expiries are due (and its restricted path probes), then it opens a reap transaction; SQLite reaps inside the lease\u2019s write transaction',
+    DUE_PROBE:
+      'PostgreSQL\u2019s lease statements answer whether expiries are due (and its restricted path probes), then it opens a reap transaction; SQLite reaps inside the lease\u2019s write transaction',
     JOB_INSERT_MANY: 'see JOB_INSERT',
     JOB_BY_KEYS: 'see JOB_INSERT',
     JOB_LIST: 'see JOB_LIST_BY_STATUS',
@@ -89,10 +98,13 @@ const QUERIES_ONLY_IN = {
     STATS: 'see STATS_COUNTS',
     NOTIFY: 'wakes other coordinators\u2019 long polls; SQLite processes notice commits through data_version',
     NOTIFY_FINISHED: 'as NOTIFY, for finished jobs',
-    JOB_LEASE_KINDS: 'SQLite builds the kinds-filter lease per number of kinds (jobLeaseKindsSql: a UNION ALL of per-kind walks); PostgreSQL walks the kinds of an array with LATERAL in one statement',
+    JOB_LEASE_KINDS:
+      'SQLite builds the kinds-filter lease per number of kinds (jobLeaseKindsSql: a UNION ALL of per-kind walks); PostgreSQL walks the kinds of an array with LATERAL in one statement',
     JOB_LEASE_CAPPED: 'as JOB_LEASE_KINDS, with a cap per kind (SQLite: jobLeaseKindsSql(n, true))',
-    KIND_FLOW_LOCK: 'row locks that make two coordinators\u2019 leases of a restricted kind take turns; SQLite\u2019s write transaction holds the database lock',
-    JOB_KEY_LOCK: 'the advisory lock that makes everything reading a concurrency key\u2019s turn take turns; SQLite\u2019s write transaction holds the database lock',
+    KIND_FLOW_LOCK:
+      'row locks that make two coordinators\u2019 leases of a restricted kind take turns; SQLite\u2019s write transaction holds the database lock',
+    JOB_KEY_LOCK:
+      'the advisory lock that makes everything reading a concurrency key\u2019s turn take turns; SQLite\u2019s write transaction holds the database lock',
   },
 } as const;
 

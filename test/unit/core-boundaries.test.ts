@@ -186,7 +186,14 @@ describe('errors, states and classes', () => {
     expect(Object.hasOwn(new LeaseholdError('not_found', 'x'), 'cause')).toBe(false);
     expect(new LeaseholdError('not_found', 'x').retryAfterSeconds).toBeUndefined();
     const unavailable = new StoreUnavailableError(undefined, cause);
-    expect(unavailable).toMatchObject({ name: 'StoreUnavailableError', code: 'store_unavailable', status: 503, retryAfterSeconds: 1, cause, message: 'the job store is unavailable' });
+    expect(unavailable).toMatchObject({
+      name: 'StoreUnavailableError',
+      code: 'store_unavailable',
+      status: 503,
+      retryAfterSeconds: 1,
+      cause,
+      message: 'the job store is unavailable',
+    });
     expect(unavailable).toBeInstanceOf(LeaseholdError);
     expect(isErrorCode('stale_lease')).toBe(true);
     expect(isErrorCode('toString')).toBe(false);
@@ -204,7 +211,15 @@ describe('errors, states and classes', () => {
 
   it('describes every failure class and queue failure code in words', () => {
     for (const text of [...Object.values(FAILURE_CLASSES), ...Object.values(JOB_FAILURE_CODES)]) expect(text.length).toBeGreaterThan(10);
-    expect(Object.keys(JOB_FAILURE_CODES).sort()).toEqual(['cancelled', 'deadline_exceeded', 'dependency_failed', 'effect_unknown', 'lease_expired', 'reconciled_dead', 'result_too_large']);
+    expect(Object.keys(JOB_FAILURE_CODES).sort()).toEqual([
+      'cancelled',
+      'deadline_exceeded',
+      'dependency_failed',
+      'effect_unknown',
+      'lease_expired',
+      'reconciled_dead',
+      'result_too_large',
+    ]);
   });
 
   it('knows the statuses and the roles', () => {

@@ -68,7 +68,7 @@ describe('parseCron', () => {
     expect(minutesOf(cron('  7   *  * * *  '))).toEqual([7]);
   });
 
-  it('takes steps from 1 to the field\'s maximum, written as digits only', () => {
+  it("takes steps from 1 to the field's maximum, written as digits only", () => {
     expect(minutesOf(cron('*/1 * * * *'))).toHaveLength(60);
     expect(minutesOf(cron('*/59 * * * *'))).toEqual([0, 59]);
     for (const step of ['*/0', '*/60', '*/a1', '*/1a', '*/-1', '*/1.5']) {
@@ -289,7 +289,10 @@ describe('dueOccurrences', () => {
     const due = dueOccurrences(everyMinute(), 'UTC', { nextAt: base + minute, now: base + 10 * minute + 5_000, catchUp: 3 });
     expect(due.enqueue).toEqual([7, 8, 9, 10].map((m) => base + m * minute));
     // Fewer missed than N: all of them.
-    expect(dueOccurrences(everyMinute(), 'UTC', { nextAt: base + 9 * minute, now: base + 10 * minute, catchUp: 5 }).enqueue).toEqual([base + 9 * minute, base + 10 * minute]);
+    expect(dueOccurrences(everyMinute(), 'UTC', { nextAt: base + 9 * minute, now: base + 10 * minute, catchUp: 5 }).enqueue).toEqual([
+      base + 9 * minute,
+      base + 10 * minute,
+    ]);
   });
 
   it('counts an occurrence older than ON_TIME_MS as missed', () => {

@@ -28,17 +28,41 @@ describe('decideDedupe', () => {
   });
 
   it('drop leaves the holder as it is; replace replaces the payload only', () => {
-    expect(decideDedupe(holder, { key: 'k', mode: 'drop', ttlMs: 10_000 }, 5_000)).toEqual({ kind: 'merge', replacePayload: false, runAfter: 1_000, dedupeUntil: 11_000 });
-    expect(decideDedupe(holder, { key: 'k', mode: 'replace', ttlMs: 99_000 }, 5_000)).toEqual({ kind: 'merge', replacePayload: true, runAfter: 1_000, dedupeUntil: 11_000 });
+    expect(decideDedupe(holder, { key: 'k', mode: 'drop', ttlMs: 10_000 }, 5_000)).toEqual({
+      kind: 'merge',
+      replacePayload: false,
+      runAfter: 1_000,
+      dedupeUntil: 11_000,
+    });
+    expect(decideDedupe(holder, { key: 'k', mode: 'replace', ttlMs: 99_000 }, 5_000)).toEqual({
+      kind: 'merge',
+      replacePayload: true,
+      runAfter: 1_000,
+      dedupeUntil: 11_000,
+    });
   });
 
   it('extend pushes runAfter and the window to now + ttlMs, capped at creation + maxDelayMs, never earlier', () => {
-    expect(decideDedupe(holder, { key: 'k', mode: 'extend', ttlMs: 10_000 }, 5_000)).toEqual({ kind: 'merge', replacePayload: true, runAfter: 15_000, dedupeUntil: 15_000 });
-    expect(decideDedupe(holder, { key: 'k', mode: 'extend', ttlMs: 10_000, maxDelayMs: 12_000 }, 5_000)).toMatchObject({ runAfter: 13_000, dedupeUntil: 13_000 });
+    expect(decideDedupe(holder, { key: 'k', mode: 'extend', ttlMs: 10_000 }, 5_000)).toEqual({
+      kind: 'merge',
+      replacePayload: true,
+      runAfter: 15_000,
+      dedupeUntil: 15_000,
+    });
+    expect(decideDedupe(holder, { key: 'k', mode: 'extend', ttlMs: 10_000, maxDelayMs: 12_000 }, 5_000)).toMatchObject({
+      runAfter: 13_000,
+      dedupeUntil: 13_000,
+    });
     // A holder due later, or a window open longer, than the push keeps its own.
-    expect(decideDedupe({ ...holder, runAfter: 50_000 }, { key: 'k', mode: 'extend', ttlMs: 1_000 }, 5_000)).toMatchObject({ runAfter: 50_000, dedupeUntil: 11_000 });
+    expect(decideDedupe({ ...holder, runAfter: 50_000 }, { key: 'k', mode: 'extend', ttlMs: 1_000 }, 5_000)).toMatchObject({
+      runAfter: 50_000,
+      dedupeUntil: 11_000,
+    });
     // A cap below the holder's own times moves nothing.
-    expect(decideDedupe({ ...holder, runAfter: 4_000 }, { key: 'k', mode: 'extend', ttlMs: 10_000, maxDelayMs: 1 }, 5_000)).toMatchObject({ runAfter: 4_000, dedupeUntil: 11_000 });
+    expect(decideDedupe({ ...holder, runAfter: 4_000 }, { key: 'k', mode: 'extend', ttlMs: 10_000, maxDelayMs: 1 }, 5_000)).toMatchObject({
+      runAfter: 4_000,
+      dedupeUntil: 11_000,
+    });
   });
 
   it('a new holder’s window is its enqueue + ttlMs', () => {

@@ -42,6 +42,7 @@ describe('dependencies and per-key ordering', () => {
     expect(decideRelease({ status: 'waiting', pendingParents: 1, key: null })).toEqual({ kind: 'keep_waiting' });
     expect(decideRelease({ status: 'waiting', pendingParents: 0, key: { earlierHolder: false, otherActive: true } })).toEqual({ kind: 'keep_waiting' });
     expect(decideRelease({ status: 'waiting', pendingParents: 0, key: { earlierHolder: true, otherActive: false } })).toEqual({ kind: 'keep_waiting' });
-    for (const status of JOB_STATUSES.filter((s) => s !== 'waiting')) expect(decideRelease({ status, pendingParents: 0, key: null })).toEqual({ kind: 'keep_waiting' });
+    for (const status of JOB_STATUSES.filter((s) => s !== 'waiting'))
+      expect(decideRelease({ status, pendingParents: 0, key: null })).toEqual({ kind: 'keep_waiting' });
   });
 });

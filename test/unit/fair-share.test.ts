@@ -112,7 +112,12 @@ describe('the SFQ plan', () => {
       { group: 'a', finishTag: 3 * UNIT, running: 3, windowStart: null, windowCount: 0 },
       { group: 'b', finishTag: 2 * UNIT, running: 2, windowStart: null, windowCount: 0 },
     ]);
-    expect(plan.taken).toEqual(new Map([['a', 3], ['b', 2]]));
+    expect(plan.taken).toEqual(
+      new Map([
+        ['a', 3],
+        ['b', 2],
+      ]),
+    );
     // Both behind V start at V; the one further behind goes first although its key is larger.
     const behind = planAt(10 * UNIT, [candidate('a', 1, { finishTag: 5 * UNIT }), candidate('z', 1, { finishTag: UNIT })], 2);
     expect(groupsOf(behind.picks)).toEqual(['z', 'a']);
@@ -139,7 +144,11 @@ describe('the SFQ plan', () => {
   });
 
   it('takes nothing for max 0 or without candidates, keeping V', () => {
-    for (const input of [{ max: 0, candidates: [candidate('a')] }, { max: 4, candidates: [] }, { max: 4, candidates: [candidate('a', 0)] }]) {
+    for (const input of [
+      { max: 0, candidates: [candidate('a')] },
+      { max: 4, candidates: [] },
+      { max: 4, candidates: [candidate('a', 0)] },
+    ]) {
       const plan = planGroupLease({ virtualTime: 7, rules: NO_GROUP_RULES, now: 0, ...input });
       expect(plan).toEqual({ picks: [], virtualTime: 7, groups: [], taken: new Map() });
     }
@@ -171,7 +180,10 @@ describe('each group\u2019s own limits', () => {
       now: 0,
     });
     expect(groupsOf(plan.picks)).toEqual(['one-free', 'free', 'free']);
-    expect(plan.groups.map((group) => [group.group, group.running])).toEqual([['one-free', 2], ['free', 2]]);
+    expect(plan.groups.map((group) => [group.group, group.running])).toEqual([
+      ['one-free', 2],
+      ['free', 2],
+    ]);
     expect(groupHold(candidate('full', 1, { running: 2 }).state, capped, 0)).toEqual({ kind: 'slot' });
     expect(groupHold(groupAfterFinish(candidate('full', 1, { running: 2 }).state), capped, 0)).toEqual({ kind: 'none' });
     expect(groupAfterFinish(newGroupState('a')).running).toBe(0);
@@ -301,11 +313,19 @@ describe('properties', () => {
       fc.property(fc.array(fc.integer({ min: 1, max: 9 }), { minLength: 1, maxLength: 40 }), weightArb, weightArb, (leaseSizes, wa, wb) => {
         const groupRules = rules({ weights: { a: wa, b: wb } });
         const costs = { a: groupJobCost(groupRules, 'a'), b: groupJobCost(groupRules, 'b') };
-        let states = new Map<string, GroupState>([['a', newGroupState('a')], ['b', newGroupState('b')]]);
+        let states = new Map<string, GroupState>([
+          ['a', newGroupState('a')],
+          ['b', newGroupState('b')],
+        ]);
         let virtualTime = 0;
         const order: ('a' | 'b')[] = [];
         for (const max of leaseSizes) {
-          const lease = planAt(virtualTime, [...states.values()].map((state) => ({ state, available: max })), max, groupRules);
+          const lease = planAt(
+            virtualTime,
+            [...states.values()].map((state) => ({ state, available: max })),
+            max,
+            groupRules,
+          );
           virtualTime = lease.virtualTime;
           states = new Map([...states, ...lease.groups.map((state): [string, GroupState] => [state.group, state])]);
           order.push(...lease.picks.map((pick) => pick.group as 'a' | 'b'));

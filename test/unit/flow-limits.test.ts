@@ -9,7 +9,17 @@
 
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { countByKind, holdReason, inReach, kindsFilter, leaseAllowance, leaseCaps, windowAfter, windowsMoved, type KindFlowState } from '../../src/store/flow-limits.js';
+import {
+  countByKind,
+  holdReason,
+  inReach,
+  kindsFilter,
+  leaseAllowance,
+  leaseCaps,
+  windowAfter,
+  windowsMoved,
+  type KindFlowState,
+} from '../../src/store/flow-limits.js';
 import { restrictedNextDue } from '../../src/store/next-due.js';
 
 const base: KindFlowState = { kind: 'k', paused: false, maxConcurrent: null, rate: null, running: 0, windowStart: null, windowCount: 0 };
@@ -52,7 +62,10 @@ describe('flow limits', () => {
     expect(kindsFilter(undefined)).toBeNull();
     expect(kindsFilter([])).toBeNull();
     expect(kindsFilter(['a', 'b', 'a'])).toEqual(['a', 'b']);
-    const states = [{ ...base, kind: 'a' }, { ...base, kind: 'c' }];
+    const states = [
+      { ...base, kind: 'a' },
+      { ...base, kind: 'c' },
+    ];
     expect(inReach(states, null).map((s) => s.kind)).toEqual(['a', 'c']);
     expect(inReach(states, ['b', 'c']).map((s) => s.kind)).toEqual(['c']);
   });
@@ -69,7 +82,11 @@ describe('flow limits', () => {
     const paused = { ...base, kind: 'p', paused: true };
     const full = { ...base, kind: 'f', maxConcurrent: 1, running: 1 };
     const rated = { ...base, kind: 'r', rate: { limit: 1, perMs: 1_000 }, windowStart: 0, windowCount: 1 };
-    const firsts = new Map<string, number | null>([['p', 0], ['f', 0], ['r', 10]]);
+    const firsts = new Map<string, number | null>([
+      ['p', 0],
+      ['f', 0],
+      ['r', 10],
+    ]);
     expect(restrictedNextDue(null, [paused], firsts, 100)).toBeNull();
     expect(restrictedNextDue(null, [paused, full], firsts, 100)).toEqual({ runAfter: null, inMs: null, slotHeld: true });
     expect(restrictedNextDue(null, [rated], firsts, 100)).toEqual({ runAfter: 1_000, inMs: 900 });
@@ -83,7 +100,9 @@ describe('flow limits', () => {
       fc.property(
         fc.integer({ min: 1, max: 5 }),
         fc.integer({ min: 1, max: 6 }),
-        fc.array(fc.record({ op: fc.constantFrom('lease', 'finish'), max: fc.integer({ min: 1, max: 8 }), dt: fc.integer({ min: 0, max: 400 }) }), { maxLength: 60 }),
+        fc.array(fc.record({ op: fc.constantFrom('lease', 'finish'), max: fc.integer({ min: 1, max: 8 }), dt: fc.integer({ min: 0, max: 400 }) }), {
+          maxLength: 60,
+        }),
         (maxConcurrent, limit, steps) => {
           let state: KindFlowState = { ...base, maxConcurrent, rate: { limit, perMs: 1_000 } };
           let now = 0;

@@ -22,19 +22,7 @@ import { describe, expect, it } from 'vitest';
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const SRC = join(ROOT, 'src');
 
-type Layer =
-  | 'core'
-  | 'protocol'
-  | 'store'
-  | 'store/sqlite'
-  | 'store/postgres'
-  | 'engine'
-  | 'coordinator'
-  | 'client'
-  | 'worker'
-  | 'queue'
-  | 'cli'
-  | 'index';
+type Layer = 'core' | 'protocol' | 'store' | 'store/sqlite' | 'store/postgres' | 'engine' | 'coordinator' | 'client' | 'worker' | 'queue' | 'cli' | 'index';
 
 const BACKENDS: readonly Layer[] = ['store/sqlite', 'store/postgres'];
 
@@ -75,7 +63,17 @@ function layerOf(module: string): Layer {
     if (second === 'postgres') return 'store/postgres';
     return 'store';
   }
-  if (top === 'core' || top === 'protocol' || top === 'engine' || top === 'coordinator' || top === 'client' || top === 'worker' || top === 'queue' || top === 'cli') return top;
+  if (
+    top === 'core' ||
+    top === 'protocol' ||
+    top === 'engine' ||
+    top === 'coordinator' ||
+    top === 'client' ||
+    top === 'worker' ||
+    top === 'queue' ||
+    top === 'cli'
+  )
+    return top;
   throw new Error(`src/${module} is in no layer: add its folder to the import rules`);
 }
 
@@ -163,7 +161,10 @@ function specifiersByModule(): Map<string, string[]> {
   const all = new Map<string, string[]>();
   for (const file of sourceFiles(SRC)) {
     const module = relative(SRC, file).split('\\').join('/');
-    all.set(module, ts.preProcessFile(readFileSync(file, 'utf8'), true, true).importedFiles.map((f) => f.fileName));
+    all.set(
+      module,
+      ts.preProcessFile(readFileSync(file, 'utf8'), true, true).importedFiles.map((f) => f.fileName),
+    );
   }
   return all;
 }
@@ -172,7 +173,10 @@ function specifiersByModule(): Map<string, string[]> {
 function packageImports(): Map<string, string[]> {
   const packages = new Map<string, string[]>();
   for (const [module, specifiers] of specifiersByModule()) {
-    packages.set(module, specifiers.filter((specifier) => !specifier.startsWith('.') && !specifier.startsWith('node:')));
+    packages.set(
+      module,
+      specifiers.filter((specifier) => !specifier.startsWith('.') && !specifier.startsWith('node:')),
+    );
   }
   return packages;
 }
@@ -201,9 +205,7 @@ describe('import rules of src/', () => {
 
   it('reads every module of src/, including the composition root and its dynamic imports', () => {
     expect(graph.size).toBeGreaterThan(50);
-    expect(graph.get(COMPOSITION_ROOT)).toEqual(
-      expect.arrayContaining(['store/sqlite/sqlite-store.ts', 'store/postgres/postgres-store.ts']),
-    );
+    expect(graph.get(COMPOSITION_ROOT)).toEqual(expect.arrayContaining(['store/sqlite/sqlite-store.ts', 'store/postgres/postgres-store.ts']));
   });
 
   it('holds for every import', () => {

@@ -47,7 +47,7 @@ describe('peer ratios', () => {
     expect(v.get('PostgreSQL end to end vs graphile-worker')?.met).toBeUndefined();
   });
 
-  it('reads the last figures line of a script\'s output', () => {
+  it("reads the last figures line of a script's output", () => {
     const output = 'bench\nfigures {"a":1}\nmore\nfigures {"end-to-end.perSecond":4502.5,"note":"x"}\n';
     expect(figuresOf(output)).toEqual({ 'end-to-end.perSecond': 4502.5 });
     expect(figuresOf('no figures here')).toBeUndefined();

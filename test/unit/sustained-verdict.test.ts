@@ -13,7 +13,12 @@ const run = (p99: (minute: number) => number, size: (minute: number) => number, 
 
 describe('sustainedVerdict', () => {
   it('passes a flat size and a noisy but flat p99', () => {
-    const v = sustainedVerdict(run((m) => 20 + (m % 2 === 0 ? 3 : -3), (m) => (m < 4 ? m * 10 * MB : 40 * MB + (m % 3) * MB)));
+    const v = sustainedVerdict(
+      run(
+        (m) => 20 + (m % 2 === 0 ? 3 : -3),
+        (m) => (m < 4 ? m * 10 * MB : 40 * MB + (m % 3) * MB),
+      ),
+    );
     expect(v).not.toBeNull();
     expect(v?.sizeOk).toBe(true);
     expect(v?.trendOk).toBe(true);
@@ -21,14 +26,24 @@ describe('sustainedVerdict', () => {
   });
 
   it('fails a database that keeps growing', () => {
-    const v = sustainedVerdict(run(() => 20, (m) => m * 10 * MB));
+    const v = sustainedVerdict(
+      run(
+        () => 20,
+        (m) => m * 10 * MB,
+      ),
+    );
     expect(v?.growth).toBeCloseTo(1.4, 9);
     expect(v?.sizeOk).toBe(false);
     expect(v?.trendOk).toBe(true);
   });
 
   it('fails a p99 that climbs, and measures the climb over minutes 5..N', () => {
-    const v = sustainedVerdict(run((m) => 10 + m, () => 40 * MB));
+    const v = sustainedVerdict(
+      run(
+        (m) => 10 + m,
+        () => 40 * MB,
+      ),
+    );
     expect(v?.p99PerMinute).toBeCloseTo(1, 9);
     expect(v?.p99Rise).toBeCloseTo(7, 9);
     expect(v?.trendOk).toBe(false);
@@ -36,19 +51,45 @@ describe('sustainedVerdict', () => {
   });
 
   it('passes a falling p99 and ignores the minutes before 5', () => {
-    const v = sustainedVerdict(run((m) => (m < 5 ? 1000 * m : 30 - m), () => 40 * MB));
+    const v = sustainedVerdict(
+      run(
+        (m) => (m < 5 ? 1000 * m : 30 - m),
+        () => 40 * MB,
+      ),
+    );
     expect(v?.p99PerMinute).toBeCloseTo(-1, 9);
     expect(v?.trendOk).toBe(true);
   });
 
   it('is not tilted by one slow minute at the end, where least squares is', () => {
-    const v = sustainedVerdict(run((m) => (m === 12 ? 200 : 20 + (m % 2)), () => 40 * MB));
+    const v = sustainedVerdict(
+      run(
+        (m) => (m === 12 ? 200 : 20 + (m % 2)),
+        () => 40 * MB,
+      ),
+    );
     expect(v?.trendOk).toBe(true);
     expect(v?.p99LeastSquaresPerMinute ?? 0).toBeGreaterThan(10);
   });
 
   it('says nothing with fewer than three minutes from minute 5 on', () => {
-    expect(sustainedVerdict(run(() => 20, () => MB, 6))).toBeNull();
-    expect(sustainedVerdict(run(() => 20, () => MB, 7))).not.toBeNull();
+    expect(
+      sustainedVerdict(
+        run(
+          () => 20,
+          () => MB,
+          6,
+        ),
+      ),
+    ).toBeNull();
+    expect(
+      sustainedVerdict(
+        run(
+          () => 20,
+          () => MB,
+          7,
+        ),
+      ),
+    ).not.toBeNull();
   });
 });

@@ -12,7 +12,11 @@ import { withRetry } from '../../src/worker/retry.js';
 
 describe('describeFailure', () => {
   it('keeps a valid string code, defaults to handler_error, and honours retryable: false', () => {
-    expect(describeFailure(Object.assign(new Error('x'), { code: 'upstream_timeout' }), [])).toEqual({ code: 'upstream_timeout', message: 'x', retryable: true });
+    expect(describeFailure(Object.assign(new Error('x'), { code: 'upstream_timeout' }), [])).toEqual({
+      code: 'upstream_timeout',
+      message: 'x',
+      retryable: true,
+    });
     expect(describeFailure(new Error('x'), []).code).toBe('handler_error');
     expect(describeFailure(Object.assign(new Error('x'), { code: 42 }), []).code).toBe('handler_error');
     expect(describeFailure(Object.assign(new Error('x'), { code: 'has spaces' }), []).code).toBe('handler_error');
@@ -104,7 +108,13 @@ describe('withRetry', () => {
         if (calls <= 23) throw network();
         return 'ok';
       },
-      { policy: { baseMs: 1, maxMs: 2 ** 40 }, clock: new ManualClock(0), random: () => 0.5, onRetry: (_error, delayMs) => delays.push(delayMs), sleep: async () => undefined },
+      {
+        policy: { baseMs: 1, maxMs: 2 ** 40 },
+        clock: new ManualClock(0),
+        random: () => 0.5,
+        onRetry: (_error, delayMs) => delays.push(delayMs),
+        sleep: async () => undefined,
+      },
     );
     expect(delays.slice(19)).toEqual([2 ** 18, 2 ** 19, 2 ** 19, 2 ** 19]);
   });

@@ -28,7 +28,10 @@ function capturingLogger(entries: Entry[]): WorkerLogger {
 }
 
 function failInvoice(): never {
-  throw Object.assign(new Error('the invoice service answered 502 for key SECRET-KEY-123456\nbody: <html>bad gateway</html>'), { code: 'upstream_502', retryable: false });
+  throw Object.assign(new Error('the invoice service answered 502 for key SECRET-KEY-123456\nbody: <html>bad gateway</html>'), {
+    code: 'upstream_502',
+    retryable: false,
+  });
 }
 
 it('logs a failing handler with its message and stack at the worker, and sends the coordinator one line without the stack', async () => {

@@ -26,7 +26,10 @@ describe('withRetry behind a load balancer', () => {
   });
 
   it('does not retry a 500 or a refusal', async () => {
-    for (const refused of [new LeaseholdApiError(500, 'internal_error', 'internal error', undefined), new LeaseholdApiError(409, 'stale_lease', 'stale', undefined)]) {
+    for (const refused of [
+      new LeaseholdApiError(500, 'internal_error', 'internal error', undefined),
+      new LeaseholdApiError(409, 'stale_lease', 'stale', undefined),
+    ]) {
       let calls = 0;
       const error = await withRetry(async () => {
         calls += 1;

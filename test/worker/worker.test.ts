@@ -269,7 +269,7 @@ describe('worker', () => {
     await started.promise;
     const before = await producer.getJob(job.id);
     await worker.stop({ graceMs: 100 });
-    expect((await reason.promise as JobAbortedError).code).toBe('shutdown');
+    expect(((await reason.promise) as JobAbortedError).code).toBe('shutdown');
     // Give a stray fail request time to arrive, were one sent.
     await new Promise((resolve) => setTimeout(resolve, 100));
     const after = await producer.getJob(job.id);

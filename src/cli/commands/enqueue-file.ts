@@ -50,13 +50,17 @@ function parseLine(text: string, line: number, fields: ReadonlySet<string>): Enq
   } catch (error) {
     return { line, code: 'invalid_json', message: error instanceof Error ? error.message : 'not JSON' };
   }
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) return { line, code: 'invalid_line', message: 'a line must be a JSON object {kind, payload, …}' };
+  if (value === null || typeof value !== 'object' || Array.isArray(value))
+    return { line, code: 'invalid_line', message: 'a line must be a JSON object {kind, payload, …}' };
   const record = value as Record<string, unknown>;
   const unknown = Object.keys(record).filter((key) => !fields.has(key));
   if (unknown.length > 0) return { line, code: 'invalid_line', message: `unknown field ${unknown.map((key) => JSON.stringify(key)).join(', ')}` };
   if (typeof record['kind'] !== 'string' || !('payload' in record)) return { line, code: 'invalid_line', message: 'a line needs a string kind and a payload' };
   const derived = `ndjson:${line}:${createHash('sha256').update(text).digest('hex').slice(0, 32)}`;
-  return { ...(record as Omit<EnqueueBatchItem, 'idempotencyKey'>), idempotencyKey: typeof record['idempotencyKey'] === 'string' ? record['idempotencyKey'] : derived } as EnqueueBatchItem;
+  return {
+    ...(record as Omit<EnqueueBatchItem, 'idempotencyKey'>),
+    idempotencyKey: typeof record['idempotencyKey'] === 'string' ? record['idempotencyKey'] : derived,
+  } as EnqueueBatchItem;
 }
 
 function count(tally: Tally, result: EnqueueBatchResult | undefined, line: number): void {
@@ -65,7 +69,11 @@ function count(tally: Tally, result: EnqueueBatchResult | undefined, line: numbe
     else if (result.deduplicated === true) tally.deduplicated += 1;
     else tally.accepted += 1;
   } else {
-    tally.refused.push({ line, code: result?.error?.code ?? 'missing_result', message: result?.error?.message ?? 'the coordinator answered no result for this line' });
+    tally.refused.push({
+      line,
+      code: result?.error?.code ?? 'missing_result',
+      message: result?.error?.message ?? 'the coordinator answered no result for this line',
+    });
   }
 }
 
@@ -139,7 +147,14 @@ export async function enqueueFile(command: Command, path: string, values: Values
   });
   const refused = tally.refused.sort((a, b) => a.line - b.line);
   if (values['json'] === true) {
-    printJson(io, { lines: tally.lines, accepted: tally.accepted, replayed: tally.replayed, deduplicated: tally.deduplicated, refused: refused.length, refusals: refused });
+    printJson(io, {
+      lines: tally.lines,
+      accepted: tally.accepted,
+      replayed: tally.replayed,
+      deduplicated: tally.deduplicated,
+      refused: refused.length,
+      refusals: refused,
+    });
   } else {
     for (const refusal of refused.slice(0, REFUSALS_SHOWN)) io.err(terminalSafe(`line ${refusal.line}: ${refusal.code}: ${refusal.message}`));
     if (refused.length > REFUSALS_SHOWN) io.err(`… and ${refused.length - REFUSALS_SHOWN} more refused lines (--json lists them all)`);

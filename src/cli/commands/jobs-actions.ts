@@ -61,7 +61,8 @@ function actionCommand(action: BulkAction): Command {
       const { OPERATOR_LIMITS } = await import('../../protocol/operator.js');
       const rawOutcome = stringOption(values, 'outcome');
       if (reconcile && rawOutcome === undefined) throw new UsageError('--outcome is required: succeeded, dead or requeue', command);
-      if (rawOutcome !== undefined && !(OUTCOMES as readonly string[]).includes(rawOutcome)) throw new UsageError(`--outcome must be one of ${OUTCOMES.join(', ')} (got '${rawOutcome}')`, command);
+      if (rawOutcome !== undefined && !(OUTCOMES as readonly string[]).includes(rawOutcome))
+        throw new UsageError(`--outcome must be one of ${OUTCOMES.join(', ')} (got '${rawOutcome}')`, command);
       const outcome = rawOutcome as Outcome | undefined;
       const filter = filterFromOptions(values, command);
       const allMatching = values['all-matching'] === true;
@@ -83,7 +84,8 @@ function actionCommand(action: BulkAction): Command {
             }
           }
         });
-        if (values['json'] === true) printJson(io, { results: rows.map(([id, result, detail]) => ({ id, result, detail })), changed, total: positionals.length });
+        if (values['json'] === true)
+          printJson(io, { results: rows.map(([id, result, detail]) => ({ id, result, detail })), changed, total: positionals.length });
         else printTable(io, ['ID', 'RESULT', 'STATUS OR ERROR'], rows);
         return exitFor(changed, positionals.length);
       }
@@ -99,7 +101,8 @@ function actionCommand(action: BulkAction): Command {
         }
         if (values['yes'] !== true) {
           const question = `${action} ${dry.matched} job${dry.matched === 1 ? '' : 's'}${dry.matched >= limit ? ` (the --limit; more may match)` : ''}?`;
-          if (io.confirm === undefined || !(await io.confirm(terminalSafe(question)))) throw new CliError('not_confirmed', `not confirmed; nothing changed (${dry.matched} jobs match; --yes skips the question)`);
+          if (io.confirm === undefined || !(await io.confirm(terminalSafe(question))))
+            throw new CliError('not_confirmed', `not confirmed; nothing changed (${dry.matched} jobs match; --yes skips the question)`);
         }
         const answer = await client.bulk(request);
         if (values['json'] === true) printJson(io, answer);

@@ -113,7 +113,12 @@ export const jobsShow: Command = {
     ]);
     io.out('');
     if (attempts.length === 0) io.out('no attempts yet');
-    else printTable(io, ['#', 'EPOCH', 'WORKER', 'STARTED', 'ENDED', 'OUTCOME', 'ERROR'], attempts.map((a) => [a.attempt, a.epoch, a.workerId, a.startedAt, a.endedAt ?? '(running)', a.outcome ?? '-', a.errorCode ?? '']));
+    else
+      printTable(
+        io,
+        ['#', 'EPOCH', 'WORKER', 'STARTED', 'ENDED', 'OUTCOME', 'ERROR'],
+        attempts.map((a) => [a.attempt, a.epoch, a.workerId, a.startedAt, a.endedAt ?? '(running)', a.outcome ?? '-', a.errorCode ?? '']),
+      );
     block(io, 'payload', pretty(payload, full));
     if (job.progress !== null && job.progress !== undefined) block(io, 'progress', pretty(job.progress, full));
     if (checkpoint !== null) block(io, 'checkpoint state', pretty(checkpoint.state, full));

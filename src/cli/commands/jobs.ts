@@ -24,7 +24,8 @@ function say(io: Io, line: string): void {
 export const enqueueCommand: Command = {
   name: 'enqueue',
   summary: 'Enqueue a job, or every line of an NDJSON file with --file.',
-  usage: 'enqueue --kind K --payload JSON [--idempotency-key K] [--max-attempts N] [--priority N] [--run-after TIME] [--deadline-ms N] [--depends-on ID,…] [--concurrency-key K] | enqueue --file jobs.ndjson',
+  usage:
+    'enqueue --kind K --payload JSON [--idempotency-key K] [--max-attempts N] [--priority N] [--run-after TIME] [--deadline-ms N] [--depends-on ID,…] [--concurrency-key K] | enqueue --file jobs.ndjson',
   details: [
     '--file F               one job per line, {kind, payload, …} as POST /jobs takes it (idempotencyKey optional: derived from the line); sent in batches;',
     '                       prints accepted, replayed and refused lines; exit 3 when some lines were refused, 1 when all were',
@@ -57,7 +58,8 @@ export const enqueueCommand: Command = {
   async run({ values, io }) {
     const file = stringOption(values, 'file');
     if (file !== undefined) {
-      if (values['kind'] !== undefined || values['payload'] !== undefined) throw new UsageError('--file takes each job from its lines: leave out --kind and --payload', enqueueCommand);
+      if (values['kind'] !== undefined || values['payload'] !== undefined)
+        throw new UsageError('--file takes each job from its lines: leave out --kind and --payload', enqueueCommand);
       const { enqueueFile } = await import('./enqueue-file.js');
       return enqueueFile(enqueueCommand, file, values, io);
     }
@@ -67,14 +69,20 @@ export const enqueueCommand: Command = {
     try {
       payload = JSON.parse(payloadText);
     } catch (error) {
-      throw new UsageError(`--payload is not JSON: ${describeJsonError(payloadText, error)} (keys and strings take double quotes: '{"name":"x"}')`, enqueueCommand);
+      throw new UsageError(
+        `--payload is not JSON: ${describeJsonError(payloadText, error)} (keys and strings take double quotes: '{"name":"x"}')`,
+        enqueueCommand,
+      );
     }
     const maxAttempts = integerOption(values, 'max-attempts', enqueueCommand, { min: 1, max: LIMITS.maxAttempts });
     const priority = integerOption(values, 'priority', enqueueCommand, { min: -LIMITS.maxPriority, max: LIMITS.maxPriority });
     const deadlineMs = integerOption(values, 'deadline-ms', enqueueCommand, { min: 1, max: Number.MAX_SAFE_INTEGER });
     const runAfter = stringOption(values, 'run-after');
     const idempotencyKey = stringOption(values, 'idempotency-key') ?? randomUUID();
-    const dependsOn = stringOption(values, 'depends-on')?.split(',').map((id) => id.trim()).filter((id) => id.length > 0);
+    const dependsOn = stringOption(values, 'depends-on')
+      ?.split(',')
+      .map((id) => id.trim())
+      .filter((id) => id.length > 0);
     const concurrencyKey = stringOption(values, 'concurrency-key');
     const request = {
       kind,
@@ -89,7 +97,11 @@ export const enqueueCommand: Command = {
     const answer = await withClient(enqueueCommand, values, io, (client) => client.enqueue(request, { idempotencyKey }));
     if (values['json'] === true) printJson(io, answer.job);
     else if (values['quiet'] === true) io.out(answer.job.id);
-    else say(io, `${answer.replayed ? 'already enqueued' : 'enqueued'} ${answer.job.id} (${answer.job.kind}, ${answer.job.status}, idempotency key ${idempotencyKey})`);
+    else
+      say(
+        io,
+        `${answer.replayed ? 'already enqueued' : 'enqueued'} ${answer.job.id} (${answer.job.kind}, ${answer.job.status}, idempotency key ${idempotencyKey})`,
+      );
     return 0;
   },
 };
@@ -98,7 +110,11 @@ export const jobCommand: Command = {
   name: 'job',
   summary: 'Show a job and its attempt history.',
   usage: 'job <id> [--wait [--timeout-ms N]]',
-  details: ['--wait                 wait until the job is succeeded, dead, cancelled or unknown', '--timeout-ms N         longest --wait (default 60000)', ...REMOTE_DETAILS],
+  details: [
+    '--wait                 wait until the job is succeeded, dead, cancelled or unknown',
+    '--timeout-ms N         longest --wait (default 60000)',
+    ...REMOTE_DETAILS,
+  ],
   options: { ...REMOTE_OPTIONS, wait: { type: 'boolean' }, 'timeout-ms': { type: 'string' } },
   positionals: { min: 1, max: 1 },
   async run({ values, positionals, io }) {
@@ -117,7 +133,10 @@ export const jobCommand: Command = {
     say(io, '');
     say(io, attempts.length === 0 ? 'no attempts yet' : 'attempts:');
     for (const a of attempts) {
-      say(io, `  #${a.attempt}  epoch ${a.epoch}  ${a.workerId}  ${a.startedAt} → ${a.endedAt ?? '(running)'}  ${a.outcome ?? '-'}${a.errorCode === null ? '' : ` (${a.errorCode})`}`);
+      say(
+        io,
+        `  #${a.attempt}  epoch ${a.epoch}  ${a.workerId}  ${a.startedAt} → ${a.endedAt ?? '(running)'}  ${a.outcome ?? '-'}${a.errorCode === null ? '' : ` (${a.errorCode})`}`,
+      );
     }
     return 0;
   },
@@ -127,20 +146,32 @@ export const deadCommand: Command = {
   name: 'dead',
   summary: 'List dead jobs, newest first (next pages via --cursor).',
   usage: 'dead [--kind K] [--error-code C] [--since T] [--until T] [--limit N] [--cursor C] [--json]',
-  details: [...FILTER_DETAILS.filter((line) => !line.startsWith('--status')), '--limit N              page size (default 50)', '--cursor C             the next page, as printed', ...REMOTE_DETAILS],
+  details: [
+    ...FILTER_DETAILS.filter((line) => !line.startsWith('--status')),
+    '--limit N              page size (default 50)',
+    '--cursor C             the next page, as printed',
+    ...REMOTE_DETAILS,
+  ],
   options: { ...REMOTE_OPTIONS, ...FILTER_OPTIONS, limit: { type: 'string' }, cursor: { type: 'string' } },
   async run({ values, io }) {
     if (values['status'] !== undefined) throw new UsageError('dead lists dead jobs; use jobs list --status for others', deadCommand);
     const limit = integerOption(values, 'limit', deadCommand, { min: 1, max: LIMITS.maxListLimit }) ?? 50;
     const filter = filterFromOptions(values, deadCommand);
     const cursor = stringOption(values, 'cursor');
-    const page = await withClient(deadCommand, values, io, (client) => client.listJobs({ ...filter, status: 'dead', limit, ...(cursor === undefined ? {} : { cursor }) }));
+    const page = await withClient(deadCommand, values, io, (client) =>
+      client.listJobs({ ...filter, status: 'dead', limit, ...(cursor === undefined ? {} : { cursor }) }),
+    );
     if (values['json'] === true) {
       printJson(io, page);
       return 0;
     }
     if (page.jobs.length === 0) say(io, 'no dead jobs');
-    else printTable(io, ['ID', 'KIND', 'ATTEMPTS', 'FINISHED', 'LAST ERROR'], page.jobs.map((job) => deadRow(job)));
+    else
+      printTable(
+        io,
+        ['ID', 'KIND', 'ATTEMPTS', 'FINISHED', 'LAST ERROR'],
+        page.jobs.map((job) => deadRow(job)),
+      );
     if (page.nextCursor !== null) say(io, `more: --cursor ${page.nextCursor}`);
     return 0;
   },
@@ -150,7 +181,7 @@ export const requeueCommand: Command = {
   name: 'requeue',
   summary: 'Put a dead job back in the queue with a fresh attempt budget (admin).',
   usage: 'requeue <id> [--max-attempts N]',
-  details: ['--max-attempts N       the new attempt budget (default: the job\'s)', ...REMOTE_DETAILS],
+  details: ["--max-attempts N       the new attempt budget (default: the job's)", ...REMOTE_DETAILS],
   options: { ...REMOTE_OPTIONS, 'max-attempts': { type: 'string' } },
   positionals: { min: 1, max: 1 },
   async run({ values, positionals, io }) {
@@ -204,7 +235,11 @@ function deadRow(job: JobListItem): (string | number | null)[] {
 }
 
 function printStats(io: Io, stats: Stats): void {
-  printTable(io, ['STATUS', 'COUNT'], Object.entries(stats.counts).map(([status, count]) => [status, count]));
+  printTable(
+    io,
+    ['STATUS', 'COUNT'],
+    Object.entries(stats.counts).map(([status, count]) => [status, count]),
+  );
   io.out('');
   printFacts(io, [
     ['oldest available', formatMs(stats.oldestAvailableAgeMs)],

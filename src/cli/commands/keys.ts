@@ -96,7 +96,12 @@ export const keysList: Command = {
         revokedAt: k.revokedAt === null ? null : new Date(k.revokedAt).toISOString(),
       }));
       if (values['json'] === true) printJson(io, { keys });
-      else printTable(io, ['ID', 'USER', 'ROLE', 'CREATED', 'REVOKED'], keys.map((k) => [k.id, k.user, k.role, k.createdAt, k.revokedAt ?? '-']));
+      else
+        printTable(
+          io,
+          ['ID', 'USER', 'ROLE', 'CREATED', 'REVOKED'],
+          keys.map((k) => [k.id, k.user, k.role, k.createdAt, k.revokedAt ?? '-']),
+        );
     } finally {
       await store.close();
     }

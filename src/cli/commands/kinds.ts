@@ -12,7 +12,8 @@ import type { KindDefinition } from '../../protocol/schemas.js';
 
 export const kindsSet: Command = {
   name: 'kinds set',
-  summary: 'Register or replace a job kind (admin). The file holds {payloadSchema, maxPayloadBytes, maxAttempts, leaseMs, backoff, deadlineMs, maxResultBytes, maxConcurrent, rate}.',
+  summary:
+    'Register or replace a job kind (admin). The file holds {payloadSchema, maxPayloadBytes, maxAttempts, leaseMs, backoff, deadlineMs, maxResultBytes, maxConcurrent, rate}.',
   usage: 'kinds set <kind> --file def.json',
   details: ['--file FILE            the kind definition, as JSON', ...REMOTE_DETAILS],
   options: { ...REMOTE_OPTIONS, file: { type: 'string' } },

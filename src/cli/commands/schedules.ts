@@ -77,7 +77,12 @@ export const schedulesList: Command = {
   name: 'schedules list',
   summary: "List the tenant's recurring schedules with their next and last occurrence (admin).",
   usage: 'schedules list [--limit N] [--cursor C | --all] [--json]',
-  details: ['--limit N              schedules per page (default 100, at most 1,000)', '--cursor C             the next page, as printed', '--all                  every page (with --json: NDJSON, one schedule per line)', ...REMOTE_DETAILS],
+  details: [
+    '--limit N              schedules per page (default 100, at most 1,000)',
+    '--cursor C             the next page, as printed',
+    '--all                  every page (with --json: NDJSON, one schedule per line)',
+    ...REMOTE_DETAILS,
+  ],
   options: { ...REMOTE_OPTIONS, limit: { type: 'string' }, cursor: { type: 'string' }, all: { type: 'boolean' } },
   async run({ values, io }) {
     const limit = integerOption(values, 'limit', schedulesList, { min: 1, max: 1000 }) ?? 100;

@@ -25,17 +25,25 @@ export const serveCommand: Command = {
     '--port N               port to listen on (0: any free port; default $PORT or 8080)',
     '--host H               address to bind (default 127.0.0.1)',
     '--log-level LEVEL      pino level (default info)',
-    '--sqlite-busy-timeout-ms N  how long a write waits for another process\'s write lock on the SQLite file before it answers 503 (default 5000); the wait does not hold other requests',
+    "--sqlite-busy-timeout-ms N  how long a write waits for another process's write lock on the SQLite file before it answers 503 (default 5000); the wait does not hold other requests",
     ...CONFIG_DETAILS,
   ],
-  options: { db: { type: 'string' }, port: { type: 'string' }, host: { type: 'string' }, 'log-level': { type: 'string' }, 'sqlite-busy-timeout-ms': { type: 'string' }, ...CONFIG_OPTIONS },
+  options: {
+    db: { type: 'string' },
+    port: { type: 'string' },
+    host: { type: 'string' },
+    'log-level': { type: 'string' },
+    'sqlite-busy-timeout-ms': { type: 'string' },
+    ...CONFIG_OPTIONS,
+  },
   forceExit: true,
   async run({ values, io }) {
     const db = requireOption(values, 'db', serveCommand, io.env['LEASEHOLD_DB']);
     const port = integerOption(values, 'port', serveCommand, { min: 0, max: 65_535 }) ?? defaultPort(io.env['PORT']);
     const host = stringOption(values, 'host') ?? '127.0.0.1';
     const sqliteBusyTimeoutMs = integerOption(values, 'sqlite-busy-timeout-ms', serveCommand, { min: 0, max: 600_000 });
-    if (sqliteBusyTimeoutMs !== undefined && isPostgresUrl(db)) throw new UsageError('--sqlite-busy-timeout-ms applies to a SQLite file, not to PostgreSQL', serveCommand);
+    if (sqliteBusyTimeoutMs !== undefined && isPostgresUrl(db))
+      throw new UsageError('--sqlite-busy-timeout-ms applies to a SQLite file, not to PostgreSQL', serveCommand);
     // Before the store is opened: a configuration mistake should not touch the database.
     const config = await serveConfig(values, serveCommand);
     // Loaded here, not at the top: `leasehold --help` should not pay for Fastify.
@@ -52,7 +60,10 @@ export const serveCommand: Command = {
       await store.close();
       throw error;
     }
-    logger.info({ db: describeDb(db), backend: store.backend, config, ...(sqliteBusyTimeoutMs === undefined ? {} : { sqliteBusyTimeoutMs }) }, `listening on ${listeningUrl(app, host)}`);
+    logger.info(
+      { db: describeDb(db), backend: store.backend, config, ...(sqliteBusyTimeoutMs === undefined ? {} : { sqliteBusyTimeoutMs }) },
+      `listening on ${listeningUrl(app, host)}`,
+    );
     await untilSignal(logger);
     await closeAll(app, store, logger);
     return 0;

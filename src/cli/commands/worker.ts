@@ -48,10 +48,7 @@ export const workerCommand: Command = {
     const graceMs = integerOption(values, 'grace-ms', workerCommand, { min: 0, max: 24 * 3_600_000 });
     const workerId = stringOption(values, 'worker-id');
     const handlers = await loadHandlers(handlersFile, process.cwd());
-    const [{ LeaseholdClient }, { Worker }] = await Promise.all([
-      import('../../client/leasehold-client.js'),
-      import('../../worker/worker.js'),
-    ]);
+    const [{ LeaseholdClient }, { Worker }] = await Promise.all([import('../../client/leasehold-client.js'), import('../../worker/worker.js')]);
     const logger = await cliLogger('leasehold-worker', stringOption(values, 'log-level') ?? 'info');
     const client = new LeaseholdClient({ baseUrl, apiKey, connections: Math.min(concurrency + 4, 64) });
     const worker = new Worker({

@@ -8,15 +8,7 @@
  * `dead` instead of failing the request, because the change is committed.
  */
 
-import {
-  CompleteManyRequest,
-  CompleteManyResponse,
-  CompleteRequest,
-  CompleteResponse,
-  FailRequest,
-  FailResponse,
-  IdParams,
-} from '../../protocol/schemas.js';
+import { CompleteManyRequest, CompleteManyResponse, CompleteRequest, CompleteResponse, FailRequest, FailResponse, IdParams } from '../../protocol/schemas.js';
 import { principalOf } from '../auth.js';
 import { completeJob, completeJobs, failJob } from '../../engine/lease-protocol.js';
 import { errorResponses, type CoordinatorApp } from '../route-context.js';

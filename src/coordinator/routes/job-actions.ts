@@ -111,7 +111,8 @@ export function registerJobActionRoutes(app: CoordinatorApp, ctx: EngineContext)
       config: { roles: ['admin'] },
       schema: {
         summary: 'Resolve an unknown job (admin)',
-        description: 'succeeded or dead end the job; requeue puts it back in the queue with a fresh attempt budget. 409 not_unknown for a job in another state.',
+        description:
+          'succeeded or dead end the job; requeue puts it back in the queue with a fresh attempt budget. 409 not_unknown for a job in another state.',
         tags: ['jobs'],
         params: IdParams,
         body: ReconcileRequest,

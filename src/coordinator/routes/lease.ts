@@ -8,16 +8,7 @@
  */
 
 import { Type } from '@sinclair/typebox';
-import {
-  CheckpointRequest,
-  IdParams,
-  LeaseRequest,
-  LeaseResponse,
-  OkResponse,
-  RenewRequest,
-  RenewResponse,
-  TokenRequest,
-} from '../../protocol/schemas.js';
+import { CheckpointRequest, IdParams, LeaseRequest, LeaseResponse, OkResponse, RenewRequest, RenewResponse, TokenRequest } from '../../protocol/schemas.js';
 import { principalOf } from '../auth.js';
 import { leaseJobs, markEffectStarted, renewLease, saveCheckpoint, type LeaseWaitScope } from '../../engine/lease-protocol.js';
 import { errorResponses, type CoordinatorApp } from '../route-context.js';

@@ -29,12 +29,17 @@ export function registerMetricsRoutes(app: CoordinatorApp, ctx: EngineContext): 
       if (tenant !== null) ctx.metrics.tenant(tenant);
       const tenants = tenant === null ? ctx.metrics.tenants.values() : ctx.metrics.tenants.has(tenant) ? [tenant] : [];
       const queue = await readQueueGauges(ctx.store, tenants);
-      const text = await renderMetrics(ctx.metrics.registry, queue, {
-        parkedLeasePolls: ctx.waiters.size,
-        parkedFinishWaits: ctx.finishWaiters.size,
-        admissionInFlight: app.admission.countedInFlight,
-        admissionOverloaded: app.admission.overloaded,
-      }, tenant);
+      const text = await renderMetrics(
+        ctx.metrics.registry,
+        queue,
+        {
+          parkedLeasePolls: ctx.waiters.size,
+          parkedFinishWaits: ctx.finishWaiters.size,
+          admissionInFlight: app.admission.countedInFlight,
+          admissionOverloaded: app.admission.overloaded,
+        },
+        tenant,
+      );
       return reply.type(METRICS_CONTENT_TYPE).send(text);
     },
   );

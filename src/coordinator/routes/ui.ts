@@ -28,7 +28,18 @@ const TYPES: Readonly<Record<string, string>> = {
 };
 
 /** Every file of the dashboard; GET /ui/assets/{file} answers 404 for any other name. */
-export const UI_ASSETS = ['app.js', 'api.js', 'dom.js', 'charts.js', 'overview.js', 'job-list.js', 'job-page.js', 'bulk.js', 'style.css', 'favicon.svg'] as const;
+export const UI_ASSETS = [
+  'app.js',
+  'api.js',
+  'dom.js',
+  'charts.js',
+  'overview.js',
+  'job-list.js',
+  'job-page.js',
+  'bulk.js',
+  'style.css',
+  'favicon.svg',
+] as const;
 
 /** The `ui/` folder: beside src/ in the repository, beside dist/ in the package. */
 function uiDirectory(): string {
@@ -69,7 +80,12 @@ export function registerUiRoutes(app: CoordinatorApp): void {
     '/ui',
     {
       config: { public: true },
-      schema: { summary: 'The operator dashboard (sign in with an admin key)', tags: ['system'], security: [], response: { 200: HtmlResponse, ...PUBLIC_ERRORS } },
+      schema: {
+        summary: 'The operator dashboard (sign in with an admin key)',
+        tags: ['system'],
+        security: [],
+        response: { 200: HtmlResponse, ...PUBLIC_ERRORS },
+      },
     },
     async (_request, reply) => send(reply, assets.index),
   );

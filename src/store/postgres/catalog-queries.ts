@@ -18,10 +18,7 @@ export const API_KEY_BY_HASH = namedQuery('lh_api_key_by_hash', `SELECT ${API_KE
 
 export const API_KEY_LIST = namedQuery('lh_api_key_list', `SELECT ${API_KEY_COLUMNS} FROM api_keys WHERE tenant = $1 ORDER BY created_at, id`);
 
-export const API_KEY_REVOKE = namedQuery(
-  'lh_api_key_revoke',
-  `UPDATE api_keys SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL RETURNING id`,
-);
+export const API_KEY_REVOKE = namedQuery('lh_api_key_revoke', `UPDATE api_keys SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL RETURNING id`);
 
 const KIND_COLUMNS = `tenant, kind, payload_schema, max_payload_bytes, max_attempts, lease_ms, backoff_base_ms, backoff_max_ms,
   deadline_ms::float8 AS deadline_ms, max_result_bytes, max_checkpoint_bytes, retention_succeeded_ms::float8 AS retention_succeeded_ms,
@@ -46,10 +43,7 @@ export const KIND_UPSERT = namedQuery(
 );
 
 /** Pause or resume; the registration (and its updatedAt) stays as it was. */
-export const KIND_SET_PAUSED = namedQuery(
-  'lh_kind_set_paused',
-  `UPDATE kinds SET paused = $3 WHERE tenant = $1 AND kind = $2 RETURNING ${KIND_COLUMNS}`,
-);
+export const KIND_SET_PAUSED = namedQuery('lh_kind_set_paused', `UPDATE kinds SET paused = $3 WHERE tenant = $1 AND kind = $2 RETURNING ${KIND_COLUMNS}`);
 
 /** The first store to open a database creates its secret; every later one, on any host, reads the same row. */
 export const SECRET_INSERT = namedQuery('lh_secret_insert', `INSERT INTO store_secrets (name, secret) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING`);

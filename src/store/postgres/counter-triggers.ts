@@ -96,15 +96,27 @@ CREATE TRIGGER job_counters_delete AFTER DELETE ON jobs REFERENCING OLD TABLE AS
   FOR EACH STATEMENT EXECUTE FUNCTION lh_job_counters_delete();
 
 -- An attempt's run time counts once it has ended; deleting a job deletes its attempts and result first.
-${triggerFunction('lh_attempt_sums_update', addTenantSums(`SELECT j.tenant, 1 AS ended_attempts, ${attemptRunMs('n')} AS attempt_run_ms, 0 AS result_bytes
+${triggerFunction(
+  'lh_attempt_sums_update',
+  addTenantSums(`SELECT j.tenant, 1 AS ended_attempts, ${attemptRunMs('n')} AS attempt_run_ms, 0 AS result_bytes
         FROM new_rows n JOIN old_rows o USING (job_id, epoch) JOIN jobs j ON j.id = n.job_id
-       WHERE o.ended_at IS NULL AND n.ended_at IS NOT NULL`))}
-${triggerFunction('lh_attempt_sums_delete', addTenantSums(`SELECT j.tenant, -1 AS ended_attempts, -(${attemptRunMs('o')}) AS attempt_run_ms, 0 AS result_bytes
-        FROM old_rows o JOIN jobs j ON j.id = o.job_id WHERE o.ended_at IS NOT NULL`))}
-${triggerFunction('lh_result_sums_insert', addTenantSums(`SELECT j.tenant, 0 AS ended_attempts, 0 AS attempt_run_ms, n.size_bytes AS result_bytes
-        FROM new_rows n JOIN jobs j ON j.id = n.job_id`))}
-${triggerFunction('lh_result_sums_delete', addTenantSums(`SELECT j.tenant, 0 AS ended_attempts, 0 AS attempt_run_ms, -o.size_bytes AS result_bytes
-        FROM old_rows o JOIN jobs j ON j.id = o.job_id`))}
+       WHERE o.ended_at IS NULL AND n.ended_at IS NOT NULL`),
+)}
+${triggerFunction(
+  'lh_attempt_sums_delete',
+  addTenantSums(`SELECT j.tenant, -1 AS ended_attempts, -(${attemptRunMs('o')}) AS attempt_run_ms, 0 AS result_bytes
+        FROM old_rows o JOIN jobs j ON j.id = o.job_id WHERE o.ended_at IS NOT NULL`),
+)}
+${triggerFunction(
+  'lh_result_sums_insert',
+  addTenantSums(`SELECT j.tenant, 0 AS ended_attempts, 0 AS attempt_run_ms, n.size_bytes AS result_bytes
+        FROM new_rows n JOIN jobs j ON j.id = n.job_id`),
+)}
+${triggerFunction(
+  'lh_result_sums_delete',
+  addTenantSums(`SELECT j.tenant, 0 AS ended_attempts, 0 AS attempt_run_ms, -o.size_bytes AS result_bytes
+        FROM old_rows o JOIN jobs j ON j.id = o.job_id`),
+)}
 CREATE TRIGGER attempt_sums_update AFTER UPDATE ON job_attempts REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
   FOR EACH STATEMENT EXECUTE FUNCTION lh_attempt_sums_update();
 CREATE TRIGGER attempt_sums_delete AFTER DELETE ON job_attempts REFERENCING OLD TABLE AS old_rows

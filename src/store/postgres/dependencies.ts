@@ -65,7 +65,9 @@ export async function keyFacts(
 ): Promise<KeyFacts | null> {
   if (job.key === null) return null;
   await lockKey(tx, job, job.key);
-  const row = (await tx.query<{ earlier_holder: boolean; other_active: boolean }>(bind(Q.JOB_KEY_FACTS, [job.tenant, job.kind, job.key, job.seq ?? AFTER_EVERY_JOB]))).rows[0];
+  const row = (
+    await tx.query<{ earlier_holder: boolean; other_active: boolean }>(bind(Q.JOB_KEY_FACTS, [job.tenant, job.kind, job.key, job.seq ?? AFTER_EVERY_JOB]))
+  ).rows[0];
   return { earlierHolder: row?.earlier_holder === true, otherActive: row?.other_active === true };
 }
 
@@ -97,7 +99,8 @@ export async function settleEnded(tx: TxClient, ended: readonly EndedJob[], effe
         for (const child of (await tx.query<FlowRow>(bind(Q.JOB_DEPENDENCY_SATISFY, [job.id]))).rows) await tryRelease(tx, child, effects);
       } else if (effect.kind === 'failed') {
         const error = lastErrorColumns(DEPENDENCY_FAILED);
-        const failed = (await tx.query<FlowRow>(bind(Q.JOB_DEPENDENCY_FAIL, [job.id, DEPENDENCY_FAILED.status, error.code, error.message, error.errorClass]))).rows;
+        const failed = (await tx.query<FlowRow>(bind(Q.JOB_DEPENDENCY_FAIL, [job.id, DEPENDENCY_FAILED.status, error.code, error.message, error.errorClass])))
+          .rows;
         if (failed.length > 0) effects.cascaded = true;
         work.push(...failed);
       }

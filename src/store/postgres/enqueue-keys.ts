@@ -74,7 +74,13 @@ export async function resolveEnqueueKeys(db: Db, params: EnqueueParams, payload:
     const dedupe = params.dedupe;
     const holder = (await db.query<DedupeHolderRow>(bind(Q.JOB_DEDUPE_HOLDER, [...scope, dedupe.key]))).rows[0];
     if (holder !== undefined) {
-      const facts = { status: toStatus(holder.status), epoch: holder.epoch, createdAt: holder.created_at, runAfter: holder.run_after, dedupeUntil: holder.dedupe_until };
+      const facts = {
+        status: toStatus(holder.status),
+        epoch: holder.epoch,
+        createdAt: holder.created_at,
+        runAfter: holder.run_after,
+        dedupeUntil: holder.dedupe_until,
+      };
       const decision = decideDedupe(facts, dedupe, holder.now_ms);
       if (decision.kind === 'merge') {
         // drop changes nothing: the holder is answered as it is.

@@ -122,9 +122,7 @@ async function insertPlainJobs(db: Pick<PgDatabase, 'query'>, items: readonly Pr
   const existing = new Map<string, JobRow>();
   if (missing.length > 0) {
     // Committed by now: ON CONFLICT waited for any concurrent insert of the same key to finish.
-    const rows = await db.query<JobRow>(
-      bind(Q.JOB_BY_KEYS, [missing.map((p) => p.tenant), missing.map((p) => p.owner), missing.map((p) => p.idempotencyKey)]),
-    );
+    const rows = await db.query<JobRow>(bind(Q.JOB_BY_KEYS, [missing.map((p) => p.tenant), missing.map((p) => p.owner), missing.map((p) => p.idempotencyKey)]));
     for (const row of rows.rows) existing.set(keyOf(row.tenant, row.owner, row.idempotency_key), row);
   }
   const outcomes = params.map((p, i): EnqueueOutcome => {
@@ -202,16 +200,35 @@ async function insertFlowRow(db: Pick<PgDatabase, 'query'>, item: PreparedEnqueu
   const row = (
     await db.query<JobRow>(
       bind(Q.JOB_INSERT_FLOW, [
-        id, p.tenant, p.owner, p.idempotencyKey, p.requestHash, p.kind, item.payload, p.payloadBytes, status,
-        p.maxAttempts, p.priority, p.runAfter, p.deadlineMs, error.code, error.message, error.errorClass,
-        status === 'waiting' ? pendingParents : 0, key, ...keyBindings(p),
+        id,
+        p.tenant,
+        p.owner,
+        p.idempotencyKey,
+        p.requestHash,
+        p.kind,
+        item.payload,
+        p.payloadBytes,
+        status,
+        p.maxAttempts,
+        p.priority,
+        p.runAfter,
+        p.deadlineMs,
+        error.code,
+        error.message,
+        error.errorClass,
+        status === 'waiting' ? pendingParents : 0,
+        key,
+        ...keyBindings(p),
       ]),
     )
   ).rows[0];
   if (row === undefined) return undefined;
   if (parents.length > 0) await db.query(bind(Q.DEPENDENCY_INSERT, [parents.map((parent) => parent.id), id]));
   const dependsOn = [...parents].sort((a, b) => a.seq - b.seq).map((parent) => parent.id);
-  return { outcomes: [{ kind: 'created', job: { ...toJobRecord(row), dependsOn } }], available: status === 'queued' ? [{ tenant: p.tenant, kind: p.kind }] : [] };
+  return {
+    outcomes: [{ kind: 'created', job: { ...toJobRecord(row), dependsOn } }],
+    available: status === 'queued' ? [{ tenant: p.tenant, kind: p.kind }] : [],
+  };
 }
 
 /**
@@ -229,7 +246,10 @@ export async function enqueueOnClient(
   await client.query(`SELECT set_config('search_path', $1, true)`, [schema]);
   try {
     // Unnamed statements: a statement prepared on the application's connection must not outlive this search_path.
-    const onClient = { query: <R extends pg.QueryResultRow>(config: pg.QueryConfig) => client.query<R>({ text: config.text, ...(config.values === undefined ? {} : { values: config.values }) }) };
+    const onClient = {
+      query: <R extends pg.QueryResultRow>(config: pg.QueryConfig) =>
+        client.query<R>({ text: config.text, ...(config.values === undefined ? {} : { values: config.values }) }),
+    };
     const inserted = await insertJobs(onClient, [prepareEnqueue(params)]);
     if (inserted.available.length > 0) await client.query(notification(inserted.available));
     const [outcome] = inserted.outcomes;

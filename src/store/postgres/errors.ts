@@ -137,10 +137,22 @@ export function translatePgConnectError(error: unknown, target: PgTarget): Error
       );
     case '28000':
       return /does not exist/i.test(serverMessage)
-        ? new PgConnectError('pg_unknown_role', `PostgreSQL at ${where} has no role "${target.user}": create it (createuser ${target.user}) or connect as an existing user; ${fix}`, error)
-        : new PgConnectError('pg_auth_failed', `PostgreSQL at ${where} refused user "${target.user}" for database "${target.database}" (pg_hba.conf): allow it there or connect as another user; ${fix}`, error);
+        ? new PgConnectError(
+            'pg_unknown_role',
+            `PostgreSQL at ${where} has no role "${target.user}": create it (createuser ${target.user}) or connect as an existing user; ${fix}`,
+            error,
+          )
+        : new PgConnectError(
+            'pg_auth_failed',
+            `PostgreSQL at ${where} refused user "${target.user}" for database "${target.database}" (pg_hba.conf): allow it there or connect as another user; ${fix}`,
+            error,
+          );
     case '28P01':
-      return new PgConnectError('pg_auth_failed', `PostgreSQL at ${where} refused the password of user "${target.user}": correct the password in the URL (or $PGPASSWORD); ${fix}`, error);
+      return new PgConnectError(
+        'pg_auth_failed',
+        `PostgreSQL at ${where} refused the password of user "${target.user}": correct the password in the URL (or $PGPASSWORD); ${fix}`,
+        error,
+      );
     case '42501':
       return new PgConnectError(
         'pg_permission_denied',

@@ -91,8 +91,12 @@ export async function completeDistinct(db: PgDatabase, params: readonly Complete
 export async function completeOne(db: PgDatabase, params: CompleteParams): Promise<FastCompleteOutcome> {
   const result = params.result;
   const values = [
-    params.id, params.tenant, params.token,
-    result?.contentType ?? null, result?.body ?? null, result === undefined ? null : sha256Hex(result.body),
+    params.id,
+    params.tenant,
+    params.token,
+    result?.contentType ?? null,
+    result?.body ?? null,
+    result === undefined ? null : sha256Hex(result.body),
   ];
   if ((await first<{ id: string }>(db, Q.JOB_COMPLETE_ONE, values)) !== undefined) return { kind: 'completed', replayed: false };
   const row = await peek(db, params.tenant, params.id);

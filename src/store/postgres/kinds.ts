@@ -17,10 +17,21 @@ import { bind } from './sql-fragments.js';
 export async function upsertKind(db: PgDatabase, params: KindUpsertParams): Promise<KindRecord> {
   const schema = params.payloadSchema === undefined || params.payloadSchema === null ? null : canonicalJson(params.payloadSchema);
   const values = [
-    params.tenant, params.kind, schema, params.maxPayloadBytes, params.maxAttempts, params.leaseMs,
-    params.backoff.baseMs, params.backoff.maxMs, params.deadlineMs, params.maxResultBytes, params.maxCheckpointBytes,
+    params.tenant,
+    params.kind,
+    schema,
+    params.maxPayloadBytes,
+    params.maxAttempts,
+    params.leaseMs,
+    params.backoff.baseMs,
+    params.backoff.maxMs,
+    params.deadlineMs,
+    params.maxResultBytes,
+    params.maxCheckpointBytes,
     ...retentionValues(params.retention ?? NO_KIND_RETENTION),
-    params.maxConcurrent ?? null, params.rate?.limit ?? null, params.rate?.perMs ?? null,
+    params.maxConcurrent ?? null,
+    params.rate?.limit ?? null,
+    params.rate?.perMs ?? null,
   ];
   const row = (await db.query<KindRow>(bind(C.KIND_UPSERT, values))).rows[0];
   if (row === undefined) throw new Error('KIND_UPSERT returned no row');

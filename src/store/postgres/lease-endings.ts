@@ -78,7 +78,9 @@ export function endedJobs(rows: readonly LockedRow[], moved: readonly MovedRow[]
   const byId = new Map(rows.map((row) => [row.id, row]));
   return moved.flatMap((m) => {
     const row = byId.get(m.id);
-    return row === undefined ? [] : [{ id: m.id, tenant: row.tenant, kind: row.kind, status: m.status, concurrency_key: row.concurrency_key, has_children: row.has_children }];
+    return row === undefined
+      ? []
+      : [{ id: m.id, tenant: row.tenant, kind: row.kind, status: m.status, concurrency_key: row.concurrency_key, has_children: row.has_children }];
   });
 }
 
@@ -127,7 +129,12 @@ export function completeBatch(
 }
 
 /** A worker's fail on its locked row; `kind` is the job's kind, for the announcement of a retry. */
-export async function failInTx(tx: TxClient, params: FailParams, random: Random, effects: FlowEffects): Promise<{ readonly outcome: FailOutcome; readonly kind: string }> {
+export async function failInTx(
+  tx: TxClient,
+  params: FailParams,
+  random: Random,
+  effects: FlowEffects,
+): Promise<{ readonly outcome: FailOutcome; readonly kind: string }> {
   const row = await lockJob(tx, params.id, params.tenant, null);
   if (row === undefined) return { outcome: { kind: 'rejected', code: 'not_found' }, kind: '' };
   const decision = decideFailure(toSnapshot(row), params.token, { retryable: params.retryable, backoff: params.backoff, random }, row.now_ms);

@@ -72,6 +72,8 @@ async function readRestricted(db: PgDatabase, tenant: string, kinds: readonly st
       ? bind(JOB_NEXT_DUE_ANY_KIND_EXCEPT, [tenant, restricted])
       : bind(JOB_NEXT_DUE_KINDS, [tenant, kinds.filter((kind) => !restricted.includes(kind))]);
   const others = (await db.query<{ run_after: number | null }>(rest)).rows[0]?.run_after ?? null;
-  const firsts = new Map((await db.query<{ kind: string; run_after: number | null }>(bind(JOB_NEXT_DUE_EACH, [tenant, restricted]))).rows.map((r) => [r.kind, r.run_after]));
+  const firsts = new Map(
+    (await db.query<{ kind: string; run_after: number | null }>(bind(JOB_NEXT_DUE_EACH, [tenant, restricted]))).rows.map((r) => [r.kind, r.run_after]),
+  );
   return restrictedNextDue(others, states, firsts, now);
 }

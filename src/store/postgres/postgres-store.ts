@@ -255,7 +255,9 @@ export class PostgresStore extends StoreReads implements S.Store {
       // Jobs with children or a key end on the locked path, whose transaction moves those.
       const lockedOutcomes = await this.completeLocked(locked);
       let next = 0;
-      const merged = fast.map((outcome): S.CompleteOutcome => (outcome.kind === 'locked' ? (lockedOutcomes[next++] ?? { kind: 'rejected', code: 'not_found' }) : outcome));
+      const merged = fast.map(
+        (outcome): S.CompleteOutcome => (outcome.kind === 'locked' ? (lockedOutcomes[next++] ?? { kind: 'rejected', code: 'not_found' }) : outcome),
+      );
       return this.finishing(params, merged);
     }
     // Otherwise decide item by item, in order, on locked rows.
@@ -347,7 +349,10 @@ export class PostgresStore extends StoreReads implements S.Store {
 
   private finishing<T extends readonly S.CompleteOutcome[]>(params: readonly S.CompleteParams[], outcomes: T): T;
   private finishing(params: readonly S.CompleteParams[], outcome: S.CompleteOutcome): S.CompleteOutcome;
-  private finishing(params: readonly S.CompleteParams[], outcome: S.CompleteOutcome | readonly S.CompleteOutcome[]): S.CompleteOutcome | readonly S.CompleteOutcome[] {
+  private finishing(
+    params: readonly S.CompleteParams[],
+    outcome: S.CompleteOutcome | readonly S.CompleteOutcome[],
+  ): S.CompleteOutcome | readonly S.CompleteOutcome[] {
     this.announceFinished(finishedByCompletion(params, Array.isArray(outcome) ? outcome : [outcome as S.CompleteOutcome]));
     return outcome;
   }

@@ -93,10 +93,7 @@ export const JOB_PARENTS_MARK = namedQuery(
    SELECT id::text AS id, seq::float8 AS seq, status FROM p`,
 );
 
-export const DEPENDENCY_INSERT = namedQuery(
-  'lh_dependency_insert',
-  `INSERT INTO job_dependencies (parent_id, child_id) SELECT unnest($1::uuid[]), $2::uuid`,
-);
+export const DEPENDENCY_INSERT = namedQuery('lh_dependency_insert', `INSERT INTO job_dependencies (parent_id, child_id) SELECT unnest($1::uuid[]), $2::uuid`);
 
 /** A requeued job's parents that have not succeeded (a purged parent no longer counts). */
 export const JOB_PENDING_PARENTS = namedQuery(
@@ -178,15 +175,9 @@ export const JOB_LOCK_MANY = namedQuery(
 );
 
 /** A read without a lock, to say why a guarded statement matched nothing. */
-export const JOB_PEEK = namedQuery(
-  'lh_job_peek',
-  `SELECT ${JOB_COLUMNS}, ${NOW_MS} FROM jobs j WHERE j.id = $1 AND j.tenant = $2`,
-);
+export const JOB_PEEK = namedQuery('lh_job_peek', `SELECT ${JOB_COLUMNS}, ${NOW_MS} FROM jobs j WHERE j.id = $1 AND j.tenant = $2`);
 
-export const JOB_PEEK_MANY = namedQuery(
-  'lh_job_peek_many',
-  `SELECT ${JOB_COLUMNS}, ${NOW_MS} FROM jobs j WHERE j.id = ANY($1::uuid[])`,
-);
+export const JOB_PEEK_MANY = namedQuery('lh_job_peek_many', `SELECT ${JOB_COLUMNS}, ${NOW_MS} FROM jobs j WHERE j.id = ANY($1::uuid[])`);
 
 /**
  * The status guard of the statements that name their jobs by id (renew, the completions, checkpoint, effect,

@@ -35,10 +35,7 @@ export const JOB_PURGE_SHORTEST_PERIOD = namedQuery(
      ELSE retention_dead_ms END)::float8 AS shortest FROM kinds`,
 );
 
-export const JOB_PURGE_SELECT = namedQuery(
-  'lh_job_purge_select',
-  `SELECT j.id ${MATCHING} ORDER BY j.finished_at LIMIT $7 FOR UPDATE OF j SKIP LOCKED`,
-);
+export const JOB_PURGE_SELECT = namedQuery('lh_job_purge_select', `SELECT j.id ${MATCHING} ORDER BY j.finished_at LIMIT $7 FOR UPDATE OF j SKIP LOCKED`);
 
 export const JOB_PURGE_COUNT = namedQuery('lh_job_purge_count', `SELECT COUNT(*)::int AS n ${MATCHING}`);
 

@@ -75,9 +75,10 @@ export function toJobRecord(row: JobRow): JobRecord {
 }
 
 export function toJobListItem(row: JobListRow): JobListItem {
-  const result = row.result_content_type === null || row.result_content_type === undefined || row.result_bytes === null
-    ? null
-    : { contentType: row.result_content_type, bytes: row.result_bytes };
+  const result =
+    row.result_content_type === null || row.result_content_type === undefined || row.result_bytes === null
+      ? null
+      : { contentType: row.result_content_type, bytes: row.result_bytes };
   return jobListItem(row, { status: toStatus(row.status), progress: row.progress ?? null, cancelRequested: row.cancel_requested, result });
 }
 

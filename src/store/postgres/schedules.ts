@@ -8,7 +8,15 @@
  * concurrent PUTs.
  */
 
-import { outcomeJobId, type ScheduleDueParams, type ScheduleFireParams, type ScheduleListParams, type ScheduleRecord, type ScheduleUpsertOutcome, type ScheduleUpsertParams } from '../schedules.js';
+import {
+  outcomeJobId,
+  type ScheduleDueParams,
+  type ScheduleFireParams,
+  type ScheduleListParams,
+  type ScheduleRecord,
+  type ScheduleUpsertOutcome,
+  type ScheduleUpsertParams,
+} from '../schedules.js';
 import type { Availability, EnqueueOutcome } from '../store.js';
 import type { PgDatabase, TxClient } from './database.js';
 import { insertJobs, prepareEnqueue } from './enqueue.js';
@@ -102,8 +110,18 @@ export async function upsertSchedule(db: PgDatabase, params: ScheduleUpsertParam
     }
     const saved = await tx.query<ScheduleRow>(
       bind(SCHEDULE_UPSERT, [
-        params.tenant, params.name, params.owner, params.kind, params.payloadJson, Buffer.byteLength(params.payloadJson, 'utf8'),
-        params.cron, params.timezone, params.overlap, params.catchUp, params.nextAt, params.now,
+        params.tenant,
+        params.name,
+        params.owner,
+        params.kind,
+        params.payloadJson,
+        Buffer.byteLength(params.payloadJson, 'utf8'),
+        params.cron,
+        params.timezone,
+        params.overlap,
+        params.catchUp,
+        params.nextAt,
+        params.now,
       ]),
     );
     const row = saved.rows[0];
@@ -145,7 +163,11 @@ export async function fireInTx(tx: TxClient, params: ScheduleFireParams): Promis
   const last = inserted.outcomes.at(-1);
   await tx.query(
     bind(SCHEDULE_ADVANCE, [
-      params.tenant, params.name, params.nextAt, last === undefined ? null : params.lastAt, last === undefined ? null : outcomeJobId(last),
+      params.tenant,
+      params.name,
+      params.nextAt,
+      last === undefined ? null : params.lastAt,
+      last === undefined ? null : outcomeJobId(last),
     ]),
   );
   return { kind: 'fired', outcomes: inserted.outcomes, available: inserted.available };

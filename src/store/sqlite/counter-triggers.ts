@@ -22,7 +22,10 @@ const JOB_TERMS: readonly (readonly [column: string, term: (row: string) => stri
   ['run_jobs', (r) => `(${r}.status = 'succeeded' AND ${r}.started_at IS NOT NULL AND ${r}.finished_at IS NOT NULL)`],
   ['run_ms', (r) => `(CASE WHEN ${r}.status = 'succeeded' AND ${r}.started_at IS NOT NULL THEN COALESCE(${r}.finished_at - ${r}.started_at, 0) ELSE 0 END)`],
   ['completed', (r) => `(${r}.status = 'succeeded' AND ${r}.started_at IS NOT NULL AND ${r}.finished_at IS NOT NULL)`],
-  ['completion_ms', (r) => `(CASE WHEN ${r}.status = 'succeeded' AND ${r}.started_at IS NOT NULL THEN COALESCE(${r}.finished_at - ${r}.created_at, 0) ELSE 0 END)`],
+  [
+    'completion_ms',
+    (r) => `(CASE WHEN ${r}.status = 'succeeded' AND ${r}.started_at IS NOT NULL THEN COALESCE(${r}.finished_at - ${r}.created_at, 0) ELSE 0 END)`,
+  ],
 ];
 
 function addJobTerms(row: 'NEW' | 'OLD', sign: '' | '-'): string {

@@ -70,7 +70,13 @@ export function prepareStatements(db: Db): Statements {
   return Object.fromEntries(Object.entries(SQL).map(([name, text]) => [name, db.prepare(text)])) as unknown as Statements;
 }
 
-export function groupCommitWriter(db: Db, clock: Clock, busyTimeoutMs: number, deferred: NonNullable<GroupCommitOptions['deferred']>, afterCommit?: () => void): GroupCommit {
+export function groupCommitWriter(
+  db: Db,
+  clock: Clock,
+  busyTimeoutMs: number,
+  deferred: NonNullable<GroupCommitOptions['deferred']>,
+  afterCommit?: () => void,
+): GroupCommit {
   const waitNot = db.prepare('PRAGMA busy_timeout = 0');
   const waitAgain = db.prepare(`PRAGMA busy_timeout = ${busyTimeoutMs}`);
   return new GroupCommit({

@@ -49,7 +49,10 @@ export function flowEffects(available: Availability[]): FlowEffects {
 const AFTER_EVERY_JOB = Number.MAX_SAFE_INTEGER;
 
 /** The key's two probes for the job `seq` (AFTER_EVERY_JOB for one not inserted yet); null without a key. */
-export function keyFacts(st: Statements, job: { readonly tenant: string; readonly kind: string; readonly key: string | null; readonly seq?: number }): KeyFacts | null {
+export function keyFacts(
+  st: Statements,
+  job: { readonly tenant: string; readonly kind: string; readonly key: string | null; readonly seq?: number },
+): KeyFacts | null {
   if (job.key === null) return null;
   const row = st.jobKeyFacts.get({ tenant: job.tenant, kind: job.kind, key: job.key, seq: job.seq ?? AFTER_EVERY_JOB }) as {
     earlier_holder: number;
@@ -59,7 +62,10 @@ export function keyFacts(st: Statements, job: { readonly tenant: string; readonl
 }
 
 /** A restarted job (requeue, reconcile's requeue): its parents not yet succeeded and its key's turn. Never dependency_failed. */
-export function restartDecision(st: Statements, job: { readonly seq: number; readonly tenant: string; readonly kind: string; readonly concurrency_key: string | null }): {
+export function restartDecision(
+  st: Statements,
+  job: { readonly seq: number; readonly tenant: string; readonly kind: string; readonly concurrency_key: string | null },
+): {
   readonly decision: Exclude<StartDecision, { kind: 'dependency_failed' }>;
   readonly pendingParents: number;
 } {
@@ -84,7 +90,12 @@ export function settleEnded(st: Statements, ended: readonly EndedJob[], now: num
       if (effect.kind === 'satisfied') {
         for (const child of st.jobDependencySatisfy.all({ parent: job.seq }) as FlowRow[]) tryRelease(st, child, now, effects);
       } else if (effect.kind === 'failed') {
-        const failed = st.jobDependencyFail.all({ parent: job.seq, now, status: DEPENDENCY_FAILED.status, ...lastErrorColumns(DEPENDENCY_FAILED) }) as FlowRow[];
+        const failed = st.jobDependencyFail.all({
+          parent: job.seq,
+          now,
+          status: DEPENDENCY_FAILED.status,
+          ...lastErrorColumns(DEPENDENCY_FAILED),
+        }) as FlowRow[];
         if (failed.length > 0) effects.cascaded = true;
         work.push(...failed);
       }

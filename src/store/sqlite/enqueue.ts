@@ -28,9 +28,7 @@ import type { Database as Db } from 'better-sqlite3';
 
 /** `counts` gathers what the new job adds to the counter rows; the transaction's owner applies it before COMMIT. */
 export function enqueueInTx(st: Statements, counts: NewJobCounts, params: EnqueueParams, now: number): EnqueueOutcome {
-  const existing = st.jobByIdempotencyKey.get(params.tenant, params.owner, params.idempotencyKey) as
-    | { id: string; request_hash: string }
-    | undefined;
+  const existing = st.jobByIdempotencyKey.get(params.tenant, params.owner, params.idempotencyKey) as { id: string; request_hash: string } | undefined;
   if (existing !== undefined) {
     if (existing.request_hash !== params.requestHash) return { kind: 'conflict', existingJobId: existing.id };
     return { kind: 'replayed', job: reloadJobById(st, existing.id) };
@@ -68,7 +66,13 @@ function newJobRow(params: EnqueueParams, now: number) {
 function insertedJob(
   id: string,
   params: EnqueueParams,
-  fields: { readonly status: JobStatus; readonly runAfter: number; readonly deadlineAt: number | null; readonly now: number; readonly dependsOn: readonly string[] },
+  fields: {
+    readonly status: JobStatus;
+    readonly runAfter: number;
+    readonly deadlineAt: number | null;
+    readonly now: number;
+    readonly dependsOn: readonly string[];
+  },
 ): JobRecord {
   const { status, runAfter, deadlineAt, now } = fields;
   return {
@@ -108,7 +112,9 @@ function enqueueFlowJob(st: Statements, counts: NewJobCounts, params: EnqueuePar
   const answered = hasEnqueueKeys(params) ? resolveEnqueueKeys(st, params, row.payload, now) : null;
   if (answered !== null) return answered;
   const named = [...new Set(params.dependsOn ?? [])];
-  const parents = (named.length === 0 ? [] : st.jobParentsFind.all({ tenant: params.tenant, owner: params.dependsOnOwner ?? null, ids: JSON.stringify(named) })) as {
+  const parents = (
+    named.length === 0 ? [] : st.jobParentsFind.all({ tenant: params.tenant, owner: params.dependsOnOwner ?? null, ids: JSON.stringify(named) })
+  ) as {
     seq: number;
     id: string;
     status: JobStatus;

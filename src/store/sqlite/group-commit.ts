@@ -229,5 +229,4 @@ export class GroupCommit {
     this.options.afterCommit?.();
     return 'done';
   }
-
 }

@@ -17,8 +17,7 @@ export function renewLease(st: Statements, params: RenewParams, now: number): Re
   const decision = decideRenew(toSnapshot(row), params.token, params.leaseMs, now);
   if (decision.kind === 'reject') return { kind: 'rejected', code: decision.code };
   const progress = params.progress === undefined ? null : canonicalJson(params.progress);
-  const renew = (): number =>
-    st.jobRenew.run({ seq: row.seq, token: params.token, leaseExpiresAt: decision.leaseExpiresAt, progress, now }).changes;
+  const renew = (): number => st.jobRenew.run({ seq: row.seq, token: params.token, leaseExpiresAt: decision.leaseExpiresAt, progress, now }).changes;
   expectOne(progress === null ? renew() : countingStorage(st, row, renew));
   return { kind: 'renewed', leaseExpiresAt: decision.leaseExpiresAt };
 }

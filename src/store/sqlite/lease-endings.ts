@@ -73,5 +73,11 @@ export function failInTx(st: Statements, params: FailParams, random: Random, now
   const runAfter = decision.kind === 'retry' ? decision.runAfter : null;
   endLease(st, row, params.token, ending, now, runAfter === null ? { live: true, effects } : { live: true, runAfter, effects });
   if (runAfter !== null) effects.available.push({ tenant: row.tenant, kind: row.kind });
-  return { kind: 'failed', status: ending.status as 'queued' | 'dead' | 'cancelled' | 'unknown', runAfter, replayed: false, failureClass: ending.lastError?.class ?? null };
+  return {
+    kind: 'failed',
+    status: ending.status as 'queued' | 'dead' | 'cancelled' | 'unknown',
+    runAfter,
+    replayed: false,
+    failureClass: ending.lastError?.class ?? null,
+  };
 }

@@ -49,7 +49,12 @@ function leaseRestricted(st: Statements, leases: LeaseStatements, bindings: Leas
   const candidates = kinds ?? (st.jobQueuedKinds.all({ tenant: bindings.tenant, limit: MAX_QUEUED_KINDS }) as { kind: string }[]).map((r) => r.kind);
   const caps = leaseCaps(candidates, restricted, bindings.max, bindings.now);
   if (caps.length === 0) return [];
-  const capBindings = Object.fromEntries(caps.flatMap(({ kind, cap }, i) => [[`k${i}`, kind], [`m${i}`, cap]]));
+  const capBindings = Object.fromEntries(
+    caps.flatMap(({ kind, cap }, i) => [
+      [`k${i}`, kind],
+      [`m${i}`, cap],
+    ]),
+  );
   const rows = leases.cappedLease(caps.length).all({ ...bindings, ...capBindings }) as LeasedRow[];
   for (const window of windowsMoved(rows, restricted, bindings.now)) st.kindWindowSet.run({ tenant: bindings.tenant, ...window });
   return rows;

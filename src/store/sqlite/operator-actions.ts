@@ -24,7 +24,10 @@ import { toSnapshot, type JobRow, type SnapshotRow } from './rows.js';
  */
 function restart(st: Statements, row: JobRow, now: number, maxAttempts: number, fromStatus: 'dead' | 'unknown', effects: FlowEffects): void {
   const { decision, pendingParents } = restartDecision(st, row);
-  expectOne(st.jobRequeue.run({ seq: row.seq, now, maxAttempts, fromStatus, status: decision.kind, pendingParents: decision.kind === 'waiting' ? pendingParents : 0 }).changes);
+  expectOne(
+    st.jobRequeue.run({ seq: row.seq, now, maxAttempts, fromStatus, status: decision.kind, pendingParents: decision.kind === 'waiting' ? pendingParents : 0 })
+      .changes,
+  );
   if (decision.kind === 'queued') effects.available.push({ tenant: row.tenant, kind: row.kind });
 }
 

@@ -303,15 +303,22 @@ export function withLeaseMax(sql: string, max: number): string {
 export function jobLeaseKindsSql(kindCount: number, capped = false): string {
   const kinds = Array.from({ length: kindCount }, (_, i) => `@k${i}`);
   const walks = kinds.map(
-    (kind, i) => `SELECT * FROM (SELECT seq, priority, run_after FROM jobs INDEXED BY jobs_available_by_kind WHERE tenant = @tenant AND kind = ${kind} AND status = 'queued'
+    (
+      kind,
+      i,
+    ) => `SELECT * FROM (SELECT seq, priority, run_after FROM jobs INDEXED BY jobs_available_by_kind WHERE tenant = @tenant AND kind = ${kind} AND status = 'queued'
         AND run_after <= @now AND (deadline_at IS NULL OR deadline_at > @now) ORDER BY priority DESC, run_after, seq LIMIT ${capped ? `@m${i}` : '@max'})`,
   );
   return `UPDATE jobs SET status = 'running', attempts = attempts + 1, epoch = epoch + 1, lease_token = lh_token(),
       lease_owner = @workerId, lease_expires_at = CASE WHEN deadline_at IS NOT NULL AND deadline_at < @now + @leaseMs
         THEN deadline_at ELSE @now + @leaseMs END,
       started_at = COALESCE(started_at, @now), last_outcome = NULL, effect_started_at = NULL
-    WHERE seq IN (SELECT seq FROM (${walks.join(' UNION ALL ')}) ORDER BY priority DESC, run_after, seq LIMIT @max)${capped ? '' : `
-      AND ${unrestricted(kinds.join(', '))}`}
+    WHERE seq IN (SELECT seq FROM (${walks.join(' UNION ALL ')}) ORDER BY priority DESC, run_after, seq LIMIT @max)${
+      capped
+        ? ''
+        : `
+      AND ${unrestricted(kinds.join(', '))}`
+    }
     RETURNING seq, id, kind, payload, attempts, max_attempts, epoch, lease_token, lease_expires_at, deadline_at,
       checkpoint_step, checkpoint_state, priority, run_after`;
 }

@@ -77,7 +77,10 @@ export interface JobWithResultRow extends JobRow {
 }
 
 /** The columns of the list statements: no payload, checkpoint state or result body. */
-export type JobListRow = Omit<JobRow, 'payload' | 'checkpoint_state' | 'pending_parents' | 'has_children' | 'depends_on' | 'children'> & { result_content_type: string | null; result_bytes: number | null };
+export type JobListRow = Omit<JobRow, 'payload' | 'checkpoint_state' | 'pending_parents' | 'has_children' | 'depends_on' | 'children'> & {
+  result_content_type: string | null;
+  result_bytes: number | null;
+};
 
 export interface LeasedRow {
   seq: number;

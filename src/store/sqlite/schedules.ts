@@ -6,7 +6,16 @@
  */
 
 import type { Database, Statement } from 'better-sqlite3';
-import { outcomeJobId, type ScheduleDueParams, type ScheduleFireOutcome, type ScheduleFireParams, type ScheduleListParams, type ScheduleRecord, type ScheduleUpsertOutcome, type ScheduleUpsertParams } from '../schedules.js';
+import {
+  outcomeJobId,
+  type ScheduleDueParams,
+  type ScheduleFireOutcome,
+  type ScheduleFireParams,
+  type ScheduleListParams,
+  type ScheduleRecord,
+  type ScheduleUpsertOutcome,
+  type ScheduleUpsertParams,
+} from '../schedules.js';
 import { enqueueInTx } from './enqueue.js';
 import type { NewJobCounts } from './new-job-counts.js';
 import type { Statements } from './queries.js';

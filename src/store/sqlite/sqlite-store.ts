@@ -322,5 +322,4 @@ export class SqliteStore extends StoreReads implements S.Store {
     if (cascaded) this.watchers.announceFinished(null);
     return result;
   }
-
 }

@@ -115,7 +115,8 @@ export class StatsReader {
       if (waiting === undefined) return;
       this.pending.delete(reply.id);
       if ('rows' in reply) waiting.resolve(reply.rows);
-      else waiting.reject(new StoreUnavailableError('the job store could not be read', Object.assign(new Error(reply.error.message), { code: reply.error.code })));
+      else
+        waiting.reject(new StoreUnavailableError('the job store could not be read', Object.assign(new Error(reply.error.message), { code: reply.error.code })));
     });
     worker.on('error', (error) => this.failAll(new StoreUnavailableError('the job store could not be read', error)));
     worker.on('exit', () => {

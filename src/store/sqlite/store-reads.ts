@@ -91,10 +91,7 @@ export abstract class StoreReads {
 
   async jobGet(params: S.JobRef): Promise<S.JobRecord | null> {
     const row = this.read(
-      () =>
-        this.statements.jobGet.get({ id: params.id, tenant: params.scope.tenant, owner: params.scope.owner ?? null }) as
-          | JobWithResultRow
-          | undefined,
+      () => this.statements.jobGet.get({ id: params.id, tenant: params.scope.tenant, owner: params.scope.owner ?? null }) as JobWithResultRow | undefined,
     );
     return row === undefined ? null : toJobRecord(row);
   }
@@ -103,8 +100,7 @@ export abstract class StoreReads {
     const cursor = params.cursor === undefined ? null : openCursor(this.cursorSecret, params, params.cursor);
     const owner = params.scope.owner ?? null;
     const status = params.status ?? null;
-    const statement =
-      status !== null ? this.statements.jobListByStatus : owner !== null ? this.statements.jobListByOwner : this.statements.jobListByTenant;
+    const statement = status !== null ? this.statements.jobListByStatus : owner !== null ? this.statements.jobListByOwner : this.statements.jobListByTenant;
     const rows = this.read(
       () =>
         statement.all({
@@ -121,9 +117,7 @@ export abstract class StoreReads {
 
   async jobAttempts(params: S.JobRef): Promise<readonly S.AttemptRecord[] | null> {
     return this.read(() => {
-      const job = this.statements.jobGet.get({ id: params.id, tenant: params.scope.tenant, owner: params.scope.owner ?? null }) as
-        | JobRow
-        | undefined;
+      const job = this.statements.jobGet.get({ id: params.id, tenant: params.scope.tenant, owner: params.scope.owner ?? null }) as JobRow | undefined;
       if (job === undefined) return null;
       return (this.statements.attemptList.all(job.seq) as AttemptRow[]).map(toAttemptRecord);
     });
@@ -131,7 +125,9 @@ export abstract class StoreReads {
 
   /** Scans every job of the tenant, so it runs on the reader thread's own connection, off the event loop (stats-reader.ts). */
   async jobNextDue(params: NextDueParams): Promise<NextDue | null> {
-    return this.read(() => this.nextDue.read(params, this.clock.now(), () => (this.statements.kindFlowState.all({ tenant: params.tenant }) as KindFlowColumns[]).map(kindFlowState)));
+    return this.read(() =>
+      this.nextDue.read(params, this.clock.now(), () => (this.statements.kindFlowState.all({ tenant: params.tenant }) as KindFlowColumns[]).map(kindFlowState)),
+    );
   }
 
   async jobPurgeCount(params: JobPurgeCountParams): Promise<number> {

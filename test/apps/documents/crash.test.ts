@@ -29,7 +29,10 @@ interface Child {
 const children: ChildProcess[] = [];
 
 function startWorker(path: string, env: Record<string, string> = {}): Child {
-  const child = spawn(process.execPath, [FIXTURE], { env: { ...process.env, DOCUMENTS_DB: path, LEASE_MS: String(LEASE_MS), ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [FIXTURE], {
+    env: { ...process.env, DOCUMENTS_DB: path, LEASE_MS: String(LEASE_MS), ...env },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   children.push(child);
   const lines = createInterface({ input: child.stdout });
   const seen: string[] = [];
@@ -93,7 +96,7 @@ describe('document review across SIGKILL', () => {
     expect((await harness.service.queue.attempts(jobId)).map((a) => a.errorCode)).toEqual(['lease_expired', null]);
   });
 
-  it('a worker killed after declaring the draft step\'s effect leaves the job unknown when its lease runs out', async () => {
+  it("a worker killed after declaring the draft step's effect leaves the job unknown when its lease runs out", async () => {
     let delivered: () => void = () => undefined;
     const arrived = new Promise<void>((resolve) => (delivered = resolve));
     // The reviewer's inbox takes the note and never answers: the worker dies with the effect's outcome unknown.

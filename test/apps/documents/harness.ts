@@ -51,7 +51,13 @@ export interface Harness {
 export interface DocumentView {
   readonly documentId: string;
   readonly job: { readonly id: string; readonly status: string; readonly attempts: number; readonly errorCode: string | null };
-  readonly steps: readonly { readonly index: number; readonly tool: string; readonly attempt: number; readonly checkpointed: boolean; readonly output: unknown }[];
+  readonly steps: readonly {
+    readonly index: number;
+    readonly tool: string;
+    readonly attempt: number;
+    readonly checkpointed: boolean;
+    readonly output: unknown;
+  }[];
   readonly rejections: readonly { readonly tool: string | null; readonly reason: string; readonly detail: string }[];
   readonly reviewNote: string | null;
 }

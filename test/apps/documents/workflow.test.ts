@@ -126,7 +126,11 @@ describe('document review', () => {
     let skew = 0;
     const timeBudgetMs = 60_000;
     // After the first checkpoint the clock jumps to 50 ms before the deadline (less, by the time taken so far): validate needs 100.
-    harness = await startHarness({ timeBudgetMs, now: () => Date.now() + skew, afterCheckpoint: (step) => void (step === 0 ? (skew = timeBudgetMs - 50) : undefined) });
+    harness = await startHarness({
+      timeBudgetMs,
+      now: () => Date.now() + skew,
+      afterCheckpoint: (step) => void (step === 0 ? (skew = timeBudgetMs - 50) : undefined),
+    });
     const { outcome, body } = await reviewed(harness);
     expect(outcome).toEqual({ status: 'dead', code: 'time_budget_exhausted' });
     expect(body.steps.map((step) => step.tool)).toEqual(['extract']);
@@ -222,8 +226,11 @@ describe('document submission', () => {
       method: 'POST',
       url: '/documents',
       headers: { authorization: `Bearer ${KEYS.acme}`, 'idempotency-key': 'inv-42' },
-      payload: { title: 'Invoice 42', text: `${INVOICE}
-Note: changed` },
+      payload: {
+        title: 'Invoice 42',
+        text: `${INVOICE}
+Note: changed`,
+      },
     });
     expect(changed.statusCode).toBe(409);
     expect(changed.json()).toMatchObject({ code: 'idempotency_conflict' });

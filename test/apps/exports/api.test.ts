@@ -129,12 +129,20 @@ describe('GET /exports/{id} and its result', () => {
     const d = (deployment = await deploy());
     const owner = d.users[0]!;
     const id = ((await post(d, owner, 'big')).json() as { id: string }).id;
-    const bad = await d.queue.enqueue({ kind: EXPORT_KIND, payload: { ownerId: owner.id, status: 'sometimes' } as unknown as ExportPayload, idempotencyKey: 'bad' });
+    const bad = await d.queue.enqueue({
+      kind: EXPORT_KIND,
+      payload: { ownerId: owner.id, status: 'sometimes' } as unknown as ExportPayload,
+      idempotencyKey: 'bad',
+    });
     worker = startWorker(d, 10_000);
     const failed = await d.queue.waitFor(id, { timeoutMs: 30_000 });
     expect(failed.status).toBe('dead');
     expect((await d.call(owner, 'GET', `/exports/${id}`)).json()).toEqual({ id, status: 'failed', attempts: 1, errorCode: 'result_too_large' });
-    expect((await d.call(owner, 'GET', `/exports/${id}/result`)).json()).toMatchObject({ code: 'export_not_ready', status: 'failed', errorCode: 'result_too_large' });
+    expect((await d.call(owner, 'GET', `/exports/${id}/result`)).json()).toMatchObject({
+      code: 'export_not_ready',
+      status: 'failed',
+      errorCode: 'result_too_large',
+    });
     const invalid = await d.queue.waitFor(bad.id, { timeoutMs: 30_000 });
     expect([invalid.status, invalid.attempts, invalid.lastError?.code]).toEqual(['dead', 1, 'invalid_parameters']);
   });
@@ -156,7 +164,10 @@ describe('a stale attempt', () => {
     worker = startWorker(d);
     expect((await d.queue.waitFor(id, { timeoutMs: 30_000 })).status).toBe('succeeded');
 
-    const late = d.queue.workerTransport.complete(id, { token: lease!.token, resultBytes: { contentType: 'text/csv; charset=utf-8', base64: staleBytes.toString('base64') } });
+    const late = d.queue.workerTransport.complete(id, {
+      token: lease!.token,
+      resultBytes: { contentType: 'text/csv; charset=utf-8', base64: staleBytes.toString('base64') },
+    });
     await expect(late).rejects.toMatchObject({ status: 409 });
     expect(resultRows(d.db, id)).toBe(1);
     const result = await d.call(owner, 'GET', `/exports/${id}/result`);

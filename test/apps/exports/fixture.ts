@@ -29,7 +29,12 @@ export interface Deployment {
   readonly syncEnds: SyncExportEnd[];
   /** Resolves on the next synchronous export end. */
   nextSyncEnd(): Promise<SyncExportEnd>;
-  call(user: SeededUser, method: string, path: string, options?: { body?: unknown; headers?: Record<string, string> }): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: Buffer; json: () => unknown }>;
+  call(
+    user: SeededUser,
+    method: string,
+    path: string,
+    options?: { body?: unknown; headers?: Record<string, string> },
+  ): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: Buffer; json: () => unknown }>;
   close(): Promise<void>;
 }
 
