@@ -11,7 +11,7 @@ import type { ErrorDetails } from '../protocol/common.js';
 
 export class LeaseholdApiError extends Error {
   readonly status: number;
-  /** The coordinator's stable error code (see docs/DESIGN.md), or `http_<status>` when the body had none. */
+  /** The coordinator's stable error code (see docs/design/http-api.md §16), or `http_<status>` when the body had none. */
   readonly code: string;
   /** From the Retry-After header, when the coordinator sent one (503s, enqueue). */
   readonly retryAfterSeconds: number | undefined;

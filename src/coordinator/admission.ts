@@ -9,7 +9,7 @@
  *   (every POST /lease counts as a poll, parked or not, and not as a request
  *   in flight): beyond them `429 too_many_requests`, so one key or tenant
  *   cannot take the whole coordinator. Public routes are not counted.
- * - Queueing delay (a CoDel-style rule, docs/DESIGN.md §6.9): the counted
+ * - Queueing delay (a CoDel-style rule, docs/design/failure-cases.md §6.9): the counted
  *   requests (see isCounted) are refused `503 overloaded` while the queueing
  *   delay has stayed at or above `admissionTargetMs` for a whole
  *   `admissionIntervalMs`, and admitted again at the first sample under it. A

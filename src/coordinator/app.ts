@@ -166,7 +166,7 @@ export async function buildCoordinator(options: CoordinatorOptions): Promise<Fas
       requireHostHeader: false,
       connectionsCheckingInterval: Math.max(10, Math.min(1_000, Math.floor(Math.min(config.headersTimeoutMs, config.requestTimeoutMs) / 4))),
     },
-    // Timeouts on every connection (docs/DESIGN.md §6.9): a slow-loris body is answered 400 and closed.
+    // Timeouts on every connection (docs/design/failure-cases.md §6.9): a slow-loris body is answered 400 and closed.
     requestTimeout: config.requestTimeoutMs,
     keepAliveTimeout: config.keepAliveTimeoutMs,
     connectionTimeout: config.idleTimeoutMs,

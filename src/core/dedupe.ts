@@ -3,7 +3,7 @@
  * for both backends. A key is held by at most one job of its (tenant, owner,
  * kind), which a unique index on each backend enforces; the store reads the
  * holder inside the enqueue's transaction, asks these functions, and applies
- * the answer with a guarded statement that restates it (docs/DESIGN.md §7.1):
+ * the answer with a guarded statement that restates it (docs/design/enqueue.md §7.1):
  *
  * - a dedupe key's holder takes the new request in (drop, replace, extend)
  *   while it has never been leased (queued or waiting at epoch 0) and its

@@ -5,7 +5,7 @@
  * is the earliest unfinished job of its (tenant, kind, concurrencyKey) with no
  * other job of that key queued or running. So a lease never reads a waiting
  * job, and one key's jobs run one at a time in enqueue order without the
- * lease doing anything (docs/DESIGN.md §12.4, §12.5).
+ * lease doing anything (docs/design/kinds.md §12.4, §12.5).
  *
  * Stores read the facts inside the write transaction (the key's two index
  * probes under the key's lock on PostgreSQL), ask these functions, and apply

@@ -117,7 +117,7 @@ export const DEFAULT_CONFIG: CoordinatorConfig = deepFreeze({
   kindCacheMs: 1_000,
   maxInFlightRequests: 4_096,
   // Off by default: with injected PostgreSQL store failures the rule stayed refusing (test/faults/flaky-store.test.ts,
-  // 26,215 refusals); DESIGN §6.9. 10 is the target to set when enabling it.
+  // 26,215 refusals); docs/design/failure-cases.md §6.9. 10 is the target to set when enabling it.
   admissionTargetMs: null,
   admissionIntervalMs: 100,
   maxInFlightPerKey: 2_000,

@@ -3,7 +3,7 @@
  * here until the store says work may be available, the earliest delayed job
  * or retry its group could lease becomes due, the client goes away, or the
  * coordinator closes. Nothing re-runs the lease query on a timer: an idle
- * parked poll costs no query at all (docs/DESIGN.md, long polls).
+ * parked poll costs no query at all (docs/design/lease-protocol.md §4.1, long polls).
  *
  * Waiters are kept per tenant, and within a tenant in groups of the same
  * kinds filter. An announcement of a job of (tenant, kind) wakes one waiter

@@ -21,7 +21,7 @@ import type { EngineContext } from './context.js';
 import { Scheduler } from './scheduler.js';
 import type { Clock } from '../core/clock.js';
 
-/** Parked GET /jobs/{id}?waitMs requests per tenant before the next answers 503 overloaded (docs/DESIGN.md). */
+/** Parked GET /jobs/{id}?waitMs requests per tenant before the next answers 503 overloaded (docs/design/http-api.md, waiting for an outcome). */
 export const MAX_FINISH_WAITS_PER_TENANT = 1_000;
 
 export interface QueueServices {

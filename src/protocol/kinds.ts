@@ -14,7 +14,7 @@ export const BackoffSchema = Type.Object(
   { additionalProperties: false },
 );
 
-/** Leases of the kind started per window of perMs (fixed windows, docs/DESIGN.md). */
+/** Leases of the kind started per window of perMs (fixed windows, docs/design/kinds.md §12.2). */
 export const KindRateSchema = Type.Object(
   {
     limit: Type.Integer({ minimum: 1, maximum: LIMITS.maxKindRateLimit }),

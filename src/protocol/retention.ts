@@ -1,7 +1,7 @@
 /**
  * Wire schemas of retention: a kind's `retention` periods (PUT /kinds/{kind})
  * and POST /jobs/purge, the admin's purge by hand. Durations are integer
- * milliseconds; docs/DESIGN.md (retention) describes what is deleted.
+ * milliseconds; docs/design/kinds.md §12.1 (retention) describes what is deleted.
  */
 
 import { Type, type Static } from '@sinclair/typebox';

@@ -11,7 +11,7 @@
  * previous window ended and admits `limit` leases until `perMs` later. Over any
  * run of whole windows no more than `limit` leases start per `perMs`; two
  * windows that meet may start up to 2 × limit within one `perMs` around their
- * border (docs/DESIGN.md, per-kind limits).
+ * border (docs/design/kinds.md §12.2, per-kind limits).
  */
 
 export interface KindRate {

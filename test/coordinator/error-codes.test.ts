@@ -1,8 +1,9 @@
 /**
  * docs/ERRORS.md documents every error code with its HTTP status, every job
- * failure code and every failure class, and the table in docs/DESIGN.md
- * agrees with it. Adding a code to src/core/errors.ts (or a class to
- * src/core/failure-classes.ts) without documenting it fails here.
+ * failure code and every failure class, and the table in
+ * docs/design/http-api.md §16 agrees with it. Adding a code to
+ * src/core/errors.ts (or a class to src/core/failure-classes.ts) without
+ * documenting it fails here.
  */
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -12,7 +13,10 @@ import { FAILURE_CLASS_NAMES } from '../../src/core/failure-classes.js';
 import { JOB_STATUSES } from '../../src/core/states.js';
 
 const doc = readFileSync(fileURLToPath(new URL('../../docs/ERRORS.md', import.meta.url)), 'utf8');
-const design = readFileSync(fileURLToPath(new URL('../../docs/DESIGN.md', import.meta.url)), 'utf8');
+/** The design notes that hold the state diagram (§3.1) and the error-code table (§16). */
+const design = ['states.md', 'http-api.md']
+  .map((name) => readFileSync(fileURLToPath(new URL(`../../docs/design/${name}`, import.meta.url)), 'utf8'))
+  .join('\n');
 
 /** Table rows whose first cell is a code: `| \`code\` | status | …`. */
 function rows(text = doc): Map<string, string[][]> {
@@ -61,13 +65,13 @@ describe('README.md', () => {
   });
 });
 
-describe('docs/DESIGN.md', () => {
+describe('docs/design/', () => {
   const table = rows(design);
 
   it('has every error code with the same HTTP status as docs/ERRORS.md', () => {
     for (const [code, status] of Object.entries(ERROR_CODES)) {
       const withStatus = (table.get(code) ?? []).find((cells) => /^\d{3}$/.test(cells[0] ?? ''));
-      expect(withStatus?.[0], `${code} in docs/DESIGN.md`).toBe(String(status));
+      expect(withStatus?.[0], `${code} in docs/design/http-api.md`).toBe(String(status));
     }
   });
 
