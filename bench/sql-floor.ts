@@ -35,7 +35,9 @@ const ENQUEUE_BATCH = 64;
 const LEASE_BATCH = 32;
 
 const SLIMMER_SCHEMA = [
-  ...['jobs_by_status', 'jobs_by_owner', 'jobs_queued_by_run_after', 'jobs_delayed', 'jobs_by_tenant', 'jobs_available', 'jobs_queued_deadline'].map((index) => `DROP INDEX ${index}`),
+  ...['jobs_by_status', 'jobs_by_owner', 'jobs_queued_by_run_after', 'jobs_delayed', 'jobs_by_tenant', 'jobs_available', 'jobs_queued_deadline'].map(
+    (index) => `DROP INDEX ${index}`,
+  ),
 ];
 const ENQUEUE_VARIANTS: Record<string, readonly string[]> = {
   'the schema': [],
@@ -72,8 +74,20 @@ async function enqueueRate(drops: readonly string[]): Promise<number> {
         const now = Date.now();
         lookup.get('bench', '', key);
         insert.run({
-          id: newJobId(now), tenant: 'bench', owner: '', idempotencyKey: key, requestHash: 'h'.repeat(64), kind: 'noop',
-          payload: `{"n":${n}}`, payloadBytes: 8, maxAttempts: 3, priority: 0, runAfter: now, deadlineMs: null, deadlineAt: null, now,
+          id: newJobId(now),
+          tenant: 'bench',
+          owner: '',
+          idempotencyKey: key,
+          requestHash: 'h'.repeat(64),
+          kind: 'noop',
+          payload: `{"n":${n}}`,
+          payloadBytes: 8,
+          maxAttempts: 3,
+          priority: 0,
+          runAfter: now,
+          deadlineMs: null,
+          deadlineAt: null,
+          now,
         });
       }
       jobCounter.run('bench', 'noop', 'queued', i);
@@ -89,8 +103,18 @@ async function enqueueRate(drops: readonly string[]): Promise<number> {
 function enqueueParams(n: number): EnqueueParams {
   const payload = { n };
   return {
-    tenant: 'bench', owner: '', idempotencyKey: `k${n}`, requestHash: 'h', kind: 'noop', payload, payloadJson: JSON.stringify(payload),
-    payloadBytes: 8, maxAttempts: 3, priority: 0, runAfter: null, deadlineMs: null,
+    tenant: 'bench',
+    owner: '',
+    idempotencyKey: `k${n}`,
+    requestHash: 'h',
+    kind: 'noop',
+    payload,
+    payloadJson: JSON.stringify(payload),
+    payloadBytes: 8,
+    maxAttempts: 3,
+    priority: 0,
+    runAfter: null,
+    deadlineMs: null,
   };
 }
 
