@@ -30,6 +30,8 @@ export class Watchers {
   private readonly finishedChannel: string;
   /** Names this store in its own availability notifications, which its listener then drops (it woke its waiters at commit). */
   private readonly origin = randomBytes(6).toString('base64url');
+  /** When announceEveryone last woke every waiter (performance.now() ms). */
+  private everyoneAnnouncedAt = Number.NEGATIVE_INFINITY;
   private closed = false;
 
   constructor(
@@ -91,6 +93,10 @@ export class Watchers {
 
   /** Jobs of any tenant and kind may be available (a failed lease released rows it had locked): wake every waiter, here and elsewhere. */
   announceEveryone(): void {
+    // At most once a second: each wakes every parked poll here and elsewhere, and failures come in bursts.
+    const now = performance.now();
+    if (now - this.everyoneAnnouncedAt < 1_000) return;
+    this.everyoneAnnouncedAt = now;
     this.wake(null);
     this.notifier.poke(null);
   }

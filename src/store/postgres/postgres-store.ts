@@ -26,6 +26,7 @@ import { openDatabase, type PgDatabase, type TxClient } from './database.js';
 import { enqueueOnClient, hasFlow, insertJobs, prepareEnqueue, type PreparedEnqueue } from './enqueue.js';
 import { completeDistinct, completeOne, markEffectStarted, renewLease, storeCheckpoint } from './guarded-statements.js';
 import { setKindPaused, upsertKind } from './kinds.js';
+import { kindsFilter } from '../flow-limits.js';
 import { Leases, type LeaseAnswer } from './lease.js';
 import { nextDue } from '../next-due.js';
 import { completeLockedInTx, failInTx } from './lease-endings.js';
@@ -193,14 +194,18 @@ export class PostgresStore extends StoreReads implements S.Store {
 
   /**
    * Leases; when the statement says expiries or deadlines are due, settles them and leases again for the room left.
-   * A lease that fails wakes every waiter: concurrent leases skipped the rows it had locked, and the next due time
+   * A lease that fails announces its kinds to its tenant: concurrent leases skipped the rows it had locked, and the next due time
    * they read counts no due job (lease-queries.ts), so they may have parked beside rows that are queued again.
    */
   private async leaseSettlingDue(params: S.LeaseParams): Promise<{ readonly jobs: readonly S.LeasedJob[]; readonly last: LeaseAnswer }> {
     try {
       return await this.leaseOnce(params);
     } catch (error) {
-      this.watchers.announceEveryone();
+      // The rows it may have locked are of its tenant and kinds: wake those, not every waiter, so that failures
+      // under load (a pool that cannot hand out a connection) do not set off a lease by every parked poll.
+      const kinds = kindsFilter(params.kinds);
+      if (kinds === null) this.watchers.announceEveryone();
+      else this.watchers.announceAvailable(kinds.map((kind) => ({ tenant: params.tenant, kind })));
       throw error;
     }
   }
