@@ -199,27 +199,23 @@ export class PostgresStore extends StoreReads implements S.Store {
    */
   private async leaseSettlingDue(params: S.LeaseParams): Promise<{ readonly jobs: readonly S.LeasedJob[]; readonly last: LeaseAnswer }> {
     try {
-      return await this.leaseOnce(params);
+      const first = await this.leases.lease(params);
+      const room = params.max - first.jobs.length;
+      if (!first.due) return { jobs: first.jobs, last: first };
+      // Expired leases or passed deadlines are due (in any tenant): settle them, so that a job whose lease ran
+      // out is claimable at once, and lease again for the room the first statement left.
+      await this.reap();
+      if (room <= 0) return { jobs: first.jobs, last: first };
+      const second = await this.leases.lease({ ...params, max: room });
+      return { jobs: [...first.jobs, ...second.jobs], last: second };
     } catch (error) {
       // The rows it may have locked are of its tenant and kinds: wake those, not every waiter, so that failures
       // under load (a pool that cannot hand out a connection) do not set off a lease by every parked poll.
       const kinds = kindsFilter(params.kinds);
       if (kinds === null) this.watchers.announceEveryone();
-      else this.watchers.announceAvailable(kinds.map((kind) => ({ tenant: params.tenant, kind })));
+      else this.announce(kinds.map((kind) => ({ tenant: params.tenant, kind })));
       throw error;
     }
-  }
-
-  private async leaseOnce(params: S.LeaseParams): Promise<{ readonly jobs: readonly S.LeasedJob[]; readonly last: LeaseAnswer }> {
-    const first = await this.leases.lease(params);
-    if (!first.due) return { jobs: first.jobs, last: first };
-    // Expired leases or passed deadlines are due (in any tenant): settle them, so that a job whose lease ran
-    // out is claimable at once, and lease again for the room the first statement left.
-    await this.reap();
-    const room = params.max - first.jobs.length;
-    if (room <= 0) return { jobs: first.jobs, last: first };
-    const second = await this.leases.lease({ ...params, max: room });
-    return { jobs: [...first.jobs, ...second.jobs], last: second };
   }
 
   async jobPurge(params: JobPurgeParams): Promise<JobPurgeOutcome> {
