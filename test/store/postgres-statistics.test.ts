@@ -84,8 +84,8 @@ describe.skipIf(url === '')('the store keeps the statistics of jobs fresh (postg
     expect(await analyzedAt()).not.toBe(before);
     const tokens = Array.from({ length: 10 }, (_, i) => `token-${i}`);
     const reads = await jobRowsRead(client, Q.JOB_LEASE_KINDS.text, [TENANT, 10, tokens, 'w', 60_000, ['b', 'w', 'idle']]);
-    // The pick walks 10 entries of kind b and none of kinds w and idle (no queued jobs); the claim reads the 10 picked rows again.
-    expect(reads.reduce((sum, n) => sum + n, 0)).toBeLessThanOrEqual(10 + 10 + 2);
+    // The pick walks job_ready: 10 entries of kind b and none of kinds w and idle (no queued jobs); jobs is read for the 10 taken rows.
+    expect(reads.reduce((sum, n) => sum + n, 0)).toBeLessThanOrEqual(10 + 2);
   });
 
   it('looks again only after its interval', async () => {

@@ -4,7 +4,7 @@
  * statements that move jobs are in queries.ts.
  */
 
-import { JOB_WITH_RESULT_FROM, LIST_COLUMNS, ms, namedQuery } from './sql-fragments.js';
+import { firstReady, JOB_STATUS, JOB_WITH_RESULT_FROM, LIST_COLUMNS, ms, namedQuery, QUEUED_KINDS } from './sql-fragments.js';
 
 const API_KEY_COLUMNS = `id, tenant, user_name, role, key_hash, ${ms('created_at')} AS created_at, ${ms('revoked_at')} AS revoked_at`;
 
@@ -54,31 +54,40 @@ export const KIND_GET = namedQuery('lh_kind_get', `SELECT ${KIND_COLUMNS} FROM k
 
 export const KIND_LIST = namedQuery('lh_kind_list', `SELECT ${KIND_COLUMNS} FROM kinds WHERE tenant = $1 ORDER BY kind`);
 
-/** Newest first; the cursor is the seq of the last job on the previous page. Run unplanned (see bindUnplanned). */
+/**
+ * Newest first; the cursor is the seq of the last job on the previous page. Run unplanned (see bindUnplanned).
+ * The status is the one the API shows: a job with a live lease runs (JOB_STATUS).
+ */
 export const JOB_LIST = namedQuery(
   'lh_job_list',
   `SELECT ${LIST_COLUMNS} FROM ${JOB_WITH_RESULT_FROM}
-    WHERE j.tenant = $1 AND ($2::text IS NULL OR j.owner = $2) AND ($3::text IS NULL OR j.status = $3)
+    WHERE j.tenant = $1 AND ($2::text IS NULL OR j.owner = $2) AND ($3::text IS NULL OR ${JOB_STATUS} = $3)
       AND ($4::text IS NULL OR j.kind = $4) AND ($5::bigint IS NULL OR j.seq < $5)
     ORDER BY j.seq DESC LIMIT $6`,
 );
 
+/** The ended attempts (job_attempts) and the running one, which is the job's live lease. */
 export const ATTEMPT_LIST = namedQuery(
   'lh_attempt_list',
-  `SELECT attempt, epoch, worker_id, ${ms('started_at')} AS started_at, ${ms('ended_at')} AS ended_at, outcome, error_code
-     FROM job_attempts WHERE job_id = $1 ORDER BY epoch`,
+  `SELECT a.attempt, a.epoch, a.worker_id, ${ms('a.started_at')} AS started_at, ${ms('a.ended_at')} AS ended_at, a.outcome, a.error_code
+     FROM jobs j JOIN job_attempts a ON a.job_seq = j.seq WHERE j.id = $1
+   UNION ALL
+   SELECT l.attempt, l.epoch, l.worker_id, ${ms('l.started_at')}, NULL::float8, NULL::text, NULL::text
+     FROM jobs j JOIN job_leases l ON l.job_seq = j.seq WHERE j.id = $1
+   ORDER BY epoch`,
 );
 
 /**
- * The counter rows the triggers of migration 5 keep (summed over their
- * shards), the head of jobs_queued_by_run_after, and the lease-expiry
- * counter: the same cost whatever the table holds. The means use the same
+ * The counter rows the statements keep (counter-triggers.ts, summed over
+ * their shards), the first due entry of each (kind, priority) of the tenant's
+ * ready jobs (firstReady over QUEUED_KINDS), and the lease-expiry counter:
+ * the same cost whatever the tables hold. The means use the same
  * millisecond values the API shows; storage counts payloads, checkpoint
  * state, progress and results of jobs still stored.
  */
 export const STATS = namedQuery(
   'lh_stats',
-  `WITH c AS (
+  `${QUEUED_KINDS}, c AS (
      SELECT status, sum(jobs) AS jobs, sum(started) AS started, sum(wait_ms) AS wait_ms, sum(run_jobs) AS run_jobs,
             sum(run_ms) AS run_ms, sum(completed) AS completed, sum(completion_ms) AS completion_ms, sum(stored_bytes) AS stored_bytes
        FROM job_counters WHERE tenant = $1 GROUP BY status
@@ -92,7 +101,7 @@ export const STATS = namedQuery(
      (SELECT sum(run_ms)::float8 / nullif(sum(run_jobs), 0) FROM c) AS mean_run,
      (SELECT sum(completion_ms)::float8 / nullif(sum(completed), 0) FROM c) AS mean_completion,
      (SELECT attempt_run_ms::float8 / nullif(ended_attempts, 0) FROM t) AS mean_attempt_run,
-     (${ms('now()')} - (SELECT ${ms('min(run_after)')} FROM jobs WHERE tenant = $1 AND status = 'queued' AND run_after <= now())) AS oldest_age,
+     (${ms('now()')} - (SELECT ${ms(`min(${firstReady('k.kind', 'r.run_after <= now()')})`)} FROM k WHERE k.kind IS NOT NULL)) AS oldest_age,
      (coalesce((SELECT sum(stored_bytes) FROM c), 0) + coalesce((SELECT result_bytes FROM t), 0))::float8 AS storage_bytes,
      (SELECT coalesce(max(lease_expirations), 0) FROM tenant_counters WHERE tenant = $1)::float8 AS lease_expirations`,
 );

@@ -1,10 +1,13 @@
 /**
- * The counter rows of migration 5 for the PostgreSQL backend: per (tenant,
- * kind, status, shard) the jobs, the terms of GET /stats' means and the stored
- * bytes, per (tenant, shard) the ended attempts' run time and the result
- * bytes, each kept by statement triggers so that a write from any code path
- * moves them. migrations.ts applies them; sqlite/counter-triggers.ts is
- * SQLite's.
+ * The counter rows of the PostgreSQL backend: per (tenant, kind, status,
+ * shard) the jobs, the terms of GET /stats' means and the stored bytes, per
+ * (tenant, shard) the ended attempts' run time and the result bytes.
+ * Migration 5 created them with statement triggers; migration 14 dropped the
+ * triggers (DROP_COUNTER_TRIGGERS_SQL), and since then every statement that
+ * moves a job moves its counters in a CTE of its own (countJobs, countSums):
+ * once per statement, whatever the batch, with no trigger to fire. The
+ * conformance recount test (store-counters) holds them to a recount of the
+ * stored jobs. sqlite/counter-triggers.ts is SQLite's.
  */
 
 /** Milliseconds since the epoch of a timestamptz, as the API shows them (sql-fragments.ts ms()). */
@@ -31,7 +34,7 @@ const JOB_TERMS: readonly (readonly [column: string, term: (row: string) => stri
   ['stored_bytes', (r) => `${r}.payload_bytes + coalesce(octet_length(${r}.checkpoint_state::text), 0) + coalesce(octet_length(${r}.progress::text), 0)`],
 ];
 
-const COUNTER_SHARDS = 16;
+export const COUNTER_SHARDS = 16;
 const JOB_COLUMNS = JOB_TERMS.map(([column]) => column);
 
 /** The upsert of the summed terms of `sources` (each a SELECT of tenant, kind, status and the terms). */
@@ -141,3 +144,51 @@ INSERT INTO tenant_sums (tenant, shard, ended_attempts, attempt_run_ms, result_b
 -- The oldest available job of a tenant, whatever its priority: the head of this index.
 CREATE INDEX jobs_queued_by_run_after ON jobs (tenant, run_after) WHERE status = 'queued';
 `;
+
+/** Migration 14: the statements move the counters themselves (countJobs, countSums below). */
+export const DROP_COUNTER_TRIGGERS_SQL = `
+DROP TRIGGER job_counters_insert ON jobs;
+DROP TRIGGER job_counters_update ON jobs;
+DROP TRIGGER job_counters_delete ON jobs;
+DROP TRIGGER attempt_sums_update ON job_attempts;
+DROP TRIGGER attempt_sums_delete ON job_attempts;
+DROP TRIGGER result_sums_insert ON job_results;
+DROP TRIGGER result_sums_delete ON job_results;
+DROP FUNCTION lh_job_counters_insert(), lh_job_counters_update(), lh_job_counters_delete(), lh_attempt_sums_update(),
+  lh_attempt_sums_delete(), lh_result_sums_insert(), lh_result_sums_delete();`;
+
+/**
+ * The terms of the job rows of `source` (a CTE or table with the columns of jobs: tenant, kind, status,
+ * started_at, created_at, finished_at, payload_bytes, checkpoint_state, progress), negated when `sign` is '-',
+ * counted under `status` (an SQL expression over alias r; the row's own status when absent).
+ */
+export function jobTerms(source: string, sign: '' | '-', status?: string): string {
+  const statusOf = status ?? 'r.status';
+  const terms = JOB_TERMS.map(([column, term]) => {
+    const expression = term('r').replaceAll('r.status', `(${statusOf})`);
+    return `${sign}(${expression})::bigint AS ${column}`;
+  });
+  return `SELECT r.tenant, r.kind, (${statusOf})::text AS status, ${terms.join(', ')} FROM ${source} r`;
+}
+
+/**
+ * A job that changed status without changing what its other terms read (a lease apart, which may set
+ * started_at): its terms move from the status `from` (an SQL expression over alias r) to its new one. Not for
+ * a job leaving 'succeeded', whose run terms `from` would not see.
+ */
+export function movedTerms(source: string, from: string): readonly string[] {
+  return [jobTerms(source, ''), jobTerms(source, '-', from)];
+}
+
+/** The statement's CTE body that adds the summed terms of `sources` (jobTerms selects) to job_counters. */
+export function countJobs(sources: readonly string[]): string {
+  return addJobTerms(sources).replace(/;$/, '');
+}
+
+/**
+ * The CTE body that adds `select`'s rows (tenant, ended_attempts, attempt_run_ms, result_bytes) to
+ * tenant_sums, one row per tenant.
+ */
+export function countSums(select: string): string {
+  return addTenantSums(select).replace(/;$/, '');
+}

@@ -20,6 +20,7 @@ import { decideDedupe, decideUnique } from '../../core/dedupe.js';
 import type { QueryConfig } from 'pg';
 import type { EnqueueOutcome, EnqueueParams, JobRecord } from '../store.js';
 import type { PgDatabase } from './database.js';
+import { lockJob } from './locked-rows.js';
 import * as Q from './queries.js';
 import { toJobRecord, toStatus, type JobRow } from './rows.js';
 import { bind } from './sql-fragments.js';
@@ -85,6 +86,9 @@ export async function resolveEnqueueKeys(db: Db, params: EnqueueParams, payload:
       if (decision.kind === 'merge') {
         // drop changes nothing: the holder is answered as it is.
         if (decision.replacePayload || decision.runAfter !== holder.run_after || decision.dedupeUntil !== holder.dedupe_until) {
+          // The holder's row and its ready row locked first, so that the merge statement reads them with a snapshot
+          // taken after any other merge or lease of the holder committed (the merge replaces the ready row).
+          if ((await lockJob(db, holder.id, params.tenant, params.owner)) === undefined) return { kind: 'moved' };
           const merged = await db.query(
             bind(Q.JOB_DEDUPE_MERGE, [holder.id, dedupe.key, decision.replacePayload, payload, params.payloadBytes, decision.runAfter, decision.dedupeUntil]),
           );

@@ -15,7 +15,7 @@ import { decideCompletion, decideFailure, decideLeaseExpiry, decideResultSize, t
 import { expiryEnding, failureEnding, lastErrorColumns, resultTooLargeEnding, SUCCEEDED, type Ending, type LeaseEnding } from '../lease-endings.js';
 import type { CompleteOutcome, CompleteParams, FailOutcome, FailParams, ReapOutcome } from '../store.js';
 import { settleEnded, type EndedJob, type FlowEffects } from './dependencies.js';
-import { lockJob, type LockedRow } from './locked-rows.js';
+import { lockJob, lockRunningJobs, type LockedRow } from './locked-rows.js';
 import type { TxClient } from './database.js';
 import * as Q from './queries.js';
 import { toSnapshot } from './rows.js';
@@ -90,7 +90,7 @@ export function endedJobs(rows: readonly LockedRow[], moved: readonly MovedRow[]
  */
 export async function completeLockedInTx(tx: TxClient, params: readonly CompleteParams[], effects: FlowEffects): Promise<CompleteOutcome[]> {
   const ids = [...new Set(params.map((p) => p.id).filter(isJobId))];
-  const rows = (await tx.query<LockedRow>(bind(Q.JOB_LOCK_MANY, [ids]))).rows;
+  const rows = await lockRunningJobs(tx, ids);
   const batch = completeBatch(params, rows);
   const moved = await endLeases(tx, batch.endings, true);
   await settleEnded(tx, endedJobs(rows, moved), effects);

@@ -6,7 +6,8 @@
  * other statements that move jobs.
  */
 
-import { interval, JOB_COLUMNS, ms, namedQuery, NOW_MS, QUEUED_KINDS, RESTRICTED_KIND, ts } from './sql-fragments.js';
+import { countJobs, jobTerms } from './counter-triggers.js';
+import { firstReady, interval, JOB_COLUMNS, ms, namedQuery, NOW_MS, QUEUED_KINDS, RESTRICTED_KIND, ts } from './sql-fragments.js';
 
 /**
  * Are leases or deadlines due, in any tenant? Two index probes; like the SQLite store, a lease settles every
@@ -14,8 +15,9 @@ import { interval, JOB_COLUMNS, ms, namedQuery, NOW_MS, QUEUED_KINDS, RESTRICTED
  * (which would scan other tenants' entries). The common lease statements answer it themselves (their `flow`);
  * the restricted path runs DUE_PROBE in its transaction.
  */
-const DUE_NOW = `EXISTS (SELECT 1 FROM jobs WHERE status = 'running' AND lease_expires_at <= now())
-       OR EXISTS (SELECT 1 FROM jobs WHERE status = 'queued' AND deadline_at <= now())`;
+// The first entry of each index (min): an index probe whatever the planner's statistics say of the tables' sizes.
+const DUE_NOW = `coalesce((SELECT min(expires_at) FROM job_leases) <= now(), false)
+       OR coalesce((SELECT min(deadline_at) FROM job_ready) <= now(), false)`;
 
 export const DUE_PROBE = namedQuery('lh_due_probe', `SELECT ${DUE_NOW} AS due`);
 
@@ -24,23 +26,25 @@ function leaseOrder(of = ''): string {
   return `${of}priority DESC, ${of}run_after, ${of}seq`;
 }
 
-const AVAILABLE_NOW = `status = 'queued' AND run_after <= now() AND (deadline_at IS NULL OR deadline_at > now())`;
+const AVAILABLE_NOW = `r.run_after <= now() AND (r.deadline_at IS NULL OR r.deadline_at > now())`;
 
 /**
- * Without a kinds filter: the tenant's available jobs in lease order (jobs_available). With one ($6): each
- * kind's available jobs in lease order (jobs_available_by_kind), at most $2 of each, locked as they are
- * walked, and the best $2 of those; so a lease reads O(max × kinds) rows whatever other kinds have queued.
- * The rows walked but not picked stay locked until the statement's transaction ends (a few ms), and
- * concurrent leases skip them meanwhile. Both take nothing when `flow` says a kind they may take is
- * restricted (leaseStatement's `held`).
+ * The picks walk job_ready_order, one kind at a time: each kind's available jobs in lease order, at most $2 of
+ * each, locked as they are walked, and the best $2 of those; so a lease reads O(max × kinds) rows whatever
+ * other kinds have queued. With a kinds filter ($6) the kinds are the filter's; without one, the skip scan of
+ * the tenant's queued kinds (QUEUED_KINDS). The rows walked but not picked stay locked until the statement's
+ * transaction ends (a few ms), and concurrent leases skip them meanwhile. Each pick answers the ready rows'
+ * ctids, which the lease statement deletes. Both unrestricted picks take nothing when `flow` says a kind they
+ * may take is restricted (leaseStatement's `held`).
  */
 const UNHELD = 'AND NOT (SELECT held FROM flow)';
-const PICK_ANY_KIND = `SELECT id FROM jobs WHERE tenant = $1 AND ${AVAILABLE_NOW} ${UNHELD}
-        ORDER BY ${leaseOrder()} LIMIT $2 FOR UPDATE SKIP LOCKED`;
-const PICK_KINDS = `SELECT c.id FROM (SELECT DISTINCT unnest($6::text[]) AS kind) k
-        CROSS JOIN LATERAL (
-          SELECT id, priority, run_after, seq FROM jobs WHERE tenant = $1 AND kind = k.kind AND ${AVAILABLE_NOW} ${UNHELD}
-           ORDER BY ${leaseOrder()} LIMIT $2 FOR UPDATE SKIP LOCKED) c
+const walk = (limit: string, unheld: string): string => `CROSS JOIN LATERAL (
+          SELECT r.ctid AS ready_ctid, r.priority, r.run_after, r.seq FROM job_ready r
+           WHERE r.tenant = $1 AND r.kind = k.kind AND ${AVAILABLE_NOW} ${unheld}
+           ORDER BY ${leaseOrder('r.')} LIMIT ${limit} FOR UPDATE SKIP LOCKED) c`;
+const PICK_ANY_KIND = `${QUEUED_KINDS}
+        SELECT c.ready_ctid FROM k ${walk('$2', UNHELD)} WHERE k.kind IS NOT NULL ORDER BY ${leaseOrder('c.')} LIMIT $2`;
+const PICK_KINDS = `SELECT c.ready_ctid FROM (SELECT DISTINCT unnest($6::text[]) AS kind) k ${walk('$2', UNHELD)}
         ORDER BY ${leaseOrder('c.')} LIMIT $2`;
 
 const RESTRICTED = RESTRICTED_KIND;
@@ -49,10 +53,7 @@ const RESTRICTED = RESTRICTED_KIND;
  * The capped pick of a tenant with restricted kinds ($6 kinds, $7 the cap of each: what its limits allow,
  * flow-limits.ts): each kind's walk stops at its cap.
  */
-const PICK_CAPPED = `SELECT c.id FROM unnest($6::text[], $7::int[]) AS k(kind, cap)
-        CROSS JOIN LATERAL (
-          SELECT id, priority, run_after, seq FROM jobs WHERE tenant = $1 AND kind = k.kind AND ${AVAILABLE_NOW}
-           ORDER BY ${leaseOrder()} LIMIT k.cap FOR UPDATE SKIP LOCKED) c
+const PICK_CAPPED = `SELECT c.ready_ctid FROM unnest($6::text[], $7::int[]) AS k(kind, cap) ${walk('k.cap', '')}
         ORDER BY ${leaseOrder('c.')} LIMIT $2`;
 
 /**
@@ -61,12 +62,16 @@ const PICK_CAPPED = `SELECT c.id FROM unnest($6::text[], $7::int[]) AS k(kind, c
  * pick walked every due job it could lock, so a due job still queued is one that a concurrent lease holds
  * locked: that lease takes it, or, if its statement fails, the store announces its kinds again (lease.ts).
  * Counting it would send the polls of a busy group back to lease every millisecond until that lease commits.
- * One index range per kind (jobs_delayed, from now); without a filter, the skip scan of the tenant's queued kinds.
+ * Per kind, the first entry ahead of now of each of its priorities (firstReady); without a filter, the skip
+ * scan of the tenant's queued kinds.
  */
-const FIRST_LEFT_OF_KIND = `(SELECT j.run_after FROM jobs j WHERE j.tenant = $1 AND j.kind = k.kind AND j.status = 'queued'
-    AND j.run_after > now() AND (j.deadline_at IS NULL OR j.deadline_at > now()) ORDER BY j.run_after LIMIT 1)`;
+const FIRST_LEFT_OF_KIND = firstReady('k.kind', 'r.run_after > now() AND (r.deadline_at IS NULL OR r.deadline_at > now())');
 const NEXT_DUE_KINDS = `(SELECT ${ms(`MIN(${FIRST_LEFT_OF_KIND})`)} FROM (SELECT DISTINCT unnest($6::text[]) AS kind) k)`;
 const NEXT_DUE_ANY_KIND = `(${QUEUED_KINDS} SELECT ${ms(`MIN(${FIRST_LEFT_OF_KIND})`)} FROM k WHERE k.kind IS NOT NULL)`;
+
+/** A taken job as the running counter counts it: started now if this is its first lease. */
+const RUNNING_JOBS = `(SELECT tenant, kind, 'running'::text AS status, coalesce(started_at, now()) AS started_at, created_at, finished_at,
+          payload_bytes, checkpoint_state, progress FROM taken)`;
 
 /**
  * `held`: the guard of the unrestricted statements, the same probe of kinds_flow for the kinds the lease may
@@ -78,34 +83,32 @@ const NEXT_DUE_ANY_KIND = `(${QUEUED_KINDS} SELECT ${ms(`MIN(${FIRST_LEFT_OF_KIN
  */
 function leaseStatement(name: string, pick: string, held: string | null, nextDue: string | null): ReturnType<typeof namedQuery> {
   // $1 tenant, $2 max, $3 tokens (one per slot, drawn in Node), $4 worker, $5 lease ms[, $6 kinds[, $7 caps]].
-  // FOR UPDATE SKIP LOCKED lets concurrent leases pass each other instead of
-  // queueing on the same rows. MATERIALIZED: the pick must run exactly once,
-  // or a re-scan could skip different rows. The attempt row is written by the
-  // same statement.
+  // One statement: the pick (FOR UPDATE SKIP LOCKED, so concurrent leases pass each other instead of
+  // queueing on the same rows; an InitPlan, so it runs exactly once) deletes the ready rows, and each job
+  // gets a lease row with its epoch bumped (job_leases' primary key admits one live lease per job). The job's
+  // own row is read, not written; the counters move from queued to running.
+  const leasedJobs = `SELECT ${JOB_COLUMNS} FROM leased l JOIN taken j ON j.seq = l.job_seq`;
   return namedQuery(
     name,
-    `WITH ${held === null ? '' : `flow AS (SELECT ${held} AS held, ${DUE_NOW} AS due), `}picked AS MATERIALIZED (
-       ${pick}
-     ), numbered AS (
-       SELECT id, row_number() OVER () AS n FROM picked
+    `WITH ${held === null ? '' : `flow AS (SELECT ${held} AS held, ${DUE_NOW} AS due), `}picked AS (
+       DELETE FROM job_ready r WHERE r.ctid = ANY (ARRAY(${pick}))
+       RETURNING r.seq
+     ), taken AS MATERIALIZED (
+       SELECT j.*, row_number() OVER () AS n FROM picked JOIN jobs j ON j.seq = picked.seq
      ), leased AS (
-       UPDATE jobs j SET status = 'running', attempts = j.attempts + 1, epoch = j.epoch + 1,
-              lease_token = t.token, lease_owner = $4,
-              lease_expires_at = LEAST(now() + ${interval('$5')}, j.deadline_at),
-              started_at = coalesce(j.started_at, now()), last_outcome = NULL, effect_started_at = NULL
-         FROM numbered JOIN unnest($3::text[]) WITH ORDINALITY AS t(token, n) USING (n)
-        WHERE j.id = numbered.id AND j.status = 'queued'
-       RETURNING ${JOB_COLUMNS}
-     ), attempt_rows AS (
-       INSERT INTO job_attempts (job_id, epoch, attempt, worker_id, started_at)
-       SELECT id::uuid, epoch, attempts, $4, now() FROM leased
+       INSERT INTO job_leases (job_seq, tenant, kind, epoch, attempt, token, worker_id, started_at, expires_at, deadline_at)
+       SELECT j.seq, j.tenant, j.kind, j.epoch + 1, j.attempts + 1, t.token, $4, now(), LEAST(now() + ${interval('$5')}, j.deadline_at), j.deadline_at
+         FROM taken j JOIN unnest($3::text[]) WITH ORDINALITY AS t(token, n) USING (n)
+       RETURNING *
+     ), counted AS (
+       ${countJobs([jobTerms('taken', '-', "'queued'"), jobTerms(RUNNING_JOBS, '')])}
      )
      ${
        held === null
-         ? `SELECT * FROM leased ORDER BY ${leaseOrder()}`
-         : `SELECT leased.*, flow.held, flow.due,
+         ? `${leasedJobs} ORDER BY ${leaseOrder('j.')}`
+         : `SELECT lj.*, flow.held, flow.due,
                    CASE WHEN NOT flow.held AND (SELECT count(*) FROM picked) < $2 THEN ${nextDue} END AS next_due_ms, ${NOW_MS}
-              FROM flow LEFT JOIN leased ON true ORDER BY ${leaseOrder('leased.')}`
+              FROM flow LEFT JOIN (${leasedJobs}) lj ON true ORDER BY ${leaseOrder('lj.')}`
      }`,
   );
 }
@@ -145,7 +148,7 @@ export const KIND_WINDOW_SET = namedQuery(
    ON CONFLICT (tenant, kind) DO UPDATE SET window_start = EXCLUDED.window_start, window_count = EXCLUDED.window_count`,
 );
 
-/** The distinct kinds of the tenant's queued jobs (a skip scan): a restricted lease without a filter walks each. */
+/** The distinct kinds of the tenant's queued jobs (a skip scan of job_ready_order): a restricted lease without a filter walks each. */
 export const JOB_QUEUED_KINDS = namedQuery(
   'lh_job_queued_kinds',
   `${QUEUED_KINDS}

@@ -19,7 +19,103 @@
  */
 
 import { OUTCOME_LIST, ROLE_LIST, STATUS_LIST, STATUS_LIST_V1 } from '../schema-lists.js';
-import { JOB_COUNTERS_SQL } from './counter-triggers.js';
+import { DROP_COUNTER_TRIGGERS_SQL, JOB_COUNTERS_SQL } from './counter-triggers.js';
+
+/**
+ * Migration 14 (issue 28, ADR 0002 design d): the hot path stops rewriting the job row.
+ * - job_ready holds the queued jobs only, with what the lease reads, under one index in lease order (the pick,
+ *   the next due times and the oldest available job all walk it); a partial index finds passed deadlines.
+ * - job_leases holds the running jobs: the row is the running attempt (epoch, token, worker, expiry, effect
+ *   mark, progress reported during it); its primary key admits one live lease per job; the reaper walks its
+ *   expiry index. While it runs, a job's row in jobs keeps the status 'queued' and the epoch and attempts of
+ *   its previous lease; reads join the lease (sql-fragments.ts) and the end writes the row once.
+ * - job_attempts holds ended attempts only, written once at the end, keyed by the job's bigint seq.
+ * - jobs is keyed by seq inside (the public uuid keeps a unique index); it keeps the indexes that do not
+ *   serve the lease: keys, the tenant's listing, retention's finished jobs and the dead and unknown jobs.
+ *   Fillfactor 50 leaves room on each page for the row's version written at the end.
+ * - The counter triggers are gone: each statement that moves a job moves its counters (counter-triggers.ts).
+ * A running job's jobs row steps back to its previous lease (epoch and attempts one lower), its running
+ * attempt row becomes its lease row, and the counters (which counted it as running) stay as they are.
+ */
+const HOT_PATH_STORAGE_SQL = `
+${DROP_COUNTER_TRIGGERS_SQL}
+DROP INDEX jobs_available, jobs_available_by_kind, jobs_lease_expiry, jobs_queued_deadline, jobs_delayed, jobs_queued_by_run_after;
+
+CREATE TABLE job_ready (
+  tenant      text        NOT NULL,
+  kind        text        NOT NULL,
+  priority    integer     NOT NULL,
+  run_after   timestamptz NOT NULL,
+  seq         bigint      NOT NULL,
+  deadline_at timestamptz
+);
+CREATE INDEX job_ready_order ON job_ready (tenant, kind, priority DESC, run_after, seq) INCLUDE (deadline_at);
+CREATE INDEX job_ready_deadline ON job_ready (deadline_at) WHERE deadline_at IS NOT NULL;
+
+CREATE TABLE job_leases (
+  job_seq           bigint      PRIMARY KEY,
+  tenant            text        NOT NULL,
+  kind              text        NOT NULL,
+  epoch             integer     NOT NULL CHECK (epoch >= 1),
+  attempt           integer     NOT NULL CHECK (attempt >= 1),
+  token             text        NOT NULL,
+  worker_id         text        NOT NULL,
+  started_at        timestamptz NOT NULL,
+  expires_at        timestamptz NOT NULL,
+  deadline_at       timestamptz,
+  effect_started_at timestamptz,
+  progress          json
+);
+CREATE INDEX job_leases_expiry ON job_leases (expires_at);
+
+INSERT INTO job_leases (job_seq, tenant, kind, epoch, attempt, token, worker_id, started_at, expires_at, deadline_at, effect_started_at)
+SELECT j.seq, j.tenant, j.kind, j.epoch, j.attempts, j.lease_token, coalesce(j.lease_owner, ''),
+       coalesce((SELECT a.started_at FROM job_attempts a WHERE a.job_id = j.id AND a.epoch = j.epoch), j.started_at, now()),
+       j.lease_expires_at, j.deadline_at, j.effect_started_at
+  FROM jobs j WHERE j.status = 'running';
+
+CREATE TABLE job_attempts_by_seq (
+  job_seq    bigint      NOT NULL,
+  epoch      integer     NOT NULL,
+  attempt    integer     NOT NULL CHECK (attempt >= 1),
+  worker_id  text        NOT NULL,
+  started_at timestamptz NOT NULL,
+  ended_at   timestamptz,
+  outcome    text        CHECK (outcome IS NULL OR outcome IN (${OUTCOME_LIST})),
+  error_code text,
+  PRIMARY KEY (job_seq, epoch)
+);
+INSERT INTO job_attempts_by_seq (job_seq, epoch, attempt, worker_id, started_at, ended_at, outcome, error_code)
+SELECT j.seq, a.epoch, a.attempt, a.worker_id, a.started_at, a.ended_at, a.outcome, a.error_code
+  FROM job_attempts a JOIN jobs j ON j.id = a.job_id
+ WHERE NOT (j.status = 'running' AND a.epoch = j.epoch);
+DROP TABLE job_attempts;
+ALTER TABLE job_attempts_by_seq RENAME TO job_attempts;
+ALTER INDEX job_attempts_by_seq_pkey RENAME TO job_attempts_pkey;
+
+UPDATE jobs SET status = 'queued', epoch = epoch - 1, attempts = attempts - 1, effect_started_at = NULL WHERE status = 'running';
+ALTER TABLE jobs DROP COLUMN lease_expires_at;
+ALTER TABLE jobs ADD CONSTRAINT jobs_not_running CHECK (status <> 'running');
+
+INSERT INTO job_ready (tenant, kind, priority, run_after, seq, deadline_at)
+SELECT j.tenant, j.kind, j.priority, j.run_after, j.seq, j.deadline_at FROM jobs j
+ WHERE j.status = 'queued' AND NOT EXISTS (SELECT 1 FROM job_leases l WHERE l.job_seq = j.seq);
+
+-- The uuid stays the public key (a unique index) and keeps the dependency edges' references; seq is the key inside.
+ALTER TABLE jobs DROP CONSTRAINT jobs_pkey CASCADE;
+ALTER TABLE jobs ADD CONSTRAINT jobs_id_key UNIQUE (id);
+ALTER TABLE jobs ADD PRIMARY KEY (seq);
+ALTER TABLE job_dependencies ADD FOREIGN KEY (parent_id) REFERENCES jobs (id);
+ALTER TABLE job_dependencies ADD FOREIGN KEY (child_id) REFERENCES jobs (id);
+
+ALTER TABLE jobs SET (fillfactor = 50);
+ALTER TABLE job_attempts SET (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 10000,
+  autovacuum_analyze_scale_factor = 0.02, autovacuum_vacuum_cost_delay = 1, vacuum_truncate = false);
+ALTER TABLE job_ready SET (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 2000,
+  autovacuum_analyze_scale_factor = 0.02, autovacuum_vacuum_cost_delay = 1, vacuum_truncate = false);
+ALTER TABLE job_leases SET (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 2000,
+  autovacuum_analyze_scale_factor = 0.02, autovacuum_vacuum_cost_delay = 1, vacuum_truncate = false);
+`;
 
 export interface Migration {
   readonly version: number;
@@ -307,5 +403,10 @@ ALTER TABLE jobs ADD COLUMN unique_key text;
 ALTER TABLE jobs ADD CONSTRAINT jobs_dedupe_whole CHECK ((dedupe_key IS NULL) = (dedupe_until IS NULL));
 CREATE UNIQUE INDEX jobs_dedupe_key ON jobs (tenant, owner, kind, dedupe_key) WHERE dedupe_key IS NOT NULL;
 CREATE UNIQUE INDEX jobs_unique_key ON jobs (tenant, owner, kind, unique_key) WHERE unique_key IS NOT NULL;`,
+  },
+  {
+    version: 14,
+    name: 'storage_for_the_hot_path',
+    sql: HOT_PATH_STORAGE_SQL,
   },
 ];

@@ -1,10 +1,10 @@
 /**
  * PostgreSQL: the earliest runAfter of a tenant's leasable queued jobs of some
  * kinds (src/store/next-due.ts), mirroring src/store/sqlite/next-due.ts.
- * Served by jobs_delayed (tenant, kind, run_after) WHERE status = 'queued':
- * one index seek per kind; without a kinds filter a recursive skip scan
- * visits each distinct queued kind of the tenant once (PostgreSQL has no
- * skip scan of its own).
+ * Served by job_ready_order (tenant, kind, priority DESC, run_after, seq):
+ * per kind, one index seek per distinct priority (firstReady); without a
+ * kinds filter a recursive skip scan visits each distinct queued kind of the
+ * tenant once (PostgreSQL has no skip scan of its own).
  *
  * Due jobs are not excluded, for the reason the SQLite file gives: a due job
  * seen right after an empty lease became available since, and 0 sends the
@@ -20,10 +20,9 @@ import { inReach, kindsFilter } from '../flow-limits.js';
 import { kindFlowState, type KindFlowColumns } from '../row-records.js';
 import type { PgDatabase } from './database.js';
 import { KIND_FLOW_STATE } from './queries.js';
-import { bind, ms, namedQuery, NOW_MS, QUEUED_KINDS, RESTRICTED_KIND as RESTRICTED } from './sql-fragments.js';
+import { bind, firstReady, ms, namedQuery, NOW_MS, QUEUED_KINDS, RESTRICTED_KIND as RESTRICTED } from './sql-fragments.js';
 
-const FIRST_OF_KIND = `(SELECT j.run_after FROM jobs j WHERE j.tenant = $1 AND j.kind = k.kind AND j.status = 'queued'
-    AND (j.deadline_at IS NULL OR j.deadline_at > now()) ORDER BY j.run_after LIMIT 1)`;
+const FIRST_OF_KIND = firstReady('k.kind', '(r.deadline_at IS NULL OR r.deadline_at > now())');
 
 export const JOB_NEXT_DUE_KINDS = namedQuery(
   'lh_job_next_due_kinds',

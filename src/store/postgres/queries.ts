@@ -2,9 +2,17 @@
  * The named statements of the PostgreSQL backend that move jobs. pg prepares
  * each name once per pooled connection. Every statement that changes a leased
  * job repeats, in its WHERE clause, the fencing condition of the decide*
- * function it applies (status = 'running' AND lease_token = $token and the
- * expiry), so a stale snapshot can never apply a transition. Times all come
- * from now(): the start of the statement's transaction on the server.
+ * function it applies (a live lease row with the token, and the expiry), so a
+ * stale snapshot can never apply a transition. Times all come from now(): the
+ * start of the statement's transaction on the server.
+ *
+ * The tables (migration 14): job_ready holds queued jobs (the lease's walk),
+ * job_leases running ones (the running attempt), jobs the record, written at
+ * enqueue and at the end; job_attempts the ended attempts. Every statement
+ * that moves a job moves its counters in a CTE (counter-triggers.ts). Whatever
+ * ends or cancels a job locks its jobs row before its lease or ready row
+ * (the one-statement completions lock it first too), so two of them cannot
+ * deadlock; a lease locks ready rows only.
  *
  * Key, kind, listing and stats statements live in catalog-queries.ts; the
  * lease's own (the due probe, the picks, the restricted path's flow state)
@@ -12,7 +20,23 @@
  * enqueue-key-queries.ts, both exported from here as well.
  */
 
-import { interval, JOB_COLUMNS, JOB_RELATIONS, JOB_WITH_RESULT_FROM, ms, namedQuery, NOW_MS, RESULT_COLUMNS, ts } from './sql-fragments.js';
+import { countJobs, countSums, jobTerms, movedTerms } from './counter-triggers.js';
+import {
+  interval,
+  JOB_COLUMNS,
+  JOB_FROM,
+  JOB_RELATIONS,
+  JOB_STATUS,
+  JOB_WITH_RESULT_FROM,
+  ms,
+  namedQuery,
+  NEW_JOB_COLUMNS,
+  NOW_MS,
+  RESULT_COLUMNS,
+  readyInsert,
+  readyRowOf,
+  ts,
+} from './sql-fragments.js';
 
 export * from './lease-queries.js';
 export * from './enqueue-key-queries.js';
@@ -31,15 +55,21 @@ export const JOB_INSERT_MANY = namedQuery(
                           $8::int[], $9::int[], $10::int[], $11::float8[], $12::float8[])
        WITH ORDINALITY AS i(id, tenant, owner, idempotency_key, request_hash, kind, payload,
                             payload_bytes, max_attempts, priority, run_after, deadline_ms, ord)
+   ), ins AS (
+     INSERT INTO jobs AS j (id, tenant, owner, idempotency_key, request_hash, kind, payload, payload_bytes, status,
+                            max_attempts, priority, run_after, deadline_ms, deadline_at, created_at)
+     SELECT id, tenant, owner, idempotency_key, request_hash, kind, payload::json, payload_bytes, 'queued',
+            max_attempts, priority, coalesce(${ts('run_after')}, now()), deadline_ms::bigint,
+            now() + ${interval('deadline_ms')}, now()
+       FROM input ORDER BY ord
+     ON CONFLICT (tenant, owner, idempotency_key) DO NOTHING
+     RETURNING j.*
+   ), ready AS (
+     ${readyInsert('ins')}
+   ), counted AS (
+     ${countJobs([jobTerms('ins', '')])}
    )
-   INSERT INTO jobs AS j (id, tenant, owner, idempotency_key, request_hash, kind, payload, payload_bytes, status,
-                          max_attempts, priority, run_after, deadline_ms, deadline_at, created_at)
-   SELECT id, tenant, owner, idempotency_key, request_hash, kind, payload::json, payload_bytes, 'queued',
-          max_attempts, priority, coalesce(${ts('run_after')}, now()), deadline_ms::bigint,
-          now() + ${interval('deadline_ms')}, now()
-     FROM input ORDER BY ord
-   ON CONFLICT (tenant, owner, idempotency_key) DO NOTHING
-   RETURNING ${JOB_COLUMNS}`,
+   SELECT ${NEW_JOB_COLUMNS} FROM ins j`,
 );
 
 /** The existing rows for idempotency keys that did not insert. */
@@ -66,15 +96,22 @@ export const JOB_GET = namedQuery(
  */
 export const JOB_INSERT_FLOW = namedQuery(
   'lh_job_insert_flow',
-  `INSERT INTO jobs AS j (id, tenant, owner, idempotency_key, request_hash, kind, payload, payload_bytes, status,
-                         max_attempts, priority, run_after, deadline_ms, deadline_at, created_at, finished_at,
-                         last_error_code, last_error_message, last_error_class, pending_parents, concurrency_key,
-                         dedupe_key, dedupe_until, unique_key)
-   VALUES ($1::uuid, $2, $3, $4, $5, $6, $7::json, $8, $9::text, $10, $11, coalesce(${ts('$12')}, now()), $13::bigint,
-           now() + $13::bigint * interval '1 millisecond', now(), CASE WHEN $9::text = 'dead' THEN now() END, $14, $15, $16, $17, $18,
-           $19::text, now() + ${interval('$20')}, $21::text)
-   ON CONFLICT DO NOTHING
-   RETURNING ${JOB_COLUMNS}`,
+  `WITH ins AS (
+     INSERT INTO jobs AS j (id, tenant, owner, idempotency_key, request_hash, kind, payload, payload_bytes, status,
+                           max_attempts, priority, run_after, deadline_ms, deadline_at, created_at, finished_at,
+                           last_error_code, last_error_message, last_error_class, pending_parents, concurrency_key,
+                           dedupe_key, dedupe_until, unique_key)
+     VALUES ($1::uuid, $2, $3, $4, $5, $6, $7::json, $8, $9::text, $10, $11, coalesce(${ts('$12')}, now()), $13::bigint,
+             now() + $13::bigint * interval '1 millisecond', now(), CASE WHEN $9::text = 'dead' THEN now() END, $14, $15, $16, $17, $18,
+             $19::text, now() + ${interval('$20')}, $21::text)
+     ON CONFLICT DO NOTHING
+     RETURNING j.*
+   ), ready AS (
+     ${readyInsert('ins')}
+   ), counted AS (
+     ${countJobs([jobTerms('ins', '')])}
+   )
+   SELECT ${NEW_JOB_COLUMNS} FROM ins j`,
 );
 
 /**
@@ -84,8 +121,8 @@ export const JOB_INSERT_FLOW = namedQuery(
 export const JOB_PARENTS_MARK = namedQuery(
   'lh_job_parents_mark',
   `WITH p AS (
-     SELECT id, seq, status, has_children FROM jobs
-      WHERE tenant = $1 AND ($2::text IS NULL OR owner = $2) AND id = ANY($3::uuid[]) ORDER BY id FOR UPDATE
+     SELECT j.id, j.seq, ${JOB_STATUS} AS status, j.has_children FROM ${JOB_FROM}
+      WHERE j.tenant = $1 AND ($2::text IS NULL OR j.owner = $2) AND j.id = ANY($3::uuid[]) ORDER BY j.id FOR UPDATE OF j
    ), marked AS (
      -- A parent marked already is not written again (a parent of many children would gain a row version each).
      UPDATE jobs j SET has_children = true FROM p WHERE j.id = p.id AND NOT p.has_children
@@ -111,6 +148,7 @@ export const JOB_KEY_LOCK = namedQuery(
   `SELECT pg_advisory_xact_lock(hashtextextended($1::text || chr(1) || $2::text || chr(1) || $3::text, 0)) AS locked`,
 );
 
+// A running job's row in jobs says 'queued' (its lease row says it runs), so 'queued' covers both here.
 const KEY_TURN = `status IN ('queued', 'waiting', 'running')`;
 const KEY_ACTIVE = `status IN ('queued', 'running')`;
 
@@ -147,172 +185,224 @@ export const JOB_DEPENDENCY_SATISFY = namedQuery(
 /** A parent ended dead or cancelled: its waiting children end with DEPENDENCY_FAILED ($2…, lease-endings.ts). */
 export const JOB_DEPENDENCY_FAIL = namedQuery(
   'lh_job_dependency_fail',
-  `UPDATE jobs j SET status = $2, finished_at = now(), last_error_code = $3, last_error_message = $4, last_error_class = $5
-     FROM job_dependencies d WHERE d.parent_id = $1 AND j.id = d.child_id AND j.status = 'waiting'
-   RETURNING ${FLOW_COLUMNS}`,
+  `WITH moved AS (
+     UPDATE jobs j SET status = $2, finished_at = now(), last_error_code = $3, last_error_message = $4, last_error_class = $5
+       FROM job_dependencies d WHERE d.parent_id = $1 AND j.id = d.child_id AND j.status = 'waiting'
+     RETURNING j.*
+   ), counted AS (
+     ${countJobs(movedTerms('moved', "'waiting'"))}
+   )
+   SELECT ${FLOW_COLUMNS} FROM moved j`,
 );
 
 /** decideRelease's 'release': no parent pending and the key's turn. Available now, or at its own later run-after. */
 export const JOB_RELEASE = namedQuery(
   'lh_job_release',
-  `UPDATE jobs j SET status = 'queued', run_after = GREATEST(j.run_after, now())
-    WHERE j.id = $1 AND j.status = 'waiting' AND j.pending_parents = 0
-   RETURNING j.id`,
+  `WITH moved AS (
+     UPDATE jobs j SET status = 'queued', run_after = GREATEST(j.run_after, now())
+      WHERE j.id = $1 AND j.status = 'waiting' AND j.pending_parents = 0
+     RETURNING j.*
+   ), ready AS (
+     ${readyInsert('moved')}
+   ), counted AS (
+     ${countJobs(movedTerms('moved', "'waiting'"))}
+   )
+   SELECT id FROM moved`,
 );
 
-/** The snapshot a decide* function reads, locked for the rest of the transaction. */
+/** Locks the job's row for the rest of the transaction (locked-rows.ts then reads it, with its lease, in a statement of its own). */
 export const JOB_LOCK = namedQuery(
   'lh_job_lock',
-  `SELECT ${JOB_COLUMNS}, ${NOW_MS} FROM jobs j
-    WHERE j.id = $1 AND j.tenant = $2 AND ($3::text IS NULL OR j.owner = $3)
-    FOR UPDATE`,
+  `SELECT j.id FROM jobs j WHERE j.id = $1 AND j.tenant = $2 AND ($3::text IS NULL OR j.owner = $3) FOR UPDATE`,
 );
 
 /** Locks in id order, so two batches over the same jobs cannot deadlock. */
-export const JOB_LOCK_MANY = namedQuery(
-  'lh_job_lock_many',
-  `SELECT ${JOB_COLUMNS}, ${NOW_MS} FROM jobs j WHERE j.id = ANY($1::uuid[]) ORDER BY j.id FOR UPDATE`,
-);
+export const JOB_LOCK_MANY = namedQuery('lh_job_lock_many', `SELECT j.id FROM jobs j WHERE j.id = ANY($1::uuid[]) ORDER BY j.id FOR UPDATE`);
 
 /** A read without a lock, to say why a guarded statement matched nothing. */
-export const JOB_PEEK = namedQuery('lh_job_peek', `SELECT ${JOB_COLUMNS}, ${NOW_MS} FROM jobs j WHERE j.id = $1 AND j.tenant = $2`);
+export const JOB_PEEK = namedQuery('lh_job_peek', `SELECT ${JOB_COLUMNS}, ${NOW_MS} FROM ${JOB_FROM} WHERE j.id = $1 AND j.tenant = $2`);
 
-export const JOB_PEEK_MANY = namedQuery('lh_job_peek_many', `SELECT ${JOB_COLUMNS}, ${NOW_MS} FROM jobs j WHERE j.id = ANY($1::uuid[])`);
+export const JOB_PEEK_MANY = namedQuery('lh_job_peek_many', `SELECT ${JOB_COLUMNS}, ${NOW_MS} FROM ${JOB_FROM} WHERE j.id = ANY($1::uuid[])`);
+
+/** A live lease `l` before its deadline: the fence of the statements that need one (decide*'s 'go ahead'). */
+const LIVE = `l.expires_at > now() AND (l.deadline_at IS NULL OR l.deadline_at > now())`;
+
+/** The stored bytes of a job's progress and checkpoint state, as the counters count them. */
+const jsonBytes = (expression: string): string => `coalesce(octet_length((${expression})::text), 0)`;
+
+/** A change of `source`'s stored bytes (its column `delta`) for status `status`, as a countJobs source. */
+function bytesTerms(source: string, status: string): string {
+  return `SELECT r.tenant, r.kind, ${status}::text AS status, 0::bigint AS jobs, 0::bigint AS started, 0::bigint AS wait_ms,
+            0::bigint AS run_jobs, 0::bigint AS run_ms, 0::bigint AS completed, 0::bigint AS completion_ms, r.delta::bigint AS stored_bytes
+       FROM ${source} r`;
+}
 
 /**
- * The status guard of the statements that name their jobs by id (renew, the completions, checkpoint, effect,
- * the ends of leases, a cancel request): an InitPlan, not the literal. With the literal the planner can prove
- * the reaper's partial index (`jobs_lease_expiry … WHERE status = 'running'`) and scan it instead of looking
- * the jobs up by id; that index keeps an entry for every job that stopped running since the last vacuum, and
- * statistics taken while few jobs ran make the scan look cheap. Measured: 7,000–10,000 entries read for a
- * batch of 16 (5 ms a statement). The reaper's own statements keep the literal: that index is theirs.
- */
-const RUNNING = `(SELECT 'running'::text)`;
-
-/**
- * Renew in one statement: the WHERE is decideRenew's 'renew' branch (live
- * lease, no cancel requested, deadline not passed), the new expiry is capped at
- * the deadline as there. When it matches nothing the store reads the row and
- * lets decideRenew name the reason.
+ * Renew in one statement on the lease row: the WHERE is decideRenew's 'renew' branch (live lease, no cancel
+ * requested, deadline not passed), the new expiry is capped at the deadline as there. Progress reported during
+ * an attempt stays on its lease row until the end writes it into jobs; its bytes move the running counter.
+ * When it matches nothing the store reads the row and lets decideRenew name the reason.
  */
 export const JOB_RENEW = namedQuery(
   'lh_job_renew',
-  `UPDATE jobs j SET lease_expires_at = LEAST(now() + ${interval('$4')}, j.deadline_at),
-          progress = CASE WHEN $5::boolean THEN $6::json ELSE j.progress END
-    WHERE j.id = $1 AND j.tenant = $2 AND j.status = ${RUNNING} AND j.lease_token = $3 AND j.lease_expires_at > now()
-      AND NOT j.cancel_requested AND (j.deadline_at IS NULL OR j.deadline_at > now())
-   RETURNING ${ms('j.lease_expires_at')} AS lease_expires_at`,
+  `WITH o AS (
+     SELECT l.job_seq, j.tenant, j.kind, ${jsonBytes('coalesce(l.progress, j.progress)')} AS old_bytes
+       FROM jobs j JOIN job_leases l ON l.job_seq = j.seq
+      WHERE j.id = $1 AND j.tenant = $2 AND l.token = $3 AND ${LIVE} AND NOT j.cancel_requested
+   ), renewed AS (
+     UPDATE job_leases l SET expires_at = LEAST(now() + ${interval('$4')}, l.deadline_at),
+            progress = CASE WHEN $5::boolean THEN $6::json ELSE l.progress END
+       FROM o WHERE l.job_seq = o.job_seq AND l.token = $3 AND ${LIVE}
+     RETURNING l.expires_at, o.tenant, o.kind, CASE WHEN $5::boolean THEN ${jsonBytes('$6::json')} - o.old_bytes ELSE 0 END AS delta
+   ), counted AS (
+     ${countJobs([bytesTerms('renewed', "'running'")])}
+   )
+   SELECT ${ms('expires_at')} AS lease_expires_at FROM renewed`,
 );
 
-/**
- * The one-statement completions take jobs without children or a key only: the others have jobs to move in the
- * same transaction (dependencies.ts), so guarded-statements.ts sends them to the locked path.
- */
-const WITHOUT_FLOW = `NOT j.has_children AND j.concurrency_key IS NULL`;
+/** The end of an attempt: the lease row `e` written into the job's row (its epoch, attempt, token, worker, start, effect mark, progress). */
+const LEASE_INTO_JOB = `epoch = e.epoch, attempts = e.attempt, lease_token = e.token, lease_owner = e.worker_id,
+            started_at = coalesce(j.started_at, e.started_at), effect_started_at = e.effect_started_at,
+            progress = coalesce(e.progress, j.progress)`;
+
+/** The ended attempts of `ended` (deleted lease rows with `outcome` and `attempt_code` columns). */
+function attemptRows(ended: string, outcome: string, code: string): string {
+  return `INSERT INTO job_attempts (job_seq, epoch, attempt, worker_id, started_at, ended_at, outcome, error_code)
+     SELECT job_seq, epoch, attempt, worker_id, started_at, now(), ${outcome}, ${code} FROM ${ended}`;
+}
+
+/** What an end adds to tenant_sums: each ended attempt's run time, and the results inserted (`results` with job_id and size_bytes). */
+function endSums(ended: string, moved: string, results: string): string {
+  return countSums(`SELECT e.tenant, 1 AS ended_attempts, ${ms('now()')}::bigint - ${ms('e.started_at')}::bigint AS attempt_run_ms, 0 AS result_bytes
+        FROM ${ended} e
+      UNION ALL
+      SELECT m.tenant, 0, 0, x.size_bytes FROM ${results} x JOIN ${moved} m ON m.id = x.job_id`);
+}
 
 /**
- * Complete in one statement, mirroring decideCompletion's 'commit' branch
- * (live lease and deadline not passed): the job, its result and its attempt
- * row change together.
+ * Complete in one statement, mirroring decideCompletion's 'commit' branch (live lease and deadline not passed):
+ * the lease row deleted by its token, the job's row written once, its result and its ended attempt inserted,
+ * the counters moved. The jobs rows are locked first, in id order, like every path that ends a lease. Jobs
+ * with children or a key take the locked path (dependencies.ts), so they are left out here; items that match
+ * nothing are explained afterwards from JOB_PEEK or JOB_PEEK_MANY.
  */
-export const JOB_COMPLETE_ONE = namedQuery(
+function completeStatement(name: string, input: string): ReturnType<typeof namedQuery> {
+  return namedQuery(
+    name,
+    `WITH c AS (
+       ${input}
+     ), target AS MATERIALIZED (
+       SELECT j.seq, c.token FROM c JOIN jobs j ON j.id = c.id AND j.tenant = c.tenant
+        WHERE NOT j.has_children AND j.concurrency_key IS NULL ORDER BY j.id FOR UPDATE OF j
+     ), ended AS (
+       DELETE FROM job_leases l USING target t WHERE l.job_seq = t.seq AND l.token = t.token AND ${LIVE}
+       RETURNING l.*
+     ), done AS (
+       UPDATE jobs j SET status = 'succeeded', finished_at = now(), last_outcome = 'succeeded',
+              last_error_code = NULL, last_error_message = NULL, last_error_class = NULL, ${LEASE_INTO_JOB}
+         FROM ended e WHERE j.seq = e.job_seq
+       RETURNING j.*
+     ), result_rows AS (
+       INSERT INTO job_results (job_id, content_type, body, checksum, size_bytes)
+       SELECT c.id, c.content_type, c.body, c.checksum, octet_length(c.body) FROM c JOIN done ON done.id = c.id WHERE c.content_type IS NOT NULL
+       RETURNING job_id, size_bytes
+     ), attempt_rows AS (
+       ${attemptRows('ended', "'succeeded'", 'NULL')}
+     ), counted AS (
+       ${countJobs(movedTerms('done', "'running'"))}
+     ), summed AS (
+       ${endSums('ended', 'done', 'result_rows')}
+     )
+     SELECT id::text AS id FROM done`,
+  );
+}
+
+export const JOB_COMPLETE_ONE = completeStatement(
   'lh_job_complete_one',
-  `WITH done AS (
-     UPDATE jobs j SET status = 'succeeded', finished_at = now(), lease_expires_at = NULL, last_outcome = 'succeeded',
-            last_error_code = NULL, last_error_message = NULL, last_error_class = NULL
-      WHERE j.id = $1 AND j.tenant = $2 AND j.status = ${RUNNING} AND j.lease_token = $3 AND j.lease_expires_at > now()
-        AND (j.deadline_at IS NULL OR j.deadline_at > now()) AND ${WITHOUT_FLOW}
-     RETURNING j.id, j.epoch
-   ), result_row AS (
-     INSERT INTO job_results (job_id, content_type, body, checksum, size_bytes)
-     SELECT id, $4::text, $5::bytea, $6::text, octet_length($5::bytea) FROM done WHERE $4::text IS NOT NULL
-   ), attempt_row AS (
-     UPDATE job_attempts a SET ended_at = now(), outcome = 'succeeded', error_code = NULL
-       FROM done WHERE a.job_id = done.id AND a.epoch = done.epoch AND a.ended_at IS NULL
-   )
-   SELECT id::text AS id FROM done`,
+  `SELECT $1::uuid AS id, $2::text AS tenant, $3::text AS token, $4::text AS content_type, $5::bytea AS body, $6::text AS checksum`,
 );
 
-/**
- * JOB_COMPLETE_ONE for a batch of distinct jobs (the caller sends them in id
- * order, so two batches over the same rows lock them in the same order).
- * Items that match nothing are explained afterwards from JOB_PEEK_MANY.
- */
-export const JOB_COMPLETE_MANY = namedQuery(
+/** JOB_COMPLETE_ONE for a batch of distinct jobs. */
+export const JOB_COMPLETE_MANY = completeStatement(
   'lh_job_complete_many',
-  `WITH c AS (
-     SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::bytea[], $6::text[])
-       AS c(id, tenant, token, content_type, body, checksum)
-   ), done AS (
-     UPDATE jobs j SET status = 'succeeded', finished_at = now(), lease_expires_at = NULL, last_outcome = 'succeeded',
-            last_error_code = NULL, last_error_message = NULL, last_error_class = NULL
-       FROM c
-      WHERE j.id = c.id AND j.tenant = c.tenant AND j.status = ${RUNNING} AND j.lease_token = c.token
-        AND j.lease_expires_at > now() AND (j.deadline_at IS NULL OR j.deadline_at > now()) AND ${WITHOUT_FLOW}
-     RETURNING j.id, j.epoch
-   ), result_rows AS (
-     INSERT INTO job_results (job_id, content_type, body, checksum, size_bytes)
-     SELECT c.id, c.content_type, c.body, c.checksum, octet_length(c.body)
-       FROM c JOIN done ON done.id = c.id WHERE c.content_type IS NOT NULL
-   ), attempt_rows AS (
-     UPDATE job_attempts a SET ended_at = now(), outcome = 'succeeded', error_code = NULL
-       FROM done WHERE a.job_id = done.id AND a.epoch = done.epoch AND a.ended_at IS NULL
-   )
-   SELECT id::text AS id FROM done`,
+  `SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::bytea[], $6::text[]) AS c(id, tenant, token, content_type, body, checksum)`,
 );
 
 /**
- * Applies decisions that end a lease, for many jobs at once: success (with
- * results), retry, dead, cancelled, unknown. $9 says whether the lease must
- * still be live (complete, fail) or already expired (the reaper); with the
- * token in the WHERE clause that is the fence.
+ * Applies decisions that end a lease, for many jobs at once: success (with results), retry, dead, cancelled,
+ * unknown. The callers hold the jobs rows locked. $9 says whether the lease must still be live (complete,
+ * fail) or already expired (the reaper); with the token in the WHERE clause that is the fence. A retry goes
+ * back to job_ready.
  */
 export const JOB_END_LEASES = namedQuery(
   'lh_job_end_leases',
   `WITH d AS (
      SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::float8[], $8::text[], $14::text[])
        AS d(id, token, status, outcome, code, message, run_after, attempt_code, error_class)
+   ), ended AS (
+     DELETE FROM job_leases l USING d, jobs j
+      WHERE j.id = d.id AND l.job_seq = j.seq AND l.token = d.token AND (l.expires_at > now()) = $9
+     RETURNING l.*, d.status AS new_status, d.outcome, d.code, d.message, d.run_after AS retry_at, d.attempt_code, d.error_class
    ), moved AS (
-     UPDATE jobs j SET status = d.status, last_outcome = d.outcome, lease_expires_at = NULL,
-            run_after = CASE WHEN d.status = 'queued' THEN coalesce(${ts('d.run_after')}, now()) ELSE j.run_after END,
-            finished_at = CASE WHEN d.status = 'queued' THEN j.finished_at ELSE now() END,
-            last_error_code = d.code, last_error_message = d.message, last_error_class = d.error_class
-       FROM d
-      WHERE j.id = d.id AND j.status = ${RUNNING} AND j.lease_token = d.token AND (j.lease_expires_at > now()) = $9
-     RETURNING j.id, j.epoch, j.tenant, d.status, d.outcome, d.attempt_code
+     UPDATE jobs j SET status = e.new_status, last_outcome = e.outcome,
+            run_after = CASE WHEN e.new_status = 'queued' THEN coalesce(${ts('e.retry_at')}, now()) ELSE j.run_after END,
+            finished_at = CASE WHEN e.new_status = 'queued' THEN j.finished_at ELSE now() END,
+            last_error_code = e.code, last_error_message = e.message, last_error_class = e.error_class, ${LEASE_INTO_JOB}
+       FROM ended e WHERE j.seq = e.job_seq
+     RETURNING j.*
+   ), ready AS (
+     ${readyInsert('moved')}
    ), result_rows AS (
      INSERT INTO job_results (job_id, content_type, body, checksum, size_bytes)
      SELECT r.id, r.content_type, r.body, r.checksum, octet_length(r.body)
        FROM unnest($10::uuid[], $11::text[], $12::bytea[], $13::text[]) AS r(id, content_type, body, checksum)
        JOIN moved ON moved.id = r.id AND moved.status = 'succeeded'
+     RETURNING job_id, size_bytes
    ), attempt_rows AS (
-     UPDATE job_attempts a SET ended_at = now(), outcome = moved.outcome, error_code = moved.attempt_code
-       FROM moved WHERE a.job_id = moved.id AND a.epoch = moved.epoch AND a.ended_at IS NULL
+     ${attemptRows('ended', 'outcome', 'attempt_code')}
+   ), counted AS (
+     ${countJobs(movedTerms('moved', "'running'"))}
+   ), summed AS (
+     ${endSums('ended', 'moved', 'result_rows')}
    )
    SELECT id::text AS id, tenant, status FROM moved`,
 );
 
 /** Checkpoint and effect marks need a live lease before the deadline (decideLiveLeaseWrite's 'apply'). */
-const LIVE_LEASE_GUARD = `j.id = $1 AND j.tenant = $2 AND j.status = ${RUNNING} AND j.lease_token = $3
-      AND j.lease_expires_at > now() AND (j.deadline_at IS NULL OR j.deadline_at > now())`;
+const LIVE_LEASE_GUARD = `j.id = $1 AND j.tenant = $2 AND l.job_seq = j.seq AND l.token = $3 AND ${LIVE}`;
 
+/** The checkpoint is the job's (later attempts resume from it), so it goes into jobs; its bytes move the running counter. */
 export const JOB_CHECKPOINT = namedQuery(
   'lh_job_checkpoint',
-  `UPDATE jobs j SET checkpoint_step = $4, checkpoint_state = $5::json WHERE ${LIVE_LEASE_GUARD} RETURNING j.id`,
+  `WITH o AS (
+     SELECT j.seq, ${jsonBytes('j.checkpoint_state')} AS old_bytes FROM jobs j WHERE j.id = $1 AND j.tenant = $2
+   ), saved AS (
+     UPDATE jobs j SET checkpoint_step = $4, checkpoint_state = $5::json FROM job_leases l, o
+      WHERE ${LIVE_LEASE_GUARD} AND o.seq = j.seq
+     RETURNING j.id, j.tenant, j.kind, ${jsonBytes('j.checkpoint_state')} - o.old_bytes AS delta
+   ), counted AS (
+     ${countJobs([bytesTerms('saved', "'running'")])}
+   )
+   SELECT id FROM saved`,
 );
 
+/** The effect mark belongs to the attempt: on its lease row, written into jobs at the end. */
 export const JOB_EFFECT_STARTED = namedQuery(
   'lh_job_effect_started',
-  `UPDATE jobs j SET effect_started_at = coalesce(j.effect_started_at, now()) WHERE ${LIVE_LEASE_GUARD} RETURNING j.id`,
+  `UPDATE job_leases l SET effect_started_at = coalesce(l.effect_started_at, now()) FROM jobs j WHERE ${LIVE_LEASE_GUARD} RETURNING j.id`,
 );
 
-/** Leases that ran out, oldest first; SKIP LOCKED so concurrent reapers split the work. */
+/**
+ * Leases that ran out, oldest first, from job_leases_expiry; their jobs rows and the leases themselves locked
+ * (a lease ended or renewed by a transaction that committed meanwhile is passed over, not read from the
+ * snapshot), SKIP LOCKED so concurrent reapers split the work.
+ */
 export const JOBS_EXPIRED_LEASES = namedQuery(
   'lh_jobs_expired_leases',
-  `SELECT ${JOB_COLUMNS}, ${NOW_MS} FROM jobs j
-    WHERE j.status = 'running' AND j.lease_expires_at <= now() AND ($1::text IS NULL OR j.tenant = $1)
-    ORDER BY j.lease_expires_at LIMIT $2
-    FOR UPDATE OF j SKIP LOCKED`,
+  `SELECT ${JOB_COLUMNS}, ${NOW_MS} FROM job_leases l JOIN jobs j ON j.seq = l.job_seq
+    WHERE l.expires_at <= now() AND ($1::text IS NULL OR l.tenant = $1)
+    ORDER BY l.expires_at LIMIT $2
+    FOR UPDATE OF j, l SKIP LOCKED`,
 );
 
 /** Tenant order, so two reapers updating the same counters cannot deadlock. */
@@ -323,46 +413,80 @@ export const COUNTER_ADD_EXPIRATIONS = namedQuery(
    ON CONFLICT (tenant) DO UPDATE SET lease_expirations = c.lease_expirations + EXCLUDED.lease_expirations`,
 );
 
-/** Queued jobs past their deadline are never leased (the lease WHERE); this ends them with QUEUED_DEADLINE (lease-endings.ts). */
+/**
+ * Queued jobs past their deadline are never leased (the lease WHERE); this ends them with QUEUED_DEADLINE
+ * (lease-endings.ts). job_ready_deadline finds them; their jobs rows are locked first (SKIP LOCKED), then their
+ * ready rows deleted: one that a lease took meanwhile is gone, and its job is left to run.
+ */
 export const JOB_QUEUED_DEADLINE = namedQuery(
   'lh_job_queued_deadline',
-  `UPDATE jobs j SET status = $3, finished_at = now(), last_error_code = $4, last_error_message = $5, last_error_class = $6
-    WHERE j.id IN (SELECT id FROM jobs WHERE status = 'queued' AND deadline_at <= now() AND ($1::text IS NULL OR tenant = $1)
-                   LIMIT $2 FOR UPDATE SKIP LOCKED)
-      AND j.status = 'queued' AND j.deadline_at <= now()
-   RETURNING ${FLOW_COLUMNS}`,
+  `WITH candidates AS (
+     SELECT r.ctid AS ready_ctid, r.seq FROM job_ready r WHERE r.deadline_at <= now() AND ($1::text IS NULL OR r.tenant = $1) LIMIT $2
+   ), locked AS MATERIALIZED (
+     SELECT c.ready_ctid FROM candidates c JOIN jobs j ON j.seq = c.seq WHERE j.status = 'queued' ORDER BY j.seq FOR UPDATE OF j SKIP LOCKED
+   ), gone AS (
+     DELETE FROM job_ready r WHERE r.ctid = ANY (ARRAY(SELECT ready_ctid FROM locked)) AND r.deadline_at <= now() RETURNING r.seq
+   ), moved AS (
+     UPDATE jobs j SET status = $3, finished_at = now(), last_error_code = $4, last_error_message = $5, last_error_class = $6
+       FROM gone WHERE j.seq = gone.seq
+     RETURNING j.*
+   ), counted AS (
+     ${countJobs(movedTerms('moved', "'queued'"))}
+   )
+   SELECT ${FLOW_COLUMNS} FROM moved j`,
 );
 
 /** dead (requeue) or unknown (reconcile → requeue) → queued or waiting ($4, decideStart) with a fresh budget and deadline. */
 export const JOB_REQUEUE = namedQuery(
   'lh_job_requeue',
-  `UPDATE jobs j SET status = $4, pending_parents = $5, attempts = 0, max_attempts = $2, run_after = now(),
-          deadline_at = now() + ${interval('j.deadline_ms')},
-          finished_at = NULL, lease_expires_at = NULL, cancel_requested = false, effect_started_at = NULL
-    WHERE j.id = $1 AND j.status = $3
-   RETURNING j.id`,
+  `WITH moved AS (
+     UPDATE jobs j SET status = $4, pending_parents = $5, attempts = 0, max_attempts = $2, run_after = now(),
+            deadline_at = now() + ${interval('j.deadline_ms')},
+            finished_at = NULL, cancel_requested = false, effect_started_at = NULL
+      WHERE j.id = $1 AND j.status = $3
+     RETURNING j.*
+   ), ready AS (
+     ${readyInsert('moved')}
+   ), counted AS (
+     ${countJobs(movedTerms('moved', '$3::text'))}
+   )
+   SELECT id FROM moved`,
 );
 
-/** A queued or waiting job cancelled at once; $2… are CANCELLED_NOW's status and last error (lease-endings.ts). */
+/**
+ * A queued or waiting job cancelled at once; $2… are CANCELLED_NOW's status and last error (lease-endings.ts).
+ * A queued job's ready row goes with it (the caller locked it, locked-rows.ts).
+ */
 export const JOB_CANCEL_NOW = namedQuery(
   'lh_job_cancel_now',
-  `UPDATE jobs j SET status = $2, finished_at = now(), lease_expires_at = NULL,
-          last_error_code = $3, last_error_message = $4, last_error_class = $5
-    WHERE j.id = $1 AND j.status IN ('queued', 'waiting')
-   RETURNING j.id`,
+  `WITH gone AS (
+     DELETE FROM job_ready r USING jobs j WHERE j.id = $1 AND j.status = 'queued' AND ${readyRowOf('r', 'j')} RETURNING r.seq
+   ), moved AS (
+     UPDATE jobs j SET status = $2, finished_at = now(), last_error_code = $3, last_error_message = $4, last_error_class = $5
+      WHERE j.id = $1 AND (j.status = 'waiting' OR (j.status = 'queued' AND j.seq IN (SELECT seq FROM gone)))
+     RETURNING j.*
+   ), counted AS (
+     ${countJobs(movedTerms('moved', `CASE WHEN r.seq IN (SELECT seq FROM gone) THEN 'queued' ELSE 'waiting' END`))}
+   )
+   SELECT id FROM moved`,
 );
 
 export const JOB_CANCEL_REQUEST = namedQuery(
   'lh_job_cancel_request',
-  `UPDATE jobs j SET cancel_requested = true WHERE j.id = $1 AND j.status = ${RUNNING} RETURNING j.id`,
+  `UPDATE jobs j SET cancel_requested = true WHERE j.id = $1 AND EXISTS (SELECT 1 FROM job_leases l WHERE l.job_seq = j.seq) RETURNING j.id`,
 );
 
 /** An unknown job reconciled as succeeded or dead (reconcileEnding); a requeue uses JOB_REQUEUE. */
 export const JOB_RECONCILE = namedQuery(
   'lh_job_reconcile',
-  `UPDATE jobs j SET status = $2, finished_at = now(), last_error_code = $3, last_error_message = $4, last_error_class = $5
-    WHERE j.id = $1 AND j.status = 'unknown'
-   RETURNING j.id`,
+  `WITH moved AS (
+     UPDATE jobs j SET status = $2, finished_at = now(), last_error_code = $3, last_error_message = $4, last_error_class = $5
+      WHERE j.id = $1 AND j.status = 'unknown'
+     RETURNING j.*
+   ), counted AS (
+     ${countJobs(movedTerms('moved', "'unknown'"))}
+   )
+   SELECT id FROM moved`,
 );
 
 /** Sent on its own after the write commits (see coalesced-notifier.ts for why not inside it): one notification per payload, in one round trip. */

@@ -4,17 +4,18 @@
  * finished jobs oldest first from jobs_finished (status, finished_at), locking
  * them with SKIP LOCKED so an operator's concurrent requeue of a dead job is
  * never waited for (the re-checked WHERE drops a job whose status changed),
- * then delete their attempts, result, dependency edges and the jobs. A
- * finished parent whose children still wait (a requeued child counts a dead
- * parent as pending) is kept until they no longer do. There is no storage
- * counter to move: stats sums what remains. Freed space is reclaimed by
- * autovacuum (the settings that matter are in docs/SCALING.md).
+ * then delete their attempts, result, dependency edges and the jobs, each
+ * statement taking what it deletes out of the counters (counter-triggers.ts).
+ * A finished parent whose children still wait (a requeued child counts a dead
+ * parent as pending) is kept until they no longer do. Freed space is
+ * reclaimed by autovacuum (the settings that matter are in docs/SCALING.md).
  */
 
 import { statisticsStale } from './statistics.js';
 import { NO_KIND_RETENTION, type JobPurgeCountParams, type JobPurgeParams, type KindRetention } from '../retention.js';
 import type { PgDatabase } from './database.js';
-import { bind, namedQuery } from './sql-fragments.js';
+import { countJobs, countSums, jobTerms } from './counter-triggers.js';
+import { bind, ms, namedQuery } from './sql-fragments.js';
 
 const PERIOD = `COALESCE(CASE WHEN NOT $3::boolean THEN NULL WHEN $1 = 'succeeded' THEN k.retention_succeeded_ms
     WHEN $1 = 'cancelled' THEN k.retention_cancelled_ms ELSE k.retention_dead_ms END, $2::bigint)`;
@@ -39,13 +40,30 @@ export const JOB_PURGE_SELECT = namedQuery('lh_job_purge_select', `SELECT j.id $
 
 export const JOB_PURGE_COUNT = namedQuery('lh_job_purge_count', `SELECT COUNT(*)::int AS n ${MATCHING}`);
 
-export const JOB_PURGE_ATTEMPTS = namedQuery('lh_job_purge_attempts', `DELETE FROM job_attempts WHERE job_id = ANY($1::uuid[])`);
-export const JOB_PURGE_RESULTS = namedQuery('lh_job_purge_results', `DELETE FROM job_results WHERE job_id = ANY($1::uuid[])`);
+export const JOB_PURGE_ATTEMPTS = namedQuery(
+  'lh_job_purge_attempts',
+  `WITH gone AS (
+     DELETE FROM job_attempts a USING jobs j WHERE j.id = ANY($1::uuid[]) AND a.job_seq = j.seq
+     RETURNING j.tenant, a.ended_at, ${ms('a.ended_at')}::bigint - ${ms('a.started_at')}::bigint AS run_ms
+   )
+   ${countSums(`SELECT tenant, -1 AS ended_attempts, -run_ms AS attempt_run_ms, 0 AS result_bytes FROM gone WHERE ended_at IS NOT NULL`)}`,
+);
+export const JOB_PURGE_RESULTS = namedQuery(
+  'lh_job_purge_results',
+  `WITH gone AS (
+     DELETE FROM job_results r USING jobs j WHERE r.job_id = ANY($1::uuid[]) AND j.id = r.job_id RETURNING j.tenant, r.size_bytes
+   )
+   ${countSums(`SELECT tenant, 0 AS ended_attempts, 0 AS attempt_run_ms, -size_bytes AS result_bytes FROM gone`)}`,
+);
 export const JOB_PURGE_DEPENDENCIES = namedQuery(
   'lh_job_purge_dependencies',
   `DELETE FROM job_dependencies WHERE parent_id = ANY($1::uuid[]) OR child_id = ANY($1::uuid[])`,
 );
-export const JOB_PURGE_JOBS = namedQuery('lh_job_purge_jobs', `DELETE FROM jobs WHERE id = ANY($1::uuid[])`);
+export const JOB_PURGE_JOBS = namedQuery(
+  'lh_job_purge_jobs',
+  `WITH gone AS (DELETE FROM jobs WHERE id = ANY($1::uuid[]) RETURNING *)
+   ${countJobs([jobTerms('gone', '-')])}`,
+);
 
 /** The kinds-table values ($12..$14 of lh_kind_upsert) of a kind's retention periods. */
 export function retentionValues(retention: KindRetention = NO_KIND_RETENTION): (number | null)[] {
@@ -85,7 +103,7 @@ export const AUTOVACUUM_ON = namedQuery('lh_autovacuum_on', `SELECT current_sett
  * VACUUM takes a lock that conflicts with neither reads nor writes; SKIP_LOCKED
  * passes over a table another session is vacuuming (another coordinator).
  */
-export const QUEUE_TABLES = ['jobs', 'job_attempts', 'job_results', 'job_counters', 'tenant_sums', 'tenant_counters'] as const;
+export const QUEUE_TABLES = ['jobs', 'job_ready', 'job_leases', 'job_attempts', 'job_results', 'job_counters', 'tenant_sums', 'tenant_counters'] as const;
 
 /**
  * Which of the queue's tables have dead rows to vacuum, and which have changed enough since their last ANALYZE

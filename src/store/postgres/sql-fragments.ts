@@ -66,16 +66,67 @@ export function interval(parameter: string): string {
   return `(${parameter}::float8 * interval '1 millisecond')`;
 }
 
-/** Every column of a job, as the row mappers expect them, from alias `j`. */
-export const JOB_COLUMNS = `
-  j.id::text AS id, j.seq::float8 AS seq, j.tenant, j.owner, j.kind, j.payload, j.idempotency_key, j.request_hash,
-  j.status, j.attempts, j.max_attempts, j.priority,
+/**
+ * A job as the API sees it, from `jobs j` and its live lease `l` (JOB_FROM): while a row of job_leases exists the
+ * job runs, and the lease holds the running attempt's epoch, number, token, worker, expiry, effect mark and the
+ * progress reported during it; the jobs row keeps those of the previous lease until the end writes it
+ * (migration 14). `leased` false: a row just inserted, which has no lease.
+ */
+function jobView(leased: boolean): Record<string, string> {
+  if (!leased) {
+    return {
+      status: 'j.status',
+      attempts: 'j.attempts',
+      epoch: 'j.epoch',
+      lease_owner: 'j.lease_owner',
+      lease_expires_at: 'NULL::timestamptz',
+      lease_token: 'j.lease_token',
+      last_outcome: 'j.last_outcome',
+      started_at: 'j.started_at',
+      effect_started_at: 'j.effect_started_at',
+      progress: 'j.progress',
+    };
+  }
+  const running = 'l.job_seq IS NOT NULL';
+  return {
+    status: `CASE WHEN ${running} THEN 'running' ELSE j.status END`,
+    attempts: 'coalesce(l.attempt, j.attempts)',
+    epoch: 'coalesce(l.epoch, j.epoch)',
+    lease_owner: 'coalesce(l.worker_id, j.lease_owner)',
+    lease_expires_at: 'l.expires_at',
+    lease_token: 'coalesce(l.token, j.lease_token)',
+    last_outcome: `CASE WHEN ${running} THEN NULL ELSE j.last_outcome END`,
+    started_at: 'coalesce(j.started_at, l.started_at)',
+    effect_started_at: `CASE WHEN ${running} THEN l.effect_started_at ELSE j.effect_started_at END`,
+    progress: 'coalesce(l.progress, j.progress)',
+  };
+}
+
+/** A job and its live lease, if any (aliases j and l). */
+export const JOB_FROM = 'jobs j LEFT JOIN job_leases l ON l.job_seq = j.seq';
+
+/** The job's status as the API sees it, from JOB_FROM. */
+export const JOB_STATUS = jobView(true)['status'] ?? '';
+
+function columns(leased: boolean, listing: boolean): string {
+  const v = jobView(leased);
+  return `
+  j.id::text AS id, j.seq::float8 AS seq, j.tenant, j.owner, j.kind,${listing ? '' : ' j.payload,'} j.idempotency_key, j.request_hash,
+  ${v['status']} AS status, ${v['attempts']} AS attempts, j.max_attempts, j.priority,
   ${ms('j.run_after')} AS run_after, ${ms('j.deadline_at')} AS deadline_at,
-  j.lease_owner, ${ms('j.lease_expires_at')} AS lease_expires_at, j.epoch, j.lease_token, j.last_outcome,
-  ${ms('j.created_at')} AS created_at, ${ms('j.started_at')} AS started_at, ${ms('j.finished_at')} AS finished_at,
-  j.last_error_code, j.last_error_message, j.last_error_class, j.progress, j.cancel_requested,
-  ${ms('j.effect_started_at')} AS effect_started_at, j.checkpoint_step, j.checkpoint_state,
-  j.concurrency_key, j.pending_parents, j.has_children`;
+  ${v['lease_owner']} AS lease_owner, ${ms(v['lease_expires_at'] ?? '')} AS lease_expires_at, ${v['epoch']} AS epoch,
+  ${v['lease_token']} AS lease_token, ${v['last_outcome']} AS last_outcome,
+  ${ms('j.created_at')} AS created_at, ${ms(v['started_at'] ?? '')} AS started_at, ${ms('j.finished_at')} AS finished_at,
+  j.last_error_code, j.last_error_message, j.last_error_class, ${v['progress']} AS progress, j.cancel_requested,
+  ${ms(v['effect_started_at'] ?? '')} AS effect_started_at, j.checkpoint_step,${listing ? '' : ' j.checkpoint_state,'}
+  j.concurrency_key${listing ? '' : ', j.pending_parents, j.has_children'}`;
+}
+
+/** Every column of a job, as the row mappers expect them, from JOB_FROM (aliases j and l). */
+export const JOB_COLUMNS = columns(true, false);
+
+/** JOB_COLUMNS of a row just inserted into `jobs j` (no lease to join): an INSERT's RETURNING. */
+export const NEW_JOB_COLUMNS = columns(false, false);
 
 /**
  * A job's parents (those still stored, in enqueue order) and its first children, from alias `j`: read by the
@@ -86,22 +137,15 @@ export const JOB_RELATIONS = `
   ARRAY(SELECT d.child_id::text FROM job_dependencies d JOIN jobs c ON c.id = d.child_id WHERE d.parent_id = j.id
          ORDER BY c.seq LIMIT ${MAX_LISTED_CHILDREN}) AS children`;
 
-/** What a listing reads, from `jobs j` and `job_results r`: no payload, checkpoint state or result body. */
-export const LIST_COLUMNS = `
-  j.id::text AS id, j.seq::float8 AS seq, j.tenant, j.owner, j.kind, j.idempotency_key, j.request_hash,
-  j.status, j.attempts, j.max_attempts, j.priority,
-  ${ms('j.run_after')} AS run_after, ${ms('j.deadline_at')} AS deadline_at,
-  j.lease_owner, ${ms('j.lease_expires_at')} AS lease_expires_at, j.epoch, j.lease_token, j.last_outcome,
-  ${ms('j.created_at')} AS created_at, ${ms('j.started_at')} AS started_at, ${ms('j.finished_at')} AS finished_at,
-  j.last_error_code, j.last_error_message, j.last_error_class, j.progress, j.cancel_requested,
-  ${ms('j.effect_started_at')} AS effect_started_at, j.checkpoint_step, j.concurrency_key,
+/** What a listing reads, from JOB_FROM and `job_results r`: no payload, checkpoint state or result body. */
+export const LIST_COLUMNS = `${columns(true, true)},
   r.content_type AS result_content_type, r.size_bytes AS result_bytes`;
 
 /** The result columns, from alias `r` (a LEFT JOIN, so all may be NULL). */
 export const RESULT_COLUMNS = 'r.content_type AS result_content_type, r.body AS result_body, r.checksum AS result_checksum';
 
 /** A job with its result, from `jobs j`. */
-export const JOB_WITH_RESULT_FROM = `jobs j LEFT JOIN job_results r ON r.job_id = j.id`;
+export const JOB_WITH_RESULT_FROM = `${JOB_FROM} LEFT JOIN job_results r ON r.job_id = j.id`;
 
 /** Reads the transaction's clock; every time a transaction writes comes from the same now(). */
 export const NOW_MS = `${ms('now()')} AS now_ms`;
@@ -110,10 +154,38 @@ export const NOW_MS = `${ms('now()')} AS now_ms`;
 export const RESTRICTED_KIND = `(paused OR max_concurrent IS NOT NULL OR rate_limit IS NOT NULL)`;
 
 /**
- * The distinct kinds of tenant $1's queued jobs as rows of `k(kind)`, the last one NULL: a skip scan, one index
- * probe per kind, whatever each kind has queued. Callers read `FROM k WHERE k.kind IS NOT NULL`.
+ * The distinct kinds of tenant $1's queued jobs as rows of `k(kind)`, the last one NULL: a skip scan of
+ * job_ready_order, one index probe per kind, whatever each kind has queued. Callers read `FROM k WHERE k.kind IS NOT NULL`.
  */
 export const QUEUED_KINDS = `WITH RECURSIVE k(kind) AS (
-     SELECT (SELECT MIN(kind) FROM jobs WHERE tenant = $1 AND status = 'queued')
+     SELECT (SELECT MIN(kind) FROM job_ready WHERE tenant = $1)
      UNION ALL
-     SELECT (SELECT MIN(kind) FROM jobs WHERE tenant = $1 AND status = 'queued' AND kind > k.kind) FROM k WHERE k.kind IS NOT NULL)`;
+     SELECT (SELECT MIN(kind) FROM job_ready WHERE tenant = $1 AND kind > k.kind) FROM k WHERE k.kind IS NOT NULL)`;
+
+/**
+ * The first run_after among tenant $1's ready jobs of kind `kind` (an SQL expression) that meet `condition`
+ * (over alias r), as a scalar subquery. job_ready_order is in lease order (priority first), so this visits each
+ * distinct priority of the kind once (a skip scan) and takes the first entry of each that qualifies.
+ */
+export function firstReady(kind: string, condition: string): string {
+  return `(WITH RECURSIVE p(priority) AS (
+       SELECT (SELECT max(priority) FROM job_ready WHERE tenant = $1 AND kind = ${kind})
+       UNION ALL
+       SELECT (SELECT max(priority) FROM job_ready WHERE tenant = $1 AND kind = ${kind} AND priority < p.priority) FROM p WHERE p.priority IS NOT NULL)
+     SELECT min((SELECT r.run_after FROM job_ready r WHERE r.tenant = $1 AND r.kind = ${kind} AND r.priority = p.priority AND ${condition}
+                  ORDER BY r.run_after LIMIT 1)) FROM p WHERE p.priority IS NOT NULL)`;
+}
+
+/**
+ * A job's row in job_ready, found by job_ready_order's key: the jobs row `j` holds the same tenant, kind,
+ * priority, run_after and seq as long as the job is queued.
+ */
+export function readyRowOf(r: string, j: string): string {
+  return `${r}.tenant = ${j}.tenant AND ${r}.kind = ${j}.kind AND ${r}.priority = ${j}.priority AND ${r}.run_after = ${j}.run_after AND ${r}.seq = ${j}.seq`;
+}
+
+/** The ready row of each job of `source` (a CTE of new job rows whose status is 'queued'). */
+export function readyInsert(source: string): string {
+  return `INSERT INTO job_ready (tenant, kind, priority, run_after, seq, deadline_at)
+     SELECT tenant, kind, priority, run_after, seq, deadline_at FROM ${source} WHERE status = 'queued'`;
+}
