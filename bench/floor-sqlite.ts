@@ -63,8 +63,8 @@ function transaction<T>(db: Db, work: () => T): T {
  */
 function enqueueWith(db: Db, insertJob: (job: NewJob, payload: string, now: number) => void): (jobs: readonly NewJob[]) => void {
   const lookup = db.prepare(`SELECT id, request_hash FROM jobs WHERE tenant = ? AND owner = ? AND idempotency_key = ?`);
-  const jobCounter = db.prepare(SQL.counterAddJobs);
-  const storage = db.prepare(SQL.counterAddStorage);
+  const jobCounter = db.prepare(SQL.counterAddTerms);
+  const storage = db.prepare(SQL.counterAddTenant);
   return (jobs) =>
     transaction(db, () => {
       let bytes = 0;
@@ -74,8 +74,8 @@ function enqueueWith(db: Db, insertJob: (job: NewJob, payload: string, now: numb
         insertJob(job, payload, Date.now());
         bytes += payload.length;
       }
-      jobCounter.run(TENANT, KIND, 'queued', jobs.length);
-      storage.run(TENANT, bytes);
+      jobCounter.run(TENANT, KIND, 'queued', jobs.length, 0, 0, 0, 0, 0, 0);
+      storage.run(TENANT, bytes, 0, 0, 0);
     });
 }
 
@@ -115,21 +115,33 @@ export function todayJobBindings(n: number, payload: string, now: number): Recor
   };
 }
 
-/** (a) Today: the store's schema (migrated by SqliteStore.open) and its statements. */
+/**
+ * (a) The store's schema (migrated by SqliteStore.open) and its own statements: since migration 14 that is d with
+ * e's statement shape (a lease statement that inserts the lease rows, one delete of the ready rows and one read of
+ * the jobs per batch; a completion's guarded lease end, job end and attempt row per job; counters once per commit).
+ */
 export async function openToday(path: string): Promise<FloorDb> {
   await SqliteStore.open({ path }).close();
   const db = new Database(path);
   durable(db);
   const p = (sql: string): Statement => db.prepare(sql);
   const insert = p(SQL.jobInsert);
+  const ready = p(SQL.readyInsert);
   const expired = p(SQL.jobsExpiredLeases);
-  const queuedDeadline = p(SQL.jobQueuedDeadline);
-  const attemptInsert = p(SQL.attemptInsert);
+  const queuedDeadline = p(SQL.readyPastDeadline);
+  const unready = p(SQL.readyDeleteMany);
+  const leasedJobs = p(SQL.jobLeasedMany);
   const lock = p(SQL.jobLock);
-  const end = p(SQL.jobEndLease);
-  const attemptEnd = p(SQL.attemptEnd);
+  const leaseEnd = p(SQL.leaseEnd);
+  const end = p(SQL.jobEnd);
+  const attempt = p(SQL.attemptInsert);
+  const count = p(SQL.counterAddTerms);
+  const tenantCount = p(SQL.counterAddTenant);
   const leases = new Map<number, Statement>();
-  const enqueueAll = enqueueWith(db, (job, payload, now) => insert.run(todayJobBindings(job.n, payload, now)));
+  const enqueueAll = enqueueWith(db, (job, payload, now) => {
+    const seq = Number(insert.run(todayJobBindings(job.n, payload, now)).lastInsertRowid);
+    ready.run({ tenant: TENANT, kind: KIND, priority: 0, runAfter: now, seq, deadlineAt: null, attempts: 0, epoch: 0 });
+  });
   return withPairedCommit(db, {
     enqueue: enqueueAll,
     enqueueBatch: enqueueAll,
@@ -141,40 +153,57 @@ export async function openToday(path: string): Promise<FloorDb> {
         const now = Date.now();
         // The store's lease settles due expiries and queued deadlines first (operator-actions.ts reapInTx).
         expired.all(now);
-        queuedDeadline.all({ now, status: 'dead', code: 'deadline_exceeded', message: 'deadline', errorClass: 'deadline_exceeded' });
+        queuedDeadline.all({ now });
         const rows = leaseWith.all({ tenant: TENANT, workerId: 'floor', leaseMs: LEASE_MS, now, k0: KIND }) as {
           seq: number;
-          id: string;
-          epoch: number;
-          attempts: number;
-          lease_token: string;
+          kind: string;
+          priority: number;
+          run_after: number;
+          token: string;
         }[];
-        for (const row of rows) attemptInsert.run(row.seq, row.epoch, row.attempts, 'floor', now);
-        return rows.map((row) => ({ seq: row.seq, id: row.id, token: row.lease_token }));
+        if (rows.length === 0) return [];
+        const keys = JSON.stringify(rows.map((row) => [row.kind, row.priority, row.run_after, row.seq]));
+        if (unready.run({ tenant: TENANT, rows: keys }).changes !== rows.length) throw new Error('ready rows left behind');
+        const ids = new Map((leasedJobs.all({ seqs: JSON.stringify(rows.map((row) => row.seq)) }) as { seq: number; id: string }[]).map((j) => [j.seq, j.id]));
+        count.run(TENANT, KIND, 'queued', -rows.length, 0, 0, 0, 0, 0, 0);
+        count.run(TENANT, KIND, 'running', rows.length, rows.length, 0, 0, 0, 0, 0);
+        return rows.map((row) => ({ seq: row.seq, id: ids.get(row.seq) ?? '', token: row.token }));
       });
     },
     complete(jobs) {
       transaction(db, () => {
         const now = Date.now();
+        let runMs = 0;
         for (const job of jobs) {
-          const row = lock.get(job.id, TENANT) as { seq: number; status: string; lease_token: string; lease_expires_at: number; epoch: number } | undefined;
+          const row = lock.get(job.id, TENANT) as { seq: number; status: string; lease_token: string; lease_expires_at: number; run_after: number } | undefined;
           if (row === undefined || row.status !== 'running' || row.lease_token !== job.token || row.lease_expires_at <= now) throw new Error('stale lease');
+          const lease = leaseEnd.get({ seq: row.seq, token: job.token, now, live: 1 }) as
+            | { epoch: number; attempt: number; worker_id: string; started_at: number; cancel_requested: number; effect_started_at: number | null }
+            | undefined;
+          if (lease === undefined) throw new Error('the guarded lease end matched nothing');
+          const bindings = { seq: row.seq, epoch: lease.epoch, attempt: lease.attempt, workerId: lease.worker_id, startedAt: lease.started_at, now };
           expectOne(
             end.run({
-              seq: row.seq,
+              ...bindings,
               token: job.token,
-              now,
-              live: 1,
               status: 'succeeded',
               outcome: 'succeeded',
-              runAfter: null,
+              runAfter: row.run_after,
+              cancelRequested: lease.cancel_requested,
+              effectStartedAt: lease.effect_started_at,
               code: null,
               message: null,
               errorClass: null,
             }).changes,
-            'jobEndLease',
+            'jobEnd',
           );
-          attemptEnd.run(now, 'succeeded', null, row.seq, row.epoch);
+          attempt.run({ ...bindings, outcome: 'succeeded', attemptCode: null });
+          runMs += now - lease.started_at;
+        }
+        if (jobs.length > 0) {
+          count.run(TENANT, KIND, 'running', -jobs.length, -jobs.length, 0, 0, 0, 0, 0);
+          count.run(TENANT, KIND, 'succeeded', jobs.length, jobs.length, 0, jobs.length, runMs, jobs.length, 0);
+          tenantCount.run(TENANT, 0, jobs.length, runMs, 0);
         }
       });
     },

@@ -15,6 +15,8 @@ import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import Database from 'better-sqlite3';
 import { openStore } from '../src/cli/open-store.js';
+import { CounterMoves } from '../src/store/sqlite/counter-moves.js';
+import { prepareStatements } from '../src/store/sqlite/database.js';
 import { RetentionStatements } from '../src/store/sqlite/retention.js';
 import { freshDatabase } from './fresh-db.js';
 
@@ -77,6 +79,7 @@ function sqliteBatches(path: string, batch: number): Record<string, unknown> {
   const db = new Database(path);
   db.pragma('synchronous = FULL');
   const statements = new RetentionStatements(db);
+  const moves = new CounterMoves(prepareStatements(db));
   const work: number[] = [];
   const commit: number[] = [];
   const vacuum: number[] = [];
@@ -84,7 +87,8 @@ function sqliteBatches(path: string, batch: number): Record<string, unknown> {
     for (;;) {
       const t0 = performance.now();
       db.exec('BEGIN IMMEDIATE');
-      const deleted = statements.purge({ status: 'succeeded', olderThanMs: 0, kindRetention: false, limit: batch }, Date.now());
+      const deleted = statements.purge({ status: 'succeeded', olderThanMs: 0, kindRetention: false, limit: batch }, Date.now(), moves);
+      moves.apply();
       const t1 = performance.now();
       db.exec('COMMIT');
       const t2 = performance.now();

@@ -206,10 +206,12 @@ try {
     const { SQL, jobLeaseKindsSql, withLeaseMax } = await import('../src/store/sqlite/queries.js');
     for (const [name, sql] of Object.entries({
       jobInsert: SQL.jobInsert,
+      readyInsert: SQL.readyInsert,
       jobLeaseKinds: withLeaseMax(jobLeaseKindsSql(1), 16),
-      jobEndLease: SQL.jobEndLease,
+      readyDeleteMany: SQL.readyDeleteMany,
+      leaseEnd: SQL.leaseEnd,
+      jobEnd: SQL.jobEnd,
       attemptInsert: SQL.attemptInsert,
-      attemptEnd: SQL.attemptEnd,
     })) {
       const written = probe.indexesWritten(sql);
       console.log(`  ${name.padEnd(16)} ${written.length}: ${written.join(', ')}`);

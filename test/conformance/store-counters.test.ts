@@ -4,8 +4,9 @@
  * kinds, leases with and without a kinds filter, completions with results,
  * retried and dead failures, progress, checkpoints, cancels, requeues,
  * reconciles of unknown jobs and lease expiries, with children of earlier jobs
- * and keyed jobs among them (waiting, released, failed with dependency_failed).
- * Counts per status, the wait,
+ * and keyed jobs among them (waiting, released, failed with dependency_failed),
+ * results over the kind's limit, queued jobs that pass their deadline, and
+ * retention deleting finished jobs with their attempts. Counts per status, the wait,
  * run, completion and attempt-run means, and lease expirations.
  */
 
@@ -29,7 +30,10 @@ type Step =
   | { readonly op: 'cancel'; readonly pick: number }
   | { readonly op: 'requeue'; readonly pick: number }
   | { readonly op: 'reconcile'; readonly pick: number; readonly outcome: 'succeeded' | 'dead' | 'requeue' }
-  | { readonly op: 'expire' };
+  | { readonly op: 'expire' }
+  | { readonly op: 'tooLarge'; readonly pick: number }
+  | { readonly op: 'deadline'; readonly kind: (typeof KINDS)[number] }
+  | { readonly op: 'purge'; readonly status: 'succeeded' | 'cancelled' | 'dead'; readonly limit: number };
 
 const step: fc.Arbitrary<Step> = fc.oneof(
   fc.record({
@@ -49,6 +53,13 @@ const step: fc.Arbitrary<Step> = fc.oneof(
   fc.record({ op: fc.constant('requeue' as const), pick: fc.nat() }),
   fc.record({ op: fc.constant('reconcile' as const), pick: fc.nat(), outcome: fc.constantFrom('succeeded' as const, 'dead' as const, 'requeue' as const) }),
   fc.constant({ op: 'expire' as const }),
+  fc.record({ op: fc.constant('tooLarge' as const), pick: fc.nat() }),
+  fc.record({ op: fc.constant('deadline' as const), kind: fc.constantFrom(...KINDS) }),
+  fc.record({
+    op: fc.constant('purge' as const),
+    status: fc.constantFrom('succeeded' as const, 'cancelled' as const, 'dead' as const),
+    limit: fc.integer({ min: 1, max: 3 }),
+  }),
 );
 
 async function allJobs(store: Store): Promise<JobListItem[]> {
@@ -190,6 +201,31 @@ describe.each(backends)('store conformance ($label): counters', (factory) => {
               if (id !== undefined) await store.jobReconcile({ scope: { tenant: TENANT }, id, outcome: s.outcome });
               break;
             }
+            case 'tooLarge': {
+              // A result over the kind's limit: dead with result_too_large, no result stored.
+              const lease = pickLease(s.pick);
+              if (lease !== undefined)
+                await store.jobComplete({
+                  tenant: TENANT,
+                  id: lease.id,
+                  token: lease.token,
+                  result: { contentType: 'text/plain', body: Buffer.alloc(8, 120) },
+                  maxResultBytes: 4,
+                });
+              break;
+            }
+            case 'deadline': {
+              // A queued job whose deadline passes before any lease: the reaper ends it dead.
+              const job = await store.jobEnqueue(enqueueParams(`h${run}-${enqueued++}`, { kind: s.kind, deadlineMs: 1 }));
+              if (job.kind === 'created') ids.push(job.job.id);
+              await waitUntilStoreTimePasses(store, (await store.now()) + 2);
+              await store.jobReapExpired();
+              break;
+            }
+            case 'purge':
+              // Retention deletes finished jobs with their attempts and results: they leave the counters.
+              await store.jobPurge({ status: s.status, olderThanMs: 0, kindRetention: false, tenant: TENANT, limit: s.limit });
+              break;
             case 'expire': {
               // Short leases (1 ms) run out; the reaper ends them (queued, dead, or unknown after an effect).
               await waitUntilStoreTimePasses(store, (await store.now()) + 2);

@@ -119,21 +119,37 @@ export function inspectDatabase(path: string): DatabaseState {
   try {
     const jobIds = new Set((db.prepare('SELECT id FROM jobs').all() as { id: string }[]).map((r) => r.id));
     const byStatus: Record<string, number> = {};
-    for (const row of db.prepare('SELECT status, count(*) AS n FROM jobs GROUP BY status').all() as { status: string; n: number }[]) {
+    // A running job's row says 'queued' while its lease row exists (SQLite migration 14).
+    const statuses = `SELECT CASE WHEN l.seq IS NULL THEN j.status ELSE 'running' END AS status, count(*) AS n
+      FROM jobs j LEFT JOIN job_leases l ON l.seq = j.seq GROUP BY 1`;
+    for (const row of db.prepare(statuses).all() as { status: string; n: number }[]) {
       byStatus[row.status] = row.n;
     }
     const checks: readonly [string, string][] = [
       [
-        'jobs whose attempt rows do not number their epoch',
+        'jobs whose ended attempt rows do not number their epoch',
         'SELECT count(*) FROM jobs j WHERE j.epoch <> (SELECT count(*) FROM job_attempts a WHERE a.job_seq = j.seq)',
       ],
+      ['attempt rows not ended (a running attempt is its lease row)', 'SELECT count(*) FROM job_attempts WHERE ended_at IS NULL'],
       [
-        'running jobs without exactly one open attempt at their epoch',
-        "SELECT count(*) FROM jobs j WHERE j.status = 'running' AND (SELECT count(*) FROM job_attempts a WHERE a.job_seq = j.seq AND a.ended_at IS NULL AND a.epoch = j.epoch) <> 1",
+        "lease rows that are not the attempt after their job row's last",
+        'SELECT count(*) FROM job_leases l JOIN jobs j ON j.seq = l.seq WHERE l.epoch <> j.epoch + 1',
       ],
       [
-        'open attempts of jobs that are not running',
-        "SELECT count(*) FROM job_attempts a JOIN jobs j ON j.seq = a.job_seq WHERE a.ended_at IS NULL AND j.status <> 'running'",
+        'queued jobs with no ready row and no lease, or both',
+        `SELECT count(*) FROM jobs j WHERE j.status = 'queued'
+           AND EXISTS (SELECT 1 FROM job_ready r WHERE r.tenant = j.tenant AND r.kind = j.kind AND r.seq = j.seq)
+             = EXISTS (SELECT 1 FROM job_leases l WHERE l.seq = j.seq)`,
+      ],
+      [
+        'ready or lease rows of jobs that are not queued',
+        `SELECT (SELECT count(*) FROM job_ready r JOIN jobs j ON j.seq = r.seq WHERE j.status <> 'queued')
+              + (SELECT count(*) FROM job_leases l JOIN jobs j ON j.seq = l.seq WHERE j.status <> 'queued')`,
+      ],
+      [
+        'ready rows that disagree with their job row',
+        `SELECT count(*) FROM job_ready r JOIN jobs j ON j.seq = r.seq WHERE r.tenant <> j.tenant OR r.kind <> j.kind OR r.priority <> j.priority
+           OR r.run_after <> j.run_after OR r.deadline_at IS NOT j.deadline_at OR r.attempts <> j.attempts OR r.epoch <> j.epoch`,
       ],
       ['results of jobs that did not succeed', "SELECT count(*) FROM job_results r JOIN jobs j ON j.seq = r.job_seq WHERE j.status <> 'succeeded'"],
       [

@@ -69,7 +69,7 @@ describe('dedupe and unique key cost (sqlite)', () => {
       await seed(store);
       const scope = { tenant: TENANT, owner: OWNER, kind: 'k', key: 'hot' };
       expect(sqlitePlan(db, SQL.jobDedupeHolder, scope)).toMatch(
-        /SEARCH jobs USING INDEX jobs_dedupe_key \(tenant=\? AND owner=\? AND kind=\? AND dedupe_key=\?\)/,
+        /SEARCH j USING INDEX jobs_dedupe_key \(tenant=\? AND owner=\? AND kind=\? AND dedupe_key=\?\)/,
       );
       expect(sqlitePlan(db, SQL.jobUniqueHolder, scope)).toMatch(
         /SEARCH jobs USING INDEX jobs_unique_key \(tenant=\? AND owner=\? AND kind=\? AND unique_key=\?\)/,

@@ -16,7 +16,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as Q from '../../src/store/postgres/queries.js';
 import type { PostgresStore } from '../../src/store/postgres/postgres-store.js';
-import { jobLeaseKindsSql, SQL } from '../../src/store/sqlite/queries.js';
+import { jobLeaseKindsSql, SQL, withLeaseMax } from '../../src/store/sqlite/queries.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import type { EnqueueParams, Store } from '../../src/store/store.js';
 import { kindParams } from '../support/kind-records.js';
@@ -77,7 +77,8 @@ describe('lease cost beside a paused kind\u2019s backlog (sqlite)', () => {
       db.function('lh_token', () => 'x');
       expect(plan(db, SQL.kindFlowState, { tenant: TENANT })).toMatch(/SEARCH k USING (COVERING )?INDEX kinds_flow \(tenant=\?/);
       const queued = plan(db, SQL.jobQueuedKinds, { tenant: TENANT, limit: 1_000 });
-      expect(queued).not.toMatch(/SCAN jobs/);
+      expect(queued).toMatch(/SEARCH job_ready USING PRIMARY KEY \(tenant=\? AND kind>\?\)/);
+      expect(queued).not.toMatch(/SCAN (jobs|job_ready)\b/);
       const capped = plan(db, jobLeaseKindsSql(2, true), {
         tenant: TENANT,
         workerId: 'w',
@@ -89,10 +90,12 @@ describe('lease cost beside a paused kind\u2019s backlog (sqlite)', () => {
         k1: 'c',
         m1: 10,
       });
-      expect(capped.split('\n').filter((d) => /SEARCH jobs USING INDEX jobs_available_by_kind \(tenant=\? AND kind=\?/.test(d))).toHaveLength(2);
-      expect(capped).not.toMatch(/SCAN jobs|jobs_available \(/);
+      expect(capped.split('\n').filter((d) => /SEARCH job_ready USING PRIMARY KEY \(tenant=\? AND kind=\?\)/.test(d))).toHaveLength(2);
+      expect(capped).not.toMatch(/SCAN (jobs|job_ready)\b|SEARCH jobs/);
       // The unrestricted statements' guard is a probe of kinds_flow.
-      expect(plan(db, SQL.jobLeaseAnyKind, { tenant: TENANT, workerId: 'w', leaseMs: 1_000, max: 10, now: Date.now() })).toMatch(/kinds_flow/);
+      expect(plan(db, withLeaseMax(jobLeaseKindsSql(1), 10), { tenant: TENANT, workerId: 'w', leaseMs: 1_000, now: Date.now(), k0: 'a' })).toMatch(
+        /kinds_flow/,
+      );
     } finally {
       db.close();
     }

@@ -17,7 +17,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as Q from '../../src/store/postgres/queries.js';
 import type { PostgresStore } from '../../src/store/postgres/postgres-store.js';
-import { SQL } from '../../src/store/sqlite/queries.js';
+import { jobLeaseKindsSql, SQL, withLeaseMax } from '../../src/store/sqlite/queries.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import type { EnqueueParams, Store } from '../../src/store/store.js';
 import { jobRowsRead as readJobRows, storeInNewSchema } from '../support/pg-plan.js';
@@ -81,13 +81,15 @@ describe('lease cost beside waiting keyed jobs and children (sqlite)', () => {
     return (db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(bindings) as { detail: string }[]).map((row) => row.detail).join('\n');
   }
 
-  it('walks jobs_available for the lease, and probes a key through its partial indexes', () => {
+  it('walks job_ready for the lease (waiting jobs have no ready row), and probes a key through its partial indexes', () => {
     const db = new Database(path, { readonly: true });
     try {
       db.function('lh_token', () => 'x');
-      const lease = plan(db, SQL.jobLeaseAnyKind, { tenant: TENANT, workerId: 'w', leaseMs: 1_000, max: 10, now: Date.now() });
-      expect(lease).toMatch(/jobs_available \(tenant=\?/);
-      expect(lease).not.toMatch(/SCAN jobs/);
+      const lease = plan(db, withLeaseMax(jobLeaseKindsSql(2), 10), { tenant: TENANT, workerId: 'w', leaseMs: 1_000, now: Date.now(), k0: 'k', k1: 'free' });
+      expect(lease).toMatch(/SEARCH job_ready USING PRIMARY KEY \(tenant=\? AND kind=\?\)/);
+      expect(lease).not.toMatch(/SCAN (jobs|job_ready)\b|SEARCH jobs/);
+      // Only the free jobs are ready: the waiting ones are in no table a lease reads.
+      expect((db.prepare(`SELECT count(*) AS n FROM job_ready WHERE tenant = ?`).get(TENANT) as { n: number }).n).toBe(FREE);
       const facts = plan(db, SQL.jobKeyFacts, { tenant: TENANT, kind: 'k', key: 'hot', seq: 1 });
       expect(facts).toMatch(/jobs_key_turn \(tenant=\? AND kind=\? AND concurrency_key=\? AND seq<\?\)/);
       expect(facts).toMatch(/jobs_key_active \(tenant=\? AND kind=\? AND concurrency_key=\?\)/);

@@ -1,6 +1,8 @@
 /**
  * A lease with a kinds filter reads each named kind's available jobs, never
- * another kind's backlog: the query plans on both backends, and on
+ * another kind's backlog: the query plans on both backends (on SQLite the
+ * lease statement walks job_ready's primary key once per named kind, at most
+ * max rows each, and the steps after it reach each taken job by its key), and on
  * PostgreSQL the rows each plan node actually read (EXPLAIN ANALYZE) beside
  * 20,000 queued jobs of another kind and 500 of the named kind itself.
  */
@@ -13,10 +15,11 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as Q from '../../src/store/postgres/queries.js';
 import type { PostgresStore } from '../../src/store/postgres/postgres-store.js';
-import { jobLeaseKindsSql, SQL } from '../../src/store/sqlite/queries.js';
+import { jobLeaseKindsSql, SQL, withLeaseMax } from '../../src/store/sqlite/queries.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import type { EnqueueParams, Store } from '../../src/store/store.js';
 import { planNodes, type PlanNode, storeInNewSchema } from '../support/pg-plan.js';
+import { sqlitePlan } from '../support/sqlite-plan.js';
 
 const BACKLOG = 20_000;
 const TENANT = 't1';
@@ -63,20 +66,40 @@ describe('lease cost with another kind backlogged (sqlite)', () => {
   });
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-  it('walks jobs_available_by_kind once per named kind, and never scans the table', () => {
+  it('walks job_ready once per named kind, never scans a table, and reaches each taken job by its key', () => {
     const db = new Database(path, { readonly: true });
     try {
       db.function('lh_token', () => 'x');
-      const bindings = { tenant: TENANT, workerId: 'w', leaseMs: 1_000, max: 10, now: Date.now(), k0: 'a', k1: 'c' };
-      const plan = (db.prepare(`EXPLAIN QUERY PLAN ${jobLeaseKindsSql(2)}`).all(bindings) as { detail: string }[]).map((row) => row.detail);
-      const walks = plan.filter((detail) => /SEARCH jobs USING INDEX jobs_available_by_kind \(tenant=\? AND kind=\?/.test(detail));
+      const bindings = { tenant: TENANT, workerId: 'w', leaseMs: 1_000, now: Date.now(), k0: 'a', k1: 'c' };
+      const plan = (db.prepare(`EXPLAIN QUERY PLAN ${withLeaseMax(jobLeaseKindsSql(2), 10)}`).all(bindings) as { detail: string }[]).map((row) => row.detail);
+      const walks = plan.filter((detail) => /SEARCH job_ready USING PRIMARY KEY \(tenant=\? AND kind=\?\)/.test(detail));
       expect(walks, plan.join('\n')).toHaveLength(2);
-      expect(plan.join('\n')).not.toMatch(/SCAN jobs|jobs_available \(/);
-      // Without a filter the tenant's index, as before.
-      const any = (db.prepare(`EXPLAIN QUERY PLAN ${SQL.jobLeaseAnyKind}`).all(bindings) as { detail: string }[]).map((row) => row.detail).join('\n');
-      expect(any).toMatch(/jobs_available \(tenant=\?/);
+      expect(plan.join('\n')).not.toMatch(/SCAN (jobs|job_ready)\b|SEARCH jobs/);
+      // The batch's next steps: its ready rows by their whole key, its jobs by row id (one statement each).
+      const unready = sqlitePlan(db, SQL.readyDeleteMany, { tenant: TENANT, rows: '[]' });
+      expect(unready).toMatch(/SEARCH job_ready USING PRIMARY KEY \(tenant=\? AND kind=\? AND priority=\? AND run_after=\? AND seq=\?\)/);
+      expect(sqlitePlan(db, SQL.jobLeasedMany, { seqs: '[]' })).toMatch(/SEARCH jobs USING INTEGER PRIMARY KEY \(rowid=\?\)/);
+      // Without a filter the tenant's queued kinds first: a skip scan, one probe per kind.
+      const kinds = sqlitePlan(db, SQL.jobQueuedKinds, { tenant: TENANT, limit: 65 });
+      expect(kinds).toMatch(/SEARCH job_ready USING PRIMARY KEY \(tenant=\? AND kind>\?\)/);
+      expect(kinds).not.toMatch(/SCAN job_ready/);
     } finally {
       db.close();
+    }
+  });
+
+  it('leases without a kinds filter across the queued kinds, in lease order', async () => {
+    const store = await SqliteStore.open({ path: `${path}` });
+    try {
+      // The b backlog was enqueued first: the oldest of every kind.
+      const leased = await store.jobLease({ tenant: TENANT, workerId: 'w', leaseMs: 60_000, max: 3 });
+      expect(leased.map((j) => [j.kind, j.payload])).toEqual([
+        ['b', { i: 0 }],
+        ['b', { i: 1 }],
+        ['b', { i: 2 }],
+      ]);
+    } finally {
+      await store.close();
     }
   });
 

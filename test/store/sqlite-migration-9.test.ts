@@ -62,7 +62,21 @@ describe('SQLite migration 9 (dependencies_and_keys) on a version-8 database', (
         added.push('index jobs_dedupe_key', 'index jobs_unique_key');
         // Migration 12, which the store applies after 9, drops the insert trigger: enqueue counts its new jobs itself.
         const dropped = ['trigger job_counters_insert'];
-        expect(after.filter((name) => !name.startsWith('index sqlite_autoindex_job_dependencies'))).toEqual(
+        // Migration 14 (sqlite-storage-migration.test.ts): the ready and lease tables, no counter triggers, no queued indexes on jobs.
+        added.push('table job_ready', 'table job_leases', 'index job_ready_deadline', 'index job_leases_expiry', 'index jobs_by_status_ended');
+        dropped.push(
+          ...['job_counters_update', 'job_counters_delete', 'attempt_counters_end', 'attempt_counters_delete'].map((t) => `trigger ${t}`),
+          ...[
+            'jobs_available',
+            'jobs_available_by_kind',
+            'jobs_queued_by_run_after',
+            'jobs_delayed',
+            'jobs_lease_expiry',
+            'jobs_queued_deadline',
+            'jobs_by_status',
+          ].map((i) => `index ${i}`),
+        );
+        expect(after.filter((name) => !/^index sqlite_autoindex_job_(dependencies|ready)/.test(name))).toEqual(
           [...before, ...added].filter((name) => !dropped.includes(name)).sort(),
         );
         expect(db.prepare('SELECT * FROM job_counters ORDER BY tenant, kind, status').all()).toEqual(countersBefore);
@@ -76,7 +90,7 @@ describe('SQLite migration 9 (dependencies_and_keys) on a version-8 database', (
       expect(await store.jobGet({ scope, id: '00000000-0000-7000-8000-000000000002' })).toMatchObject({ status: 'succeeded', dependsOn: [], children: [] });
       expect((await store.jobAttempts({ scope, id: '00000000-0000-7000-8000-000000000002' }))?.length).toBe(1);
       expect((await store.stats(scope)).counts).toMatchObject({ queued: 1, succeeded: 1, waiting: 0 });
-      // The result trigger still guards job_results; the counter triggers still count.
+      // The result trigger still guards job_results; the counters still count.
       const [lease] = await store.jobLease({ tenant: 't', workerId: 'w', leaseMs: 60_000, max: 1 });
       if (lease === undefined) throw new Error('the migrated queued job was not leased');
       const parent = lease.id;

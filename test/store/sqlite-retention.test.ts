@@ -1,6 +1,6 @@
 /**
  * SQLite-specific parts of retention and due times that the conformance suite
- * cannot see: the query plans (jobNextDue seeks jobs_delayed per kind, the
+ * cannot see: the query plans (jobNextDue seeks each (kind, priority) group of job_ready, the
  * purge walks jobs_finished; neither scans the table or sorts), a new
  * database's auto_vacuum=INCREMENTAL, and purge batches giving freed pages
  * back to the file system; a database created without auto_vacuum keeps its
@@ -76,8 +76,14 @@ describe('sqlite retention', () => {
         kind: null,
         limit: 5,
       });
-      expect(kinds).toMatch(/SEARCH j USING INDEX jobs_delayed \(tenant=\? AND kind=\?\)/);
-      expect(anyKind).toMatch(/jobs_delayed \(tenant=\? AND kind>\?\)/);
+      // Each (kind, priority) group of job_ready: its highest priority, the next lower one, its first row (READY_GROUPS).
+      for (const detail of [kinds, anyKind]) {
+        expect(detail).toMatch(/SEARCH job_ready USING PRIMARY KEY \(tenant=\? AND kind=\?\)/);
+        expect(detail).toMatch(/SEARCH job_ready USING PRIMARY KEY \(tenant=\? AND kind=\? AND priority<\?\)/);
+        expect(detail).toMatch(/SEARCH r USING PRIMARY KEY \(tenant=\? AND kind=\? AND priority=\?\)/);
+        expect(detail).not.toMatch(/SCAN job_ready|SCAN r\b|jobs/);
+      }
+      expect(anyKind).toMatch(/SEARCH job_ready USING PRIMARY KEY \(tenant=\? AND kind>\?\)/);
       expect(purge).toMatch(/SEARCH j USING INDEX jobs_finished \(status=\? AND finished_at<\?\)/);
       for (const detail of [kinds, anyKind, purge]) {
         expect(detail).not.toMatch(/SCAN (j|jobs)\b/);

@@ -375,7 +375,7 @@ describe("noticing another connection's commits", () => {
 });
 
 describe('query plans', () => {
-  it('pages through jobs by walking an index in seq order, never sorting the tenant', () => {
+  it('pages through jobs by walking an index in seq order, never sorting the tenant (but its queued jobs)', () => {
     const db = new Database(join(dir, 'jobs.db'), { readonly: true });
     try {
       const plan = (sql: string, bindings: Record<string, unknown>): string =>
@@ -383,11 +383,19 @@ describe('query plans', () => {
       const base = { tenant: 't1', kind: null, cursor: 100, limit: 10 };
       const plans = {
         byStatus: plan(SQL.jobListByStatus, { ...base, status: 'dead', owner: null }),
+        running: plan(SQL.jobListRunning, { ...base, owner: null }),
         byOwner: plan(SQL.jobListByOwner, { ...base, owner: 'u1' }),
         byTenant: plan(SQL.jobListByTenant, base),
       };
       for (const detail of Object.values(plans)) expect(detail).not.toMatch(/TEMP B-TREE/);
-      expect(plans.byStatus).toMatch(/jobs_by_status \(tenant=\? AND status=\? AND seq<\?\)/);
+      // Ended and waiting jobs by the one listing index that changes only at a job's end (migration 14).
+      expect(plans.byStatus).toMatch(/jobs_by_status_ended \(tenant=\? AND status=\? AND seq<\?\)/);
+      // Running jobs from the lease table in seq order (its row id).
+      expect(plans.running).toMatch(/SEARCH l USING INTEGER PRIMARY KEY \(rowid<\?\)/);
+      // Queued jobs from the ready table: the tenant's ready rows (or one kind's) sorted by seq; never the jobs table.
+      const queued = plan(SQL.jobListQueued, { ...base, owner: null });
+      expect(queued).toMatch(/SEARCH q USING PRIMARY KEY \(tenant=\?\)/);
+      expect(queued).not.toMatch(/SCAN/);
       expect(plans.byOwner).toMatch(/jobs_by_owner \(tenant=\? AND owner=\? AND seq<\?\)/);
       // The tenant index, not the whole table: an admin listing reads only its own tenant's rows.
       expect(plans.byTenant).toMatch(/jobs_by_tenant \(tenant=\? AND seq<\?\)/);

@@ -1,11 +1,11 @@
 /**
  * The counter rows of migration 5 for the SQLite backend: per (tenant, kind,
  * status) the jobs and the terms of GET /stats' means, per tenant the ended
- * attempts' run time, each kept by triggers so that a write from any code
- * path moves them. migrations.ts applies them; postgres/counter-triggers.ts
- * is PostgreSQL's (statement triggers, sharded rows). Since migration 12 the
- * insert trigger is gone: only enqueue inserts jobs, and it counts a
- * transaction's new jobs once before COMMIT (new-job-counts.ts).
+ * attempts' run time, kept by triggers from migration 5 to 13 (migrations 5
+ * and 9 create them, so their text stays here). postgres/counter-triggers.ts
+ * is PostgreSQL's. Migration 12 dropped the insert trigger and migration 14
+ * the others: every write moves the counter rows in code, once per commit
+ * (counter-moves.ts, whose terms are JOB_TERMS' expressions in code).
  */
 
 /**

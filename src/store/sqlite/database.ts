@@ -36,8 +36,8 @@ export function openDatabase(options: DatabaseOptions): Db {
       db.pragma('synchronous = FULL');
     }
     db.pragma('foreign_keys = ON');
-    // Statement journals in memory: a statement with a trigger (the counters of migration 5) opens one, and
-    // in a file it costs a dozen page writes per insert. They hold only the pages one statement touches.
+    // Statement journals in memory: a statement with a trigger (the result guard of migration 1) or one that
+    // changes several rows opens one, and in a file it costs a dozen page writes. They hold only the pages one statement touches.
     db.pragma('temp_store = MEMORY');
     db.function('lh_token', { deterministic: false }, () => newLeaseToken());
     if (!options.readonly) migrate(db, options.clock);

@@ -18,8 +18,10 @@ import { decideParentEnd, decideRelease, decideStart, holdsKeyTurn, type KeyFact
 import type { JobStatus } from '../../core/states.js';
 import { DEPENDENCY_FAILED, lastErrorColumns } from '../lease-endings.js';
 import type { Availability } from '../store.js';
+import type { CounterMoves } from './counter-moves.js';
 import { expectOne } from './locked-rows.js';
 import type { Statements } from './queries.js';
+import { countedJob } from './rows.js';
 
 /** A job as the flow statements return it. */
 export interface FlowRow {
@@ -30,6 +32,39 @@ export interface FlowRow {
   readonly pending_parents: number;
   readonly concurrency_key: string | null;
   readonly has_children: number;
+  readonly created_at: number;
+  readonly started_at: number | null;
+  readonly finished_at: number | null;
+}
+
+/** A released job's row (SQL.jobRelease), with what its ready row holds. */
+interface ReleasedRow {
+  readonly seq: number;
+  readonly tenant: string;
+  readonly kind: string;
+  readonly priority: number;
+  readonly run_after: number;
+  readonly deadline_at: number | null;
+  readonly attempts: number;
+  readonly epoch: number;
+  readonly created_at: number;
+  readonly started_at: number | null;
+  readonly finished_at: number | null;
+}
+
+/** A job that became queued (a release, a requeue): its ready row, and its counter move from `from`. */
+export function becameQueued(st: Statements, moves: CounterMoves, row: ReleasedRow, from: FlowRow['status'], fromFinishedAt: number | null): void {
+  st.readyInsert.run({
+    tenant: row.tenant,
+    kind: row.kind,
+    priority: row.priority,
+    runAfter: row.run_after,
+    seq: row.seq,
+    deadlineAt: row.deadline_at,
+    attempts: row.attempts,
+    epoch: row.epoch,
+  });
+  moves.moved(countedJob({ ...row, finished_at: fromFinishedAt }, from), countedJob(row, 'queued'));
 }
 
 /** What a job's end needs to know about it, with the status it has just reached. */
@@ -74,21 +109,23 @@ export function restartDecision(
   return { decision: decision.kind === 'waiting' ? decision : { kind: 'queued' }, pendingParents };
 }
 
-function tryRelease(st: Statements, job: FlowRow, now: number, effects: FlowEffects): void {
+function tryRelease(st: Statements, moves: CounterMoves, job: FlowRow, now: number, effects: FlowEffects): void {
   const key = keyFacts(st, { tenant: job.tenant, kind: job.kind, key: job.concurrency_key, seq: job.seq });
   if (decideRelease({ status: job.status, pendingParents: job.pending_parents, key }).kind !== 'release') return;
-  expectOne(st.jobRelease.run({ seq: job.seq, now }).changes);
+  const released = st.jobRelease.all({ seq: job.seq, now }) as ReleasedRow[];
+  expectOne(released.length);
+  for (const row of released) becameQueued(st, moves, row, 'waiting', row.finished_at);
   effects.available.push({ tenant: job.tenant, kind: job.kind });
 }
 
 /** After `ended` reached their statuses in this transaction: their children and their keys' next jobs move. */
-export function settleEnded(st: Statements, ended: readonly EndedJob[], now: number, effects: FlowEffects): void {
+export function settleEnded(st: Statements, moves: CounterMoves, ended: readonly EndedJob[], now: number, effects: FlowEffects): void {
   const work = ended.filter((job) => job.has_children === 1 || job.concurrency_key !== null);
   for (let job = work.pop(); job !== undefined; job = work.pop()) {
     if (job.has_children === 1) {
       const effect = decideParentEnd(job.status);
       if (effect.kind === 'satisfied') {
-        for (const child of st.jobDependencySatisfy.all({ parent: job.seq }) as FlowRow[]) tryRelease(st, child, now, effects);
+        for (const child of st.jobDependencySatisfy.all({ parent: job.seq }) as FlowRow[]) tryRelease(st, moves, child, now, effects);
       } else if (effect.kind === 'failed') {
         const failed = st.jobDependencyFail.all({
           parent: job.seq,
@@ -97,12 +134,13 @@ export function settleEnded(st: Statements, ended: readonly EndedJob[], now: num
           ...lastErrorColumns(DEPENDENCY_FAILED),
         }) as FlowRow[];
         if (failed.length > 0) effects.cascaded = true;
+        for (const child of failed) moves.moved(countedJob({ ...child, finished_at: null }, 'waiting'), countedJob(child, child.status));
         work.push(...failed);
       }
     }
     if (job.concurrency_key !== null && !holdsKeyTurn(job.status)) {
       const head = st.jobKeyHead.get({ tenant: job.tenant, kind: job.kind, key: job.concurrency_key }) as FlowRow | undefined;
-      if (head !== undefined) tryRelease(st, head, now, effects);
+      if (head !== undefined) tryRelease(st, moves, head, now, effects);
     }
   }
 }

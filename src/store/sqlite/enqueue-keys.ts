@@ -12,12 +12,16 @@
 import { decideDedupe, decideUnique, dedupeUntilOf } from '../../core/dedupe.js';
 import type { JobStatus } from '../../core/states.js';
 import type { EnqueueOutcome, EnqueueParams } from '../store.js';
+import type { CounterMoves } from './counter-moves.js';
 import { expectOne, reloadJobById } from './locked-rows.js';
 import type { Statements } from './queries.js';
 
 interface DedupeHolderRow {
   readonly seq: number;
   readonly id: string;
+  readonly tenant: string;
+  readonly kind: string;
+  readonly priority: number;
   readonly status: JobStatus;
   readonly epoch: number;
   readonly created_at: number;
@@ -48,11 +52,18 @@ export function keyColumns(params: EnqueueParams, now: number): KeyColumns {
   };
 }
 
+function moveReadyRow(st: Statements, holder: DedupeHolderRow, runAfter: number): void {
+  const key = { tenant: holder.tenant, kind: holder.kind, priority: holder.priority, seq: holder.seq };
+  const ready = st.readyDelete.get({ ...key, runAfter: holder.run_after }) as { deadline_at: number | null; attempts: number; epoch: number } | undefined;
+  if (ready === undefined) throw new Error('a queued dedupe holder has no ready row');
+  st.readyInsert.run({ ...key, runAfter, deadlineAt: ready.deadline_at, attempts: ready.attempts, epoch: ready.epoch });
+}
+
 /**
  * The answer the keys give the request (deduplicated into the dedupe key's holder, or duplicate of the unique
  * key's holder), or null when it creates a job: then the keys are free for that job to take.
  */
-export function resolveEnqueueKeys(st: Statements, params: EnqueueParams, payload: string, now: number): EnqueueOutcome | null {
+export function resolveEnqueueKeys(st: Statements, moves: CounterMoves, params: EnqueueParams, payload: string, now: number): EnqueueOutcome | null {
   const scope = { tenant: params.tenant, owner: params.owner, kind: params.kind };
   // The guarded writes that free the keys for the new job, applied once neither key answered.
   const releases: (() => void)[] = [];
@@ -68,7 +79,7 @@ export function resolveEnqueueKeys(st: Statements, params: EnqueueParams, payloa
       if (decision.kind === 'merge') {
         // drop changes nothing: the holder is answered as it is.
         if (decision.replacePayload || decision.runAfter !== holder.run_after || decision.dedupeUntil !== holder.dedupe_until) {
-          const merged = st.jobDedupeMerge.run({
+          const merged = st.jobDedupeMerge.all({
             seq: holder.seq,
             key,
             replace: decision.replacePayload ? 1 : 0,
@@ -77,11 +88,14 @@ export function resolveEnqueueKeys(st: Statements, params: EnqueueParams, payloa
             runAfter: decision.runAfter,
             dedupeUntil: decision.dedupeUntil,
             now,
-          });
-          expectOne(merged.changes);
+          }) as { status: JobStatus; run_after: number }[];
+          expectOne(merged.length);
+          // A queued holder's ready row moves with its run_after (it is part of the row's key).
+          const after = merged[0];
+          if (after !== undefined && after.status === 'queued' && after.run_after !== holder.run_after) moveReadyRow(st, holder, after.run_after);
           // The payload counts toward the tenant's storage like any payload (tenant_counters.storage_bytes).
           const delta = decision.replacePayload ? params.payloadBytes - holder.payload_bytes : 0;
-          if (delta !== 0) st.counterAddStorage.run(params.tenant, delta);
+          if (delta !== 0) moves.storage(params.tenant, delta);
         }
         return { kind: 'deduplicated', job: reloadJobById(st, holder.id) };
       }

@@ -23,11 +23,11 @@ import { keyColumns, resolveEnqueueKeys } from './enqueue-keys.js';
 import { reloadJobById } from './locked-rows.js';
 import type { Statements } from './queries.js';
 import { lazyStatements } from './database.js';
-import { NewJobCounts } from './new-job-counts.js';
+import { CounterMoves } from './counter-moves.js';
 import type { Database as Db } from 'better-sqlite3';
 
 /** `counts` gathers what the new job adds to the counter rows; the transaction's owner applies it before COMMIT. */
-export function enqueueInTx(st: Statements, counts: NewJobCounts, params: EnqueueParams, now: number): EnqueueOutcome {
+export function enqueueInTx(st: Statements, counts: CounterMoves, params: EnqueueParams, now: number): EnqueueOutcome {
   const existing = st.jobByIdempotencyKey.get(params.tenant, params.owner, params.idempotencyKey) as { id: string; request_hash: string } | undefined;
   if (existing !== undefined) {
     if (existing.request_hash !== params.requestHash) return { kind: 'conflict', existingJobId: existing.id };
@@ -36,8 +36,9 @@ export function enqueueInTx(st: Statements, counts: NewJobCounts, params: Enqueu
   if ((params.dependsOn?.length ?? 0) > 0 || (params.concurrencyKey ?? null) !== null || hasEnqueueKeys(params)) return enqueueFlowJob(st, counts, params, now);
   const row = newJobRow(params, now);
   const { id, runAfter, deadlineAt } = row;
-  st.jobInsert.run(row);
-  counts.add(params.tenant, params.kind, 'queued', params.payloadBytes);
+  const seq = Number(st.jobInsert.run(row).lastInsertRowid);
+  readyRow(st, row, seq);
+  counts.created(params.tenant, params.kind, 'queued', params.payloadBytes, now);
   crashPoint('enqueue.before-commit');
   // Built from what was inserted rather than read back: enqueue is the hottest write.
   return { kind: 'created', job: insertedJob(id, params, { status: 'queued', runAfter, deadlineAt, now, dependsOn: [] }) };
@@ -61,6 +62,20 @@ function newJobRow(params: EnqueueParams, now: number) {
     deadlineAt: params.deadlineMs === null ? null : now + params.deadlineMs,
     now,
   };
+}
+
+/** A new queued job's ready row (migration 14): what the lease reads, in lease order. */
+function readyRow(st: Statements, row: ReturnType<typeof newJobRow>, seq: number): void {
+  st.readyInsert.run({
+    tenant: row.tenant,
+    kind: row.kind,
+    priority: row.priority,
+    runAfter: row.runAfter,
+    seq,
+    deadlineAt: row.deadlineAt,
+    attempts: 0,
+    epoch: 0,
+  });
 }
 
 function insertedJob(
@@ -106,10 +121,10 @@ function insertedJob(
 }
 
 /** A job with parents, a concurrency key, a dedupe or a unique key (the idempotency key is new). */
-function enqueueFlowJob(st: Statements, counts: NewJobCounts, params: EnqueueParams, now: number): EnqueueOutcome {
+function enqueueFlowJob(st: Statements, counts: CounterMoves, params: EnqueueParams, now: number): EnqueueOutcome {
   const row = newJobRow(params, now);
   // A request that the keys fold into an existing job, or refuse, creates nothing: its parents are not looked at.
-  const answered = hasEnqueueKeys(params) ? resolveEnqueueKeys(st, params, row.payload, now) : null;
+  const answered = hasEnqueueKeys(params) ? resolveEnqueueKeys(st, counts, params, row.payload, now) : null;
   if (answered !== null) return answered;
   const named = [...new Set(params.dependsOn ?? [])];
   const parents = (
@@ -146,7 +161,8 @@ function enqueueFlowJob(st: Statements, counts: NewJobCounts, params: EnqueuePar
     st.dependencyInsert.run({ child: inserted.seq, parents: seqs });
     st.jobParentsMark.run({ parents: seqs });
   }
-  counts.add(params.tenant, params.kind, status, params.payloadBytes);
+  if (status === 'queued') readyRow(st, row, inserted.seq);
+  counts.created(params.tenant, params.kind, status, params.payloadBytes, now);
   crashPoint('enqueue.before-commit');
   const dependsOn = [...parents].sort((a, b) => a.seq - b.seq).map((p) => p.id);
   return { kind: 'created', job: insertedJob(id, params, { status, runAfter, deadlineAt, now, dependsOn }) };
@@ -166,7 +182,7 @@ export function enqueueOnConnection(db: Db, params: EnqueueParams, now: number):
     statements = lazyStatements(db);
     onConnections.set(db, statements);
   }
-  const counts = new NewJobCounts(statements);
+  const counts = new CounterMoves(statements);
   const outcome = enqueueInTx(statements, counts, params, now);
   counts.apply();
   return outcome;

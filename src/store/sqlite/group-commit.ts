@@ -42,7 +42,7 @@ export interface GroupCommitOptions {
   /** Called after each successful commit. */
   readonly afterCommit?: () => void;
   /**
-   * What operations leave for the end of their transaction (new-job-counts.ts): applied just before COMMIT, or
+   * What operations leave for the end of their transaction (counter-moves.ts): applied just before COMMIT, or
    * before RELEASE of each operation's savepoint when the batch runs one operation at a time; discarded as each
    * transaction begins and when a savepoint rolls back, so what a rolled-back transaction left is never applied
    * and it is written exactly when the operations' rows are.

@@ -2,10 +2,13 @@
  * Ends leases inside the write transaction: completions (one or a batch, in
  * order, so a job completed twice in one batch sees its own first completion)
  * and failures. decideCompletion, decideResultSize and decideFailure decide;
- * the table in src/store/lease-endings.ts says what each ending stores; one
- * guarded statement (jobEndLease) applies it with every value bound. A job
- * with children or a concurrency key then moves those in the same
- * transaction (dependencies.ts).
+ * the table in src/store/lease-endings.ts says what each ending stores. The
+ * guarded statement leaseEnd removes the lease row under its token (live, or
+ * run out for the reaper) and answers the attempt that ended; the job's row
+ * then takes its ending with the attempt's values (jobEnd), the attempt's row
+ * is written once, a retried job gets its ready row back, and the counter
+ * rows move (counter-moves.ts). A job with children or a concurrency key then
+ * moves those in the same transaction (dependencies.ts).
  */
 
 import { crashPoint } from '../../core/fault-points.js';
@@ -14,10 +17,21 @@ import type { Random } from '../../core/random.js';
 import { decideCompletion, decideFailure, decideResultSize } from '../../core/transitions.js';
 import { failureEnding, lastErrorColumns, resultTooLargeEnding, SUCCEEDED, type LeaseEnding } from '../lease-endings.js';
 import type { CompleteOutcome, CompleteParams, FailOutcome, FailParams } from '../store.js';
+import type { CounterMoves } from './counter-moves.js';
 import { settleEnded, type FlowEffects } from './dependencies.js';
-import { endAttempt, expectOne, lockJob } from './locked-rows.js';
+import { expectOne, lockJob } from './locked-rows.js';
 import type { Statements } from './queries.js';
-import { toSnapshot, type SnapshotRow } from './rows.js';
+import { countedJob, toSnapshot, type SnapshotRow } from './rows.js';
+
+/** The attempt a lease row held (SQL.leaseEnd). */
+interface EndedLease {
+  readonly epoch: number;
+  readonly attempt: number;
+  readonly worker_id: string;
+  readonly started_at: number;
+  readonly cancel_requested: number;
+  readonly effect_started_at: number | null;
+}
 
 /**
  * Applies `ending` to a running job under `token`, then what it means for its children and its key's next job;
@@ -25,19 +39,50 @@ import { toSnapshot, type SnapshotRow } from './rows.js';
  */
 export function endLease(
   st: Statements,
+  moves: CounterMoves,
   row: SnapshotRow,
   token: string,
   ending: LeaseEnding,
   now: number,
   options: { readonly live: boolean; readonly runAfter?: number; readonly effects: FlowEffects },
 ): void {
-  const bindings = { seq: row.seq, token, now, live: options.live ? 1 : 0, status: ending.status, outcome: ending.outcome };
-  expectOne(st.jobEndLease.run({ ...bindings, runAfter: options.runAfter ?? null, ...lastErrorColumns(ending) }).changes);
-  endAttempt(st, row, now, ending.outcome, ending.attemptCode);
-  settleEnded(st, [{ ...row, status: ending.status }], now, options.effects);
+  const lease = st.leaseEnd.get({ seq: row.seq, token, now, live: options.live ? 1 : 0 }) as EndedLease | undefined;
+  if (lease === undefined) throw new Error('guarded lease end matched no lease; the snapshot and the guard disagree');
+  const queued = ending.status === 'queued';
+  const runAfter = queued ? (options.runAfter ?? now) : row.run_after;
+  const attempt = { seq: row.seq, epoch: lease.epoch, attempt: lease.attempt, workerId: lease.worker_id, startedAt: lease.started_at, now };
+  expectOne(
+    st.jobEnd.run({
+      ...attempt,
+      token,
+      status: ending.status,
+      outcome: ending.outcome,
+      runAfter,
+      cancelRequested: lease.cancel_requested,
+      effectStartedAt: lease.effect_started_at,
+      ...lastErrorColumns(ending),
+    }).changes,
+  );
+  st.attemptInsert.run({ ...attempt, outcome: ending.outcome, attemptCode: ending.attemptCode });
+  if (queued) {
+    st.readyInsert.run({
+      tenant: row.tenant,
+      kind: row.kind,
+      priority: row.priority,
+      runAfter,
+      seq: row.seq,
+      deadlineAt: row.deadline_at,
+      attempts: lease.attempt,
+      epoch: lease.epoch,
+    });
+  }
+  // row.started_at is the first start (the job's own, or this attempt's when it is the first).
+  moves.moved(countedJob(row, 'running'), countedJob({ ...row, finished_at: queued ? row.finished_at : now }, ending.status));
+  moves.attemptEnded(row.tenant, now - lease.started_at);
+  settleEnded(st, moves, [{ ...row, status: ending.status }], now, options.effects);
 }
 
-export function completeInTx(st: Statements, params: CompleteParams, now: number, effects: FlowEffects): CompleteOutcome {
+export function completeInTx(st: Statements, moves: CounterMoves, params: CompleteParams, now: number, effects: FlowEffects): CompleteOutcome {
   const row = lockJob(st, params.id, params.tenant);
   if (row === undefined) return { kind: 'rejected', code: 'not_found' };
   const decision = decideCompletion(toSnapshot(row), params.token, now);
@@ -46,21 +91,21 @@ export function completeInTx(st: Statements, params: CompleteParams, now: number
   const result = params.result;
   const size = decideResultSize(result?.body.length ?? null, params.maxResultBytes);
   if (size.kind === 'too_large') {
-    endLease(st, row, params.token, resultTooLargeEnding(size), now, { live: true, effects });
+    endLease(st, moves, row, params.token, resultTooLargeEnding(size), now, { live: true, effects });
     return { kind: 'result_too_large' };
   }
   // The job is marked succeeded before its result is inserted (the schema's trigger requires it).
-  endLease(st, row, params.token, SUCCEEDED, now, { live: true, effects });
+  endLease(st, moves, row, params.token, SUCCEEDED, now, { live: true, effects });
   if (result !== undefined) {
     st.resultInsert.run(row.seq, result.contentType, result.body, sha256Hex(result.body), result.body.length);
-    st.counterAddStorage.run(row.tenant, result.body.length);
+    moves.storage(row.tenant, result.body.length);
   }
   crashPoint('complete.inside-transaction');
   return { kind: 'completed', replayed: false };
 }
 
 /** A worker's fail; a retry puts the job's (tenant, kind) into `effects.available`. */
-export function failInTx(st: Statements, params: FailParams, random: Random, now: number, effects: FlowEffects): FailOutcome {
+export function failInTx(st: Statements, moves: CounterMoves, params: FailParams, random: Random, now: number, effects: FlowEffects): FailOutcome {
   const row = lockJob(st, params.id, params.tenant);
   if (row === undefined) return { kind: 'rejected', code: 'not_found' };
   const decision = decideFailure(toSnapshot(row), params.token, { retryable: params.retryable, backoff: params.backoff, random }, now);
@@ -71,7 +116,7 @@ export function failInTx(st: Statements, params: FailParams, random: Random, now
   }
   const ending = failureEnding(decision, params.error);
   const runAfter = decision.kind === 'retry' ? decision.runAfter : null;
-  endLease(st, row, params.token, ending, now, runAfter === null ? { live: true, effects } : { live: true, runAfter, effects });
+  endLease(st, moves, row, params.token, ending, now, runAfter === null ? { live: true, effects } : { live: true, runAfter, effects });
   if (runAfter !== null) effects.available.push({ tenant: row.tenant, kind: row.kind });
   return {
     kind: 'failed',

@@ -14,7 +14,7 @@
  */
 
 import type { Database as Db, Statement } from 'better-sqlite3';
-import { jobLeaseKindsSql, SQL, withLeaseMax } from './queries.js';
+import { jobLeaseKindsSql, jobLeaseTenantSql, withLeaseMax } from './queries.js';
 
 /** How many unrestricted lease statements are kept prepared. */
 const KEPT = 256;
@@ -25,7 +25,7 @@ export class LeaseStatements {
 
   constructor(private readonly db: Db) {}
 
-  /** The unrestricted lease of at most `max` jobs: of any kind (kindCount 0) or of `kindCount` kinds bound as @k0, @k1, …. */
+  /** The unrestricted lease of at most `max` jobs: of `kindCount` kinds bound as @k0, @k1, …, or the tenant-wide walk (kindCount 0). */
   lease(kindCount: number, max: number): Statement {
     const key = `${kindCount}/${max}`;
     const found = this.unrestricted.get(key);
@@ -35,7 +35,7 @@ export class LeaseStatements {
       this.unrestricted.set(key, found);
       return found;
     }
-    const statement = this.db.prepare(withLeaseMax(kindCount === 0 ? SQL.jobLeaseAnyKind : jobLeaseKindsSql(kindCount), max));
+    const statement = this.db.prepare(withLeaseMax(kindCount === 0 ? jobLeaseTenantSql : jobLeaseKindsSql(kindCount), max));
     this.unrestricted.set(key, statement);
     if (this.unrestricted.size > KEPT) {
       const oldest = this.unrestricted.keys().next().value;

@@ -2,13 +2,13 @@
  * Steps used inside the write transaction (GroupCommit's BEGIN IMMEDIATE holds
  * the database's write lock, so every row read there is as good as locked):
  * read a job's snapshot, apply a guarded statement that must match exactly
- * the row decided on, end its attempt, re-read it after changing it. A
+ * the row decided on, re-read it after changing it. A
  * guarded statement that matches nothing after its decision allowed it means
  * the snapshot and the guard disagree: a bug, thrown.
  */
 
-import type { AttemptOutcome } from '../../core/transitions.js';
 import type { JobRecord, JobRef } from '../store.js';
+import type { CounterMoves } from './counter-moves.js';
 import type { Statements } from './queries.js';
 import { toJobRecord, type JobRow, type JobWithResultRow, type SnapshotRow } from './rows.js';
 
@@ -32,10 +32,6 @@ export function expectOne(changes: number): void {
   if (changes !== 1) throw new Error(`guarded update matched ${changes} rows; the snapshot and the guard disagree`);
 }
 
-export function endAttempt(st: Statements, row: Pick<SnapshotRow, 'seq' | 'epoch'>, now: number, outcome: AttemptOutcome, errorCode: string | null): void {
-  st.attemptEnd.run(now, outcome, errorCode, row.seq, row.epoch);
-}
-
 function mutableBytes(st: Statements, seq: number): number {
   return (st.jobMutableBytes.get(seq) as { bytes: number } | undefined)?.bytes ?? 0;
 }
@@ -44,10 +40,10 @@ function mutableBytes(st: Statements, seq: number): number {
  * Runs a write that may change a job's checkpoint state or progress, and moves
  * the tenant's storage counter by the change: they count like payloads and results.
  */
-export function countingStorage(st: Statements, row: Pick<SnapshotRow, 'seq' | 'tenant'>, write: () => number): number {
+export function countingStorage(st: Statements, moves: CounterMoves, row: Pick<SnapshotRow, 'seq' | 'tenant'>, write: () => number): number {
   const before = mutableBytes(st, row.seq);
   const changes = write();
   const delta = mutableBytes(st, row.seq) - before;
-  if (changes === 1 && delta !== 0) st.counterAddStorage.run(row.tenant, delta);
+  if (changes === 1 && delta !== 0) moves.storage(row.tenant, delta);
   return changes;
 }

@@ -1,9 +1,11 @@
 /**
  * SQLite: the earliest runAfter of a tenant's leasable queued jobs of some
- * kinds (src/store/next-due.ts). Served by jobs_delayed (tenant, kind,
- * run_after) WHERE status = 'queued': one index seek per kind, so the answer
- * costs the same whatever other kinds have queued. Without a kinds filter a
- * skip scan visits each distinct queued kind of the tenant once.
+ * kinds (src/store/next-due.ts). Served by job_ready's primary key (tenant,
+ * kind, priority DESC, run_after, seq): a skip scan visits each (kind,
+ * priority) group of the named kinds (READY_GROUPS) and reads its first row,
+ * the group's earliest, so the answer costs the same whatever other kinds
+ * have queued and however many jobs a group holds. Without a kinds filter the
+ * skip scan starts from each distinct queued kind of the tenant.
  *
  * Due jobs are not excluded: the caller asks right after a lease found
  * nothing, so a due job seen here became available since and the answer 0
@@ -19,18 +21,25 @@
 import type { Database, Statement } from 'better-sqlite3';
 import { inReach, kindsFilter, type KindFlowState } from '../flow-limits.js';
 import { nextDue, restrictedNextDue, type NextDue, type NextDueParams } from '../next-due.js';
-import { QUEUED_KINDS } from './queries.js';
+import { QUEUED_KINDS, READY_GROUPS } from './queries.js';
 
-const FIRST_OF_KIND = `(SELECT j.run_after FROM jobs j WHERE j.tenant = @tenant AND j.kind = k.kind AND j.status = 'queued'
-    AND (j.deadline_at IS NULL OR j.deadline_at > @now) ORDER BY j.run_after LIMIT 1)`;
+/** The earliest leasable ready row of a (kind, priority) group: its first row not past its deadline. */
+const FIRST_OF_GROUP = `(SELECT r.run_after FROM job_ready r WHERE r.tenant = @tenant AND r.kind = g.kind AND r.priority = g.priority
+    AND (r.deadline_at IS NULL OR r.deadline_at > @now) ORDER BY r.run_after LIMIT 1)`;
+
+const EARLIEST = `SELECT MIN(${FIRST_OF_GROUP}) AS run_after FROM g WHERE g.priority IS NOT NULL`;
 
 export const NEXT_DUE_SQL = {
-  jobNextDueKinds: `SELECT MIN(${FIRST_OF_KIND}) AS run_after FROM (SELECT DISTINCT value AS kind FROM json_each(@kinds)) k`,
-  jobNextDueAnyKind: `${QUEUED_KINDS}
-    SELECT MIN(${FIRST_OF_KIND}) AS run_after FROM k WHERE k.kind IS NOT NULL`,
+  jobNextDueKinds: `WITH RECURSIVE k(kind) AS (SELECT DISTINCT value FROM json_each(@kinds)), ${READY_GROUPS}
+    ${EARLIEST}`,
+  jobNextDueAnyKind: `${QUEUED_KINDS}, ${READY_GROUPS}
+    ${EARLIEST}`,
   /** jobNextDueAnyKind without the restricted kinds (@except, a JSON array), which are answered one by one. */
-  jobNextDueAnyKindExcept: `${QUEUED_KINDS}
-    SELECT MIN(${FIRST_OF_KIND}) AS run_after FROM k WHERE k.kind IS NOT NULL AND k.kind NOT IN (SELECT value FROM json_each(@except))`,
+  jobNextDueAnyKindExcept: `${QUEUED_KINDS.replace(
+    'FROM k WHERE k.kind IS NOT NULL)',
+    'FROM k WHERE k.kind IS NOT NULL), kx(kind) AS (SELECT kind FROM k WHERE kind IS NOT NULL AND kind NOT IN (SELECT value FROM json_each(@except)))',
+  )}, ${READY_GROUPS.replaceAll('FROM k WHERE k.kind IS NOT NULL', 'FROM kx k')}
+    ${EARLIEST}`,
 } as const;
 
 export class NextDueReader {

@@ -9,44 +9,83 @@ import type { Statement } from 'better-sqlite3';
 import { MAX_LISTED_CHILDREN } from '../../core/dependencies.js';
 import { PURGEABLE_STATUSES } from '../../core/states.js';
 
-/** The statuses that hold a concurrency key's turn (core/dependencies.ts holdsKeyTurn): the predicate of jobs_key_turn. */
+/**
+ * The statuses that hold a concurrency key's turn (core/dependencies.ts holdsKeyTurn): the predicate of jobs_key_turn.
+ * A running job's row says 'queued' (migration 14), so 'running' matches nothing; it stays to match the index.
+ */
 const KEY_TURN = `status IN ('queued', 'waiting', 'running')`;
-/** The predicate of jobs_key_active: a key's job that is queued or running. */
+/** The predicate of jobs_key_active: a key's job that is queued or running (a running job's row says 'queued'). */
 const KEY_ACTIVE = `status IN ('queued', 'running')`;
-/** A dedupe key's holder that still takes duplicates (core/dedupe.ts takesDuplicates), at @now. */
-const TAKES_DUPLICATES = `status IN ('queued', 'waiting') AND epoch = 0 AND dedupe_until > @now`;
+/** A dedupe key's holder that still takes duplicates (core/dedupe.ts takesDuplicates), at @now: never leased, and not running now. */
+const TAKES_DUPLICATES = `status IN ('queued', 'waiting') AND epoch = 0 AND dedupe_until > @now
+    AND NOT EXISTS (SELECT 1 FROM job_leases WHERE job_leases.seq = jobs.seq)`;
 /** The finished statuses, after which a unique key's holder keeps it for forMs (core/dedupe.ts decideUnique). */
 const FINISHED = PURGEABLE_STATUSES.map((status) => `'${status}'`).join(', ');
 
-const JOB_COLUMNS = `j.seq, j.id, j.tenant, j.owner, j.kind, j.payload, j.status, j.attempts, j.max_attempts, j.priority,
-  j.run_after, j.deadline_at, j.deadline_ms, j.lease_owner, j.lease_expires_at, j.epoch, j.lease_token, j.last_outcome,
-  j.created_at, j.started_at, j.finished_at, j.last_error_code, j.last_error_message, j.last_error_class, j.progress, j.cancel_requested,
-  j.effect_started_at, j.checkpoint_step, j.checkpoint_state, j.request_hash, j.concurrency_key, j.pending_parents, j.has_children,
+/**
+ * A job as the store shows it, from its row (j) and its lease row (l, LEFT JOINed on seq): while a lease row
+ * exists the job is running, with the lease's epoch, attempt, token, worker, expiry, effect mark and cancel
+ * request, and no outcome yet; its row keeps status 'queued' and its last attempt's values until the end
+ * (migration 14). Every read of a job's state goes through these expressions.
+ */
+const LIVE_COLUMNS = `CASE WHEN l.seq IS NULL THEN j.status ELSE 'running' END AS status, coalesce(l.attempt, j.attempts) AS attempts,
+  coalesce(l.epoch, j.epoch) AS epoch, CASE WHEN l.seq IS NULL THEN j.lease_owner ELSE l.worker_id END AS lease_owner,
+  l.expires_at AS lease_expires_at, CASE WHEN l.seq IS NULL THEN j.lease_token ELSE l.token END AS lease_token,
+  CASE WHEN l.seq IS NULL THEN j.last_outcome END AS last_outcome, coalesce(j.started_at, l.started_at) AS started_at,
+  coalesce(l.cancel_requested, j.cancel_requested) AS cancel_requested,
+  CASE WHEN l.seq IS NULL THEN j.effect_started_at ELSE l.effect_started_at END AS effect_started_at`;
+
+/** A job's row with its lease row, if it has one (LIVE_COLUMNS reads both). */
+const JOB_AND_LEASE = `jobs j LEFT JOIN job_leases l ON l.seq = j.seq`;
+
+const JOB_COLUMNS = `j.seq, j.id, j.tenant, j.owner, j.kind, j.payload, j.max_attempts, j.priority,
+  j.run_after, j.deadline_at, j.deadline_ms, j.created_at, j.finished_at, j.last_error_code, j.last_error_message, j.last_error_class,
+  j.progress, j.checkpoint_step, j.checkpoint_state, j.request_hash, j.concurrency_key, j.pending_parents, j.has_children, ${LIVE_COLUMNS},
   (SELECT json_group_array(id) FROM (SELECT p.id FROM job_dependencies d JOIN jobs p ON p.seq = d.parent_seq
     WHERE d.child_seq = j.seq ORDER BY d.parent_seq)) AS depends_on,
   (SELECT json_group_array(id) FROM (SELECT c.id FROM job_dependencies d JOIN jobs c ON c.seq = d.child_seq
     WHERE d.parent_seq = j.seq ORDER BY d.child_seq LIMIT ${MAX_LISTED_CHILDREN})) AS children`;
 
-/** Just what the decide* functions and the guarded writes need: no payload, progress or checkpoint to copy out. */
-const SNAPSHOT_COLUMNS = `j.seq, j.tenant, j.kind, j.status, j.attempts, j.max_attempts, j.run_after, j.deadline_at, j.lease_expires_at, j.epoch,
-  j.lease_token, j.last_outcome, j.cancel_requested, j.effect_started_at, j.concurrency_key, j.has_children`;
+/**
+ * Just what the decide* functions and the guarded writes need: no payload, progress or checkpoint to copy out;
+ * with what a transition moves in the counter rows (created_at, started_at, finished_at) and what a ready row holds.
+ */
+const SNAPSHOT_COLUMNS = `j.seq, j.tenant, j.kind, j.max_attempts, j.priority, j.run_after, j.deadline_at, j.created_at, j.finished_at,
+  j.concurrency_key, j.has_children, ${LIVE_COLUMNS}`;
 
 const RESULT_COLUMNS = 'r.content_type AS result_content_type, r.body AS result_body, r.checksum AS result_checksum';
 
 /** What a listing reads: no payload, checkpoint state or result body, so a page costs its rows, not their contents. */
-const LIST_COLUMNS = `j.seq, j.id, j.tenant, j.owner, j.kind, j.status, j.attempts, j.max_attempts, j.priority,
-  j.run_after, j.deadline_at, j.deadline_ms, j.lease_owner, j.lease_expires_at, j.epoch, j.lease_token, j.last_outcome,
-  j.created_at, j.started_at, j.finished_at, j.last_error_code, j.last_error_message, j.last_error_class, j.progress, j.cancel_requested,
-  j.effect_started_at, j.checkpoint_step, j.request_hash, j.concurrency_key, r.content_type AS result_content_type, r.size_bytes AS result_bytes`;
+const LIST_COLUMNS = `j.seq, j.id, j.tenant, j.owner, j.kind, j.max_attempts, j.priority,
+  j.run_after, j.deadline_at, j.deadline_ms, j.created_at, j.finished_at, j.last_error_code, j.last_error_message, j.last_error_class,
+  j.progress, j.checkpoint_step, j.request_hash, j.concurrency_key, ${LIVE_COLUMNS},
+  r.content_type AS result_content_type, r.size_bytes AS result_bytes`;
+
+/** The columns a transition's RETURNING gives: what settleEnded (dependencies.ts) and the counter moves need. */
+const FLOW_RETURNING = `seq, tenant, kind, status, pending_parents, concurrency_key, has_children, created_at, started_at, finished_at`;
+
+/** What the end of a job's first attempt writes into its row (times, outcome, token, worker), reserved at enqueue (migration 14). */
+export const END_RESERVE_BYTES = 64;
 
 /**
- * The distinct kinds of @tenant's queued jobs as rows of `k(kind)`, the last one NULL: a skip scan, one index
- * probe per kind, whatever each kind has queued. Callers read `FROM k WHERE k.kind IS NOT NULL`.
+ * The distinct kinds of @tenant's ready jobs as rows of `k(kind)`, the last one NULL: a skip scan of job_ready's
+ * primary key, one probe per kind, whatever each kind has queued. Callers read `FROM k WHERE k.kind IS NOT NULL`.
  */
 export const QUEUED_KINDS = `WITH RECURSIVE k(kind) AS (
-      SELECT (SELECT MIN(kind) FROM jobs WHERE tenant = @tenant AND status = 'queued')
+      SELECT (SELECT MIN(kind) FROM job_ready WHERE tenant = @tenant)
       UNION ALL
-      SELECT (SELECT MIN(kind) FROM jobs WHERE tenant = @tenant AND status = 'queued' AND kind > k.kind) FROM k WHERE k.kind IS NOT NULL)`;
+      SELECT (SELECT MIN(kind) FROM job_ready WHERE tenant = @tenant AND kind > k.kind) FROM k WHERE k.kind IS NOT NULL)`;
+
+/**
+ * After `kinds` (a CTE of `k(kind)`), the (kind, priority) groups of @tenant's ready jobs of those kinds as rows
+ * of `g(kind, priority)`, each kind's last row with priority NULL: a skip scan, two probes of job_ready's primary
+ * key per group. Within a group the rows are in run_after order, so a group's first row is its earliest.
+ */
+export const READY_GROUPS = `g(kind, priority) AS (
+      SELECT k.kind, (SELECT MAX(priority) FROM job_ready WHERE tenant = @tenant AND kind = k.kind) FROM k WHERE k.kind IS NOT NULL
+      UNION ALL
+      SELECT g.kind, (SELECT MAX(priority) FROM job_ready WHERE tenant = @tenant AND kind = g.kind AND priority < g.priority)
+        FROM g WHERE g.priority IS NOT NULL)`;
 
 /** A kind with a pause or a limit: the predicate of the kinds_flow index (migration 7), repeated so that queries use it. */
 const RESTRICTED = `(paused = 1 OR max_concurrent IS NOT NULL OR rate_limit IS NOT NULL)`;
@@ -111,21 +150,29 @@ export const SQL = {
   kindList: `SELECT * FROM kinds WHERE tenant = ? ORDER BY kind`,
 
   jobByIdempotencyKey: `SELECT j.id, j.request_hash FROM jobs j WHERE j.tenant = ? AND j.owner = ? AND j.idempotency_key = ?`,
+  /** A new queued job; its ready row follows (readyInsert). end_reserve: what its end will write (END_RESERVE_BYTES). */
   jobInsert: `INSERT INTO jobs (id, tenant, owner, idempotency_key, request_hash, kind, payload, payload_bytes, status,
-      max_attempts, priority, run_after, deadline_ms, deadline_at, created_at)
+      max_attempts, priority, run_after, deadline_ms, deadline_at, created_at, end_reserve)
     VALUES (@id, @tenant, @owner, @idempotencyKey, @requestHash, @kind, @payload, @payloadBytes, 'queued',
-      @maxAttempts, @priority, @runAfter, @deadlineMs, @deadlineAt, @now)`,
+      @maxAttempts, @priority, @runAfter, @deadlineMs, @deadlineAt, @now, zeroblob(${END_RESERVE_BYTES}))`,
   /**
    * A job with dependsOn, a concurrencyKey, a dedupe or a unique key (enqueue.ts enqueueFlowJob): its status comes
    * from decideStart, and a job dead at once (dependency_failed) is finished at its acceptance.
    */
   jobInsertFlow: `INSERT INTO jobs (id, tenant, owner, idempotency_key, request_hash, kind, payload, payload_bytes, status,
       max_attempts, priority, run_after, deadline_ms, deadline_at, created_at, finished_at, last_error_code, last_error_message,
-      last_error_class, pending_parents, concurrency_key, dedupe_key, dedupe_until, unique_key)
+      last_error_class, pending_parents, concurrency_key, dedupe_key, dedupe_until, unique_key, end_reserve)
     VALUES (@id, @tenant, @owner, @idempotencyKey, @requestHash, @kind, @payload, @payloadBytes, @status,
       @maxAttempts, @priority, @runAfter, @deadlineMs, @deadlineAt, @now, CASE WHEN @status = 'dead' THEN @now END, @code, @message,
-      @errorClass, @pendingParents, @concurrencyKey, @dedupeKey, @dedupeUntil, @uniqueKey)
+      @errorClass, @pendingParents, @concurrencyKey, @dedupeKey, @dedupeUntil, @uniqueKey,
+      CASE WHEN @status <> 'dead' THEN zeroblob(${END_RESERVE_BYTES}) END)
     RETURNING seq`,
+  /** A queued job that is not running: its ready row, in lease order (migration 14). */
+  readyInsert: `INSERT INTO job_ready (tenant, kind, priority, run_after, seq, deadline_at, attempts, epoch)
+    VALUES (@tenant, @kind, @priority, @runAfter, @seq, @deadlineAt, @attempts, @epoch)`,
+  /** A queued job leaves the ready table (cancel, a dedupe merge's move): one entry, found by its whole key. */
+  readyDelete: `DELETE FROM job_ready WHERE tenant = @tenant AND kind = @kind AND priority = @priority AND run_after = @runAfter AND seq = @seq
+    RETURNING deadline_at, attempts, epoch`,
   /** The named parents (@ids: a JSON array) the enqueuer may see. */
   jobParentsFind: `SELECT seq, id, status FROM jobs
     WHERE tenant = @tenant AND (@owner IS NULL OR owner = @owner) AND id IN (SELECT value FROM json_each(@ids))`,
@@ -142,28 +189,32 @@ export const SQL = {
       (SELECT seq FROM jobs INDEXED BY jobs_key_active WHERE tenant = @tenant AND kind = @kind AND concurrency_key = @key
         AND ${KEY_ACTIVE} AND seq <> @seq ORDER BY seq LIMIT 1) IS NOT NULL AS other_active`,
   /** The earliest job of a key that holds its turn: the next to run once the turn passes. */
-  jobKeyHead: `SELECT seq, tenant, kind, status, pending_parents, concurrency_key, has_children FROM jobs INDEXED BY jobs_key_turn
+  jobKeyHead: `SELECT ${FLOW_RETURNING} FROM jobs INDEXED BY jobs_key_turn
     WHERE tenant = @tenant AND kind = @kind AND concurrency_key = @key AND ${KEY_TURN} ORDER BY seq LIMIT 1`,
   /** A parent succeeded: its waiting children have one pending parent fewer. */
   jobDependencySatisfy: `UPDATE jobs SET pending_parents = pending_parents - 1
     WHERE seq IN (SELECT child_seq FROM job_dependencies WHERE parent_seq = @parent) AND status = 'waiting'
-    RETURNING seq, tenant, kind, status, pending_parents, concurrency_key, has_children`,
+    RETURNING ${FLOW_RETURNING}`,
   /** A parent ended dead or cancelled: its waiting children end with DEPENDENCY_FAILED (lease-endings.ts). */
   jobDependencyFail: `UPDATE jobs SET status = @status, finished_at = @now,
-      last_error_code = @code, last_error_message = @message, last_error_class = @errorClass
+      last_error_code = @code, last_error_message = @message, last_error_class = @errorClass, end_reserve = NULL
     WHERE seq IN (SELECT child_seq FROM job_dependencies WHERE parent_seq = @parent) AND status = 'waiting'
-    RETURNING seq, tenant, kind, status, pending_parents, concurrency_key, has_children`,
-  /** decideRelease's 'release': no parent pending and the key's turn. It becomes available now, or at its own later run-after. */
+    RETURNING ${FLOW_RETURNING}`,
+  /** decideRelease's 'release': no parent pending and the key's turn. It becomes available now, or at its own later run-after (its ready row follows). */
   jobRelease: `UPDATE jobs SET status = 'queued', run_after = MAX(run_after, @now)
-    WHERE seq = @seq AND status = 'waiting' AND pending_parents = 0`,
-  /** The job of (tenant, owner, kind) that holds a dedupe key: one entry of jobs_dedupe_key (migration 13). */
-  jobDedupeHolder: `SELECT seq, id, status, epoch, created_at, run_after, dedupe_until, payload_bytes FROM jobs INDEXED BY jobs_dedupe_key
-    WHERE tenant = @tenant AND owner = @owner AND kind = @kind AND dedupe_key = @key`,
+    WHERE seq = @seq AND status = 'waiting' AND pending_parents = 0
+    RETURNING seq, tenant, kind, priority, run_after, deadline_at, attempts, epoch, created_at, started_at, finished_at`,
+  /** The job of (tenant, owner, kind) that holds a dedupe key: one entry of jobs_dedupe_key (migration 13); a running one shows as running. */
+  jobDedupeHolder: `SELECT j.seq, j.id, j.tenant, j.kind, j.priority, CASE WHEN l.seq IS NULL THEN j.status ELSE 'running' END AS status,
+      coalesce(l.epoch, j.epoch) AS epoch, j.created_at, j.run_after, j.dedupe_until, j.payload_bytes
+    FROM jobs j INDEXED BY jobs_dedupe_key LEFT JOIN job_leases l ON l.seq = j.seq
+    WHERE j.tenant = @tenant AND j.owner = @owner AND j.kind = @kind AND j.dedupe_key = @key`,
   /** decideDedupe's merge, guarded by takesDuplicates: the payload when @replace, runAfter and the window never moved earlier. */
   jobDedupeMerge: `UPDATE jobs SET payload = CASE WHEN @replace = 1 THEN @payload ELSE payload END,
       payload_bytes = CASE WHEN @replace = 1 THEN @payloadBytes ELSE payload_bytes END,
       run_after = MAX(run_after, @runAfter), dedupe_until = MAX(dedupe_until, @dedupeUntil)
-    WHERE seq = @seq AND dedupe_key = @key AND ${TAKES_DUPLICATES}`,
+    WHERE seq = @seq AND dedupe_key = @key AND ${TAKES_DUPLICATES}
+    RETURNING status, run_after`,
   /** decideDedupe's release: a holder that takes no more duplicates gives its key up to the job about to be inserted. */
   jobDedupeRelease: `UPDATE jobs SET dedupe_key = NULL, dedupe_until = NULL WHERE seq = @seq AND dedupe_key = @key AND NOT (${TAKES_DUPLICATES})`,
   /** The job of (tenant, owner, kind) that holds a unique key: one entry of jobs_unique_key (migration 13). */
@@ -172,89 +223,122 @@ export const SQL = {
   /** decideUnique's release: a holder finished at least @forMs ago gives its key up to the job about to be inserted. */
   jobUniqueRelease: `UPDATE jobs SET unique_key = NULL
     WHERE seq = @seq AND unique_key = @key AND status IN (${FINISHED}) AND finished_at + @forMs <= @now`,
-  /** New jobs of one (tenant, kind, status), counted once per commit (new-job-counts.ts): a new job adds only `jobs`. */
-  counterAddJobs: `INSERT INTO job_counters (tenant, kind, status, jobs) VALUES (?, ?, ?, ?)
-    ON CONFLICT (tenant, kind, status) DO UPDATE SET jobs = jobs + excluded.jobs`,
-  counterAddStorage: `INSERT INTO tenant_counters (tenant, storage_bytes) VALUES (?, ?)
-    ON CONFLICT (tenant) DO UPDATE SET storage_bytes = storage_bytes + excluded.storage_bytes`,
-  counterAddExpirations: `INSERT INTO tenant_counters (tenant, lease_expirations) VALUES (?, 1)
-    ON CONFLICT (tenant) DO UPDATE SET lease_expirations = lease_expirations + 1`,
+  /** What a write transaction moved in one (tenant, kind, status) counter row, written once before COMMIT (counter-moves.ts). */
+  counterAddTerms: `INSERT INTO job_counters (tenant, kind, status, jobs, started, wait_ms, run_jobs, run_ms, completed, completion_ms)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    ON CONFLICT (tenant, kind, status) DO UPDATE SET jobs = jobs + excluded.jobs, started = started + excluded.started,
+      wait_ms = wait_ms + excluded.wait_ms, run_jobs = run_jobs + excluded.run_jobs, run_ms = run_ms + excluded.run_ms,
+      completed = completed + excluded.completed, completion_ms = completion_ms + excluded.completion_ms`,
+  /** What a write transaction moved in a tenant's counter row (stored bytes, ended attempts, lease expirations). */
+  counterAddTenant: `INSERT INTO tenant_counters (tenant, storage_bytes, ended_attempts, attempt_run_ms, lease_expirations) VALUES (?, ?, ?, ?, ?)
+    ON CONFLICT (tenant) DO UPDATE SET storage_bytes = storage_bytes + excluded.storage_bytes,
+      ended_attempts = ended_attempts + excluded.ended_attempts, attempt_run_ms = attempt_run_ms + excluded.attempt_run_ms,
+      lease_expirations = lease_expirations + excluded.lease_expirations`,
 
-  jobGet: `SELECT ${JOB_COLUMNS}, ${RESULT_COLUMNS} FROM jobs j LEFT JOIN job_results r ON r.job_seq = j.seq
+  jobGet: `SELECT ${JOB_COLUMNS}, ${RESULT_COLUMNS} FROM ${JOB_AND_LEASE} LEFT JOIN job_results r ON r.job_seq = j.seq
     WHERE j.id = @id AND j.tenant = @tenant AND (@owner IS NULL OR j.owner = @owner)`,
-  jobGetBySeq: `SELECT ${JOB_COLUMNS}, ${RESULT_COLUMNS} FROM jobs j LEFT JOIN job_results r ON r.job_seq = j.seq WHERE j.seq = ?`,
-  jobGetByIdUnscoped: `SELECT ${JOB_COLUMNS}, ${RESULT_COLUMNS} FROM jobs j LEFT JOIN job_results r ON r.job_seq = j.seq WHERE j.id = ?`,
+  jobGetBySeq: `SELECT ${JOB_COLUMNS}, ${RESULT_COLUMNS} FROM ${JOB_AND_LEASE} LEFT JOIN job_results r ON r.job_seq = j.seq WHERE j.seq = ?`,
+  jobGetByIdUnscoped: `SELECT ${JOB_COLUMNS}, ${RESULT_COLUMNS} FROM ${JOB_AND_LEASE} LEFT JOIN job_results r ON r.job_seq = j.seq WHERE j.id = ?`,
   /** The snapshot a decide* function reads; inside the write transaction, which holds the database's write lock. */
-  jobLock: `SELECT ${SNAPSHOT_COLUMNS} FROM jobs j WHERE j.id = ? AND j.tenant = ?`,
+  jobLock: `SELECT ${SNAPSHOT_COLUMNS} FROM ${JOB_AND_LEASE} WHERE j.id = ? AND j.tenant = ?`,
+  /**
+   * Snapshots of a batch of jobs by id (@ids, a JSON array), with the position of each id in the batch (@i): one
+   * statement for a batch of completions (lease-endings.ts). Each id is a probe of the id's unique index.
+   */
+  jobLockMany: `SELECT x.key AS i, ${SNAPSHOT_COLUMNS} FROM json_each(@ids) x CROSS JOIN jobs j ON j.id = x.value AND j.tenant = @tenant
+    LEFT JOIN job_leases l ON l.seq = j.seq`,
   // One statement per filter, planned once each, so every page walks an index in seq order from the
   // cursor instead of sorting the tenant's jobs (@cursor is never NULL: the first page starts above every seq).
-  jobListByStatus: `SELECT ${LIST_COLUMNS} FROM jobs j LEFT JOIN job_results r ON r.job_seq = j.seq
-    WHERE j.tenant = @tenant AND j.status = @status AND j.seq < @cursor
+  /** Ended and waiting jobs: jobs_by_status_ended (migration 14), which holds no queued or running job. */
+  jobListByStatus: `SELECT ${LIST_COLUMNS} FROM ${JOB_AND_LEASE} LEFT JOIN job_results r ON r.job_seq = j.seq
+    WHERE j.tenant = @tenant AND j.status = @status AND j.status <> 'queued' AND j.seq < @cursor
       AND (@owner IS NULL OR j.owner = @owner) AND (@kind IS NULL OR j.kind = @kind)
     ORDER BY j.seq DESC LIMIT @limit`,
-  jobListByOwner: `SELECT ${LIST_COLUMNS} FROM jobs j LEFT JOIN job_results r ON r.job_seq = j.seq
+  /** Queued jobs from the ready table: the tenant's ready rows (or one kind's), sorted by seq, newest first. */
+  jobListQueued: `SELECT ${LIST_COLUMNS} FROM job_ready q CROSS JOIN ${JOB_AND_LEASE} LEFT JOIN job_results r ON r.job_seq = j.seq
+    WHERE q.tenant = @tenant AND (@kind IS NULL OR q.kind = @kind) AND q.seq < @cursor AND j.seq = q.seq AND (@owner IS NULL OR j.owner = @owner)
+    ORDER BY q.seq DESC LIMIT @limit`,
+  /** Running jobs from the lease table, walked by seq from the cursor. */
+  jobListRunning: `SELECT ${LIST_COLUMNS} FROM job_leases l CROSS JOIN jobs j ON j.seq = l.seq LEFT JOIN job_results r ON r.job_seq = j.seq
+    WHERE l.tenant = @tenant AND l.seq < @cursor AND (@kind IS NULL OR l.kind = @kind) AND (@owner IS NULL OR j.owner = @owner)
+    ORDER BY l.seq DESC LIMIT @limit`,
+  jobListByOwner: `SELECT ${LIST_COLUMNS} FROM ${JOB_AND_LEASE} LEFT JOIN job_results r ON r.job_seq = j.seq
     WHERE j.tenant = @tenant AND j.owner = @owner AND j.seq < @cursor AND (@kind IS NULL OR j.kind = @kind)
     ORDER BY j.seq DESC LIMIT @limit`,
-  jobListByTenant: `SELECT ${LIST_COLUMNS} FROM jobs j LEFT JOIN job_results r ON r.job_seq = j.seq
+  jobListByTenant: `SELECT ${LIST_COLUMNS} FROM ${JOB_AND_LEASE} LEFT JOIN job_results r ON r.job_seq = j.seq
     WHERE j.tenant = @tenant AND j.seq < @cursor AND (@kind IS NULL OR j.kind = @kind)
     ORDER BY j.seq DESC LIMIT @limit`,
 
   /**
-   * One statement picks and claims; lh_token() draws a fresh random token per row. INDEXED BY: without
-   * ANALYZE statistics the planner may prefer jobs_queued_by_run_after, which reads every due job of the tenant.
+   * The leased jobs' ready rows (@rows: a JSON array of [kind, priority, run_after, seq]) leave job_ready: one
+   * statement for the batch, each row found by its whole key. The lease statement inserted their lease rows
+   * first, in the same write transaction (lease-statements.ts).
    */
-  jobLeaseAnyKind: `UPDATE jobs SET status = 'running', attempts = attempts + 1, epoch = epoch + 1, lease_token = lh_token(),
-      lease_owner = @workerId, lease_expires_at = CASE WHEN deadline_at IS NOT NULL AND deadline_at < @now + @leaseMs
-        THEN deadline_at ELSE @now + @leaseMs END,
-      started_at = COALESCE(started_at, @now), last_outcome = NULL, effect_started_at = NULL
-    WHERE seq IN (SELECT seq FROM jobs INDEXED BY jobs_available WHERE tenant = @tenant AND status = 'queued' AND run_after <= @now
-        AND (deadline_at IS NULL OR deadline_at > @now)
-      ORDER BY priority DESC, run_after, seq LIMIT @max)
-      AND ${unrestricted(null)}
-    RETURNING seq, id, kind, payload, attempts, max_attempts, epoch, lease_token, lease_expires_at, deadline_at,
-      checkpoint_step, checkpoint_state, priority, run_after`,
-  attemptInsert: `INSERT INTO job_attempts (job_seq, epoch, attempt, worker_id, started_at) VALUES (?, ?, ?, ?, ?)`,
-  attemptEnd: `UPDATE job_attempts SET ended_at = ?, outcome = ?, error_code = ? WHERE job_seq = ? AND epoch = ? AND ended_at IS NULL`,
-  attemptList: `SELECT a.attempt, a.epoch, a.worker_id, a.started_at, a.ended_at, a.outcome, a.error_code
-    FROM job_attempts a WHERE a.job_seq = ? ORDER BY a.epoch`,
+  readyDeleteMany: `DELETE FROM job_ready WHERE tenant = @tenant
+    AND (kind, priority, run_after, seq) IN (SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3 FROM json_each(@rows))`,
+  /** What a lease answers of each leased job (@seqs: a JSON array), and what its counter move needs. */
+  jobLeasedMany: `SELECT seq, id, payload, max_attempts, checkpoint_step, checkpoint_state, created_at, started_at, finished_at
+    FROM jobs WHERE seq IN (SELECT value FROM json_each(@seqs))`,
+  /** The attempt's row, written once when it ends (migration 14): the lease row was the running attempt. */
+  attemptInsert: `INSERT INTO job_attempts (job_seq, epoch, attempt, worker_id, started_at, ended_at, outcome, error_code)
+    VALUES (@seq, @epoch, @attempt, @workerId, @startedAt, @now, @outcome, @attemptCode)`,
+  /** A job's ended attempts and its running one, if any, in epoch order. */
+  attemptList: `SELECT a.attempt, a.epoch, a.worker_id, a.started_at, a.ended_at, a.outcome, a.error_code FROM job_attempts a WHERE a.job_seq = @seq
+    UNION ALL SELECT l.attempt, l.epoch, l.worker_id, l.started_at, NULL, NULL, NULL FROM job_leases l WHERE l.seq = @seq
+    ORDER BY 2`,
 
-  jobsExpiredLeases: `SELECT ${SNAPSHOT_COLUMNS} FROM jobs j WHERE j.status = 'running' AND j.lease_expires_at <= ?`,
+  /** Leases that ran out, by job_leases_expiry. */
+  jobsExpiredLeases: `SELECT ${SNAPSHOT_COLUMNS} FROM job_leases l CROSS JOIN jobs j ON j.seq = l.seq WHERE l.expires_at <= ?`,
 
   /**
-   * Applies an ending of src/store/lease-endings.ts to a running job: success, retry, dead, cancelled,
-   * unknown. @live says whether the lease must still be live (complete, fail) or already expired (the
-   * reaper); with the token that is the fence. PostgreSQL's jobEndLeases takes many rows at once.
+   * The guarded end of a lease (complete, fail, the reaper): the lease row goes only under its token, live
+   * (@live = 1: complete, fail) or run out (0: the reaper); its expiry is capped at the job's deadline, so a
+   * live lease is within the deadline too. What it returns is the attempt that ended, which the job's end and
+   * its attempt row write.
    */
-  jobEndLease: `UPDATE jobs SET status = @status, last_outcome = @outcome, lease_expires_at = NULL,
-      run_after = CASE WHEN @status = 'queued' THEN coalesce(@runAfter, @now) ELSE run_after END,
-      finished_at = CASE WHEN @status = 'queued' THEN finished_at ELSE @now END,
-      last_error_code = @code, last_error_message = @message, last_error_class = @errorClass
-    WHERE seq = @seq AND status = 'running' AND lease_token = @token AND (lease_expires_at > @now) = @live`,
-  /** Queued jobs past their deadline are never leased (the lease WHERE); this ends them with QUEUED_DEADLINE. */
+  leaseEnd: `DELETE FROM job_leases WHERE seq = @seq AND token = @token AND (expires_at > @now) = @live
+    RETURNING epoch, attempt, worker_id, started_at, cancel_requested, effect_started_at`,
+  /**
+   * Applies an ending of src/store/lease-endings.ts to a job whose lease leaseEnd just removed: success, retry,
+   * dead, cancelled, unknown; the attempt's values become the row's, and end_reserve gives its bytes back.
+   */
+  jobEnd: `UPDATE jobs SET status = @status, last_outcome = @outcome, epoch = @epoch, attempts = @attempt, lease_owner = @workerId,
+      lease_token = @token, started_at = coalesce(started_at, @startedAt), run_after = @runAfter,
+      finished_at = CASE WHEN @status = 'queued' THEN finished_at ELSE @now END, cancel_requested = @cancelRequested,
+      effect_started_at = @effectStartedAt, last_error_code = @code, last_error_message = @message, last_error_class = @errorClass,
+      end_reserve = NULL
+    WHERE seq = @seq AND status = 'queued'`,
+  /** Queued jobs past their deadline are never leased (the lease WHERE); the reaper takes their ready rows by job_ready_deadline. */
+  readyPastDeadline: `DELETE FROM job_ready WHERE deadline_at IS NOT NULL AND deadline_at <= @now RETURNING seq`,
+  /** … and ends them with QUEUED_DEADLINE (@seqs: a JSON array). */
   jobQueuedDeadline: `UPDATE jobs SET status = @status, finished_at = @now,
-      last_error_code = @code, last_error_message = @message, last_error_class = @errorClass
-    WHERE status = 'queued' AND deadline_at IS NOT NULL AND deadline_at <= @now
-    RETURNING seq, tenant, kind, status, pending_parents, concurrency_key, has_children`,
+      last_error_code = @code, last_error_message = @message, last_error_class = @errorClass, end_reserve = NULL
+    WHERE seq IN (SELECT value FROM json_each(@seqs)) AND status = 'queued'
+    RETURNING ${FLOW_RETURNING}`,
 
-  jobRenew: `UPDATE jobs SET lease_expires_at = @leaseExpiresAt, progress = COALESCE(@progress, progress)
-    WHERE seq = @seq AND status = 'running' AND lease_token = @token AND lease_expires_at > @now`,
+  leaseRenew: `UPDATE job_leases SET expires_at = @leaseExpiresAt WHERE seq = @seq AND token = @token AND expires_at > @now`,
+  /** A write to a job's row under its live lease (progress, checkpoint): the same guard as the lease row's statements. */
+  jobProgress: `UPDATE jobs SET progress = @progress
+    WHERE seq = @seq AND EXISTS (SELECT 1 FROM job_leases l WHERE l.seq = @seq AND l.token = @token AND l.expires_at > @now)`,
   resultInsert: `INSERT INTO job_results (job_seq, content_type, body, checksum, size_bytes) VALUES (?, ?, ?, ?, ?)`,
   /** Bytes of a job's checkpoint state and progress, to move the tenant's storage counter by the change. */
   jobMutableBytes: `SELECT coalesce(length(CAST(checkpoint_state AS BLOB)), 0) + coalesce(length(CAST(progress AS BLOB)), 0) AS bytes
     FROM jobs WHERE seq = ?`,
   jobCheckpoint: `UPDATE jobs SET checkpoint_step = @step, checkpoint_state = @state
-    WHERE seq = @seq AND status = 'running' AND lease_token = @token AND lease_expires_at > @now`,
-  jobEffectStarted: `UPDATE jobs SET effect_started_at = COALESCE(effect_started_at, @now)
-    WHERE seq = @seq AND status = 'running' AND lease_token = @token AND lease_expires_at > @now`,
-  /** @status: queued or waiting (decideStart, for a job with parents or a key), with its parents not yet succeeded. */
+    WHERE seq = @seq AND EXISTS (SELECT 1 FROM job_leases l WHERE l.seq = @seq AND l.token = @token AND l.expires_at > @now)`,
+  leaseEffectStarted: `UPDATE job_leases SET effect_started_at = coalesce(effect_started_at, @now)
+    WHERE seq = @seq AND token = @token AND expires_at > @now`,
+  /** @status: queued or waiting (decideStart, for a job with parents or a key), with its parents not yet succeeded; a queued one's ready row follows. */
   jobRequeue: `UPDATE jobs SET status = @status, pending_parents = @pendingParents, attempts = 0, max_attempts = @maxAttempts, run_after = @now,
       deadline_at = CASE WHEN deadline_ms IS NULL THEN NULL ELSE @now + deadline_ms END,
       finished_at = NULL, lease_expires_at = NULL, cancel_requested = 0, effect_started_at = NULL
-    WHERE seq = @seq AND status = @fromStatus`,
-  jobCancelNow: `UPDATE jobs SET status = @status, finished_at = @now, lease_expires_at = NULL,
+    WHERE seq = @seq AND status = @fromStatus
+    RETURNING seq, tenant, kind, priority, run_after, deadline_at, attempts, epoch, created_at, started_at, finished_at`,
+  /** A queued (not running) or waiting job cancelled; a queued one's ready row goes (readyDelete). */
+  jobCancelNow: `UPDATE jobs SET status = @status, finished_at = @now, lease_expires_at = NULL, end_reserve = NULL,
       last_error_code = @code, last_error_message = @message, last_error_class = @errorClass
-    WHERE seq = @seq AND status IN ('queued', 'waiting')`,
-  jobCancelRequest: `UPDATE jobs SET cancel_requested = 1 WHERE seq = @seq AND status = 'running'`,
+    WHERE seq = @seq AND status IN ('queued', 'waiting') AND NOT EXISTS (SELECT 1 FROM job_leases l WHERE l.seq = @seq)`,
+  leaseCancelRequest: `UPDATE job_leases SET cancel_requested = 1 WHERE seq = @seq`,
   /** An unknown job reconciled as succeeded or dead (reconcileEnding); a requeue uses jobRequeue. */
   jobReconcile: `UPDATE jobs SET status = @status, finished_at = @now,
       last_error_code = @code, last_error_message = @message, last_error_class = @errorClass
@@ -268,8 +352,8 @@ export type Statements = { readonly [K in QueryName]: Statement };
 
 /**
  * The statistics, run only on the stats reader's own connection (stats-reader.ts), so not prepared with SQL
- * above. They read the counter rows the triggers of migration 5 keep, and the head of jobs_queued_by_run_after,
- * so they cost the same whatever the table holds.
+ * above. They read the counter rows (counter-moves.ts) and the head of each (kind, priority) group of job_ready,
+ * so they cost the same whatever the tables hold.
  */
 export const STATS_SQL = {
   statsCounts: `SELECT status, SUM(jobs) AS n FROM job_counters WHERE tenant = ? GROUP BY status`,
@@ -278,12 +362,14 @@ export const STATS_SQL = {
     FROM job_counters WHERE tenant = ?`,
   statsAttemptTimes: `SELECT attempt_run_ms * 1.0 / NULLIF(ended_attempts, 0) AS mean_attempt_run FROM tenant_counters WHERE tenant = ?`,
   counterGet: `SELECT lease_expirations, storage_bytes FROM tenant_counters WHERE tenant = ?`,
-  statsOldestAvailable: `SELECT MIN(run_after) AS oldest FROM jobs INDEXED BY jobs_queued_by_run_after
-    WHERE tenant = ? AND status = 'queued' AND run_after <= ?`,
+  /** The earliest run_after of each (kind, priority) group of the tenant's ready jobs (READY_GROUPS), if it has passed. */
+  statsOldestAvailable: `${QUEUED_KINDS}, ${READY_GROUPS}
+    SELECT CASE WHEN oldest <= @now THEN oldest END AS oldest FROM (SELECT MIN((SELECT r.run_after FROM job_ready r
+      WHERE r.tenant = @tenant AND r.kind = g.kind AND r.priority = g.priority ORDER BY r.run_after LIMIT 1)) AS oldest FROM g WHERE g.priority IS NOT NULL)`,
 } as const;
 
 /**
- * A lease statement (jobLeaseAnyKind, jobLeaseKindsSql) with `max` written in place of @max: a bound LIMIT
+ * A lease statement (jobLeaseKindsSql, jobLeaseTenantSql) with `max` written in place of @max: a bound LIMIT
  * makes SQLite prepare the statement again at every run (lease-statements.ts). `max` is a count the protocol
  * has checked; anything but a positive integer is refused here too, since it becomes SQL text.
  */
@@ -292,10 +378,30 @@ export function withLeaseMax(sql: string, max: number): string {
   return sql.replace(/@max\b/g, String(max));
 }
 
+/** A ready row's columns as a lease reads them. */
+const READY_PICK = `seq, kind, priority, run_after, deadline_at, attempts, epoch`;
+/** A ready row the lease may take now: due, and not past its deadline (the reaper ends those). */
+const LEASABLE = `run_after <= @now AND (deadline_at IS NULL OR deadline_at > @now)`;
+
 /**
- * The lease of a kinds filter with `kindCount` kinds (bound as @k0, @k1, …): each kind's available jobs are
- * walked in lease order on jobs_available_by_kind, at most @max of each, and the best @max of those are claimed.
- * It reads O(max × kinds) index entries, never another kind's backlog. One statement per kind count.
+ * The statement that takes jobs: a lease row for each picked ready row, with its epoch bumped and its attempt
+ * counted, a fresh token (lh_token) and an expiry capped at the job's deadline. The lease row's primary key
+ * admits one live lease per job. The store deletes the picked ready rows next, in the same write transaction
+ * (readyDeleteMany); SQLite has no statement that moves rows between tables.
+ */
+function leaseInsert(pick: string): string {
+  return `INSERT INTO job_leases (seq, tenant, kind, priority, run_after, deadline_at, epoch, attempt, token, worker_id, started_at, expires_at)
+    SELECT seq, @tenant, kind, priority, run_after, deadline_at, epoch + 1, attempts + 1, lh_token(), @workerId, @now,
+      CASE WHEN deadline_at IS NOT NULL AND deadline_at < @now + @leaseMs THEN deadline_at ELSE @now + @leaseMs END
+    FROM (${pick})
+    RETURNING seq, kind, priority, run_after, deadline_at, epoch, attempt, token, expires_at`;
+}
+
+/**
+ * The lease of `kindCount` kinds (bound as @k0, @k1, …): each kind's ready rows are walked in lease order on
+ * job_ready's primary key, at most @max of each, and the best @max of those are taken. It reads O(max × kinds)
+ * ready rows, never another kind's backlog. One statement per kind count. A lease without a kinds filter names
+ * the tenant's queued kinds (lease.ts).
  *
  * `capped`: the restricted path's statement, with no guard and its own cap per kind (@m0, @m1, …: what the
  * kind's limits allow, flow-limits.ts), so a limited kind's walk stops at its allowance.
@@ -303,22 +409,16 @@ export function withLeaseMax(sql: string, max: number): string {
 export function jobLeaseKindsSql(kindCount: number, capped = false): string {
   const kinds = Array.from({ length: kindCount }, (_, i) => `@k${i}`);
   const walks = kinds.map(
-    (
-      kind,
-      i,
-    ) => `SELECT * FROM (SELECT seq, priority, run_after FROM jobs INDEXED BY jobs_available_by_kind WHERE tenant = @tenant AND kind = ${kind} AND status = 'queued'
-        AND run_after <= @now AND (deadline_at IS NULL OR deadline_at > @now) ORDER BY priority DESC, run_after, seq LIMIT ${capped ? `@m${i}` : '@max'})`,
+    (kind, i) => `SELECT * FROM (SELECT ${READY_PICK} FROM job_ready WHERE tenant = @tenant AND kind = ${kind} AND ${LEASABLE}
+        ORDER BY priority DESC, run_after, seq LIMIT ${capped ? `@m${i}` : '@max'})`,
   );
-  return `UPDATE jobs SET status = 'running', attempts = attempts + 1, epoch = epoch + 1, lease_token = lh_token(),
-      lease_owner = @workerId, lease_expires_at = CASE WHEN deadline_at IS NOT NULL AND deadline_at < @now + @leaseMs
-        THEN deadline_at ELSE @now + @leaseMs END,
-      started_at = COALESCE(started_at, @now), last_outcome = NULL, effect_started_at = NULL
-    WHERE seq IN (SELECT seq FROM (${walks.join(' UNION ALL ')}) ORDER BY priority DESC, run_after, seq LIMIT @max)${
-      capped
-        ? ''
-        : `
-      AND ${unrestricted(kinds.join(', '))}`
-    }
-    RETURNING seq, id, kind, payload, attempts, max_attempts, epoch, lease_token, lease_expires_at, deadline_at,
-      checkpoint_step, checkpoint_state, priority, run_after`;
+  const guard = capped ? '' : ` WHERE ${unrestricted(kinds.join(', '))}`;
+  return leaseInsert(`SELECT * FROM (${walks.join(' UNION ALL ')})${guard} ORDER BY priority DESC, run_after, seq LIMIT @max`);
 }
+
+/**
+ * The lease of any kind for a tenant with more queued kinds than one statement walks (lease.ts): the tenant's
+ * due ready rows sorted in lease order. It reads every due ready row of the tenant, so only that case takes it.
+ */
+export const jobLeaseTenantSql = leaseInsert(`SELECT ${READY_PICK} FROM job_ready WHERE tenant = @tenant AND ${LEASABLE} AND ${unrestricted(null)}
+      ORDER BY priority DESC, run_after, seq LIMIT @max`);

@@ -3,7 +3,7 @@
  * jobs_finished (status, finished_at) oldest first from the earliest cutoff
  * any kind could have, and stops after `limit` matches; the job's kind row
  * (its own period) is joined per row. The batch's attempts, result and job
- * rows (and its dependency edges) go in the same transaction as the tenant's storage counter, so that
+ * rows (and its dependency edges) go in the same transaction as their counter rows (counter-moves.ts), so that
  * transaction holds the write lock for one bounded batch (docs/SCALING.md).
  *
  * A finished parent whose children still wait (a requeued child counts a dead
@@ -20,7 +20,19 @@
  */
 
 import type { Database, Statement } from 'better-sqlite3';
+import type { JobStatus } from '../../core/states.js';
 import { NO_KIND_RETENTION, type JobPurgeCountParams, type JobPurgeParams, type KindRetention } from '../retention.js';
+import type { CounterMoves } from './counter-moves.js';
+import { countedJob } from './rows.js';
+
+interface PurgedRow {
+  readonly tenant: string;
+  readonly kind: string;
+  readonly status: JobStatus;
+  readonly created_at: number;
+  readonly started_at: number | null;
+  readonly finished_at: number | null;
+}
 
 /** Free pages one vacuum step returns to the file system (4 KiB pages: 1 MiB). */
 export const VACUUM_PAGES_PER_STEP = 256;
@@ -41,8 +53,11 @@ const MATCHING = `FROM jobs j LEFT JOIN kinds k ON k.tenant = j.tenant AND k.kin
 export const RETENTION_SQL = {
   jobPurgeShortestPeriod: `SELECT MIN(CASE @status WHEN 'succeeded' THEN retention_succeeded_ms WHEN 'cancelled' THEN retention_cancelled_ms
       ELSE retention_dead_ms END) AS shortest FROM kinds`,
-  jobPurgeSelect: `SELECT j.seq, j.tenant, j.payload_bytes + coalesce(length(CAST(j.checkpoint_state AS BLOB)), 0)
-      + coalesce(length(CAST(j.progress AS BLOB)), 0) + coalesce((SELECT r.size_bytes FROM job_results r WHERE r.job_seq = j.seq), 0) AS bytes
+  jobPurgeSelect: `SELECT j.seq, j.tenant, j.kind, j.status, j.created_at, j.started_at, j.finished_at,
+      j.payload_bytes + coalesce(length(CAST(j.checkpoint_state AS BLOB)), 0)
+      + coalesce(length(CAST(j.progress AS BLOB)), 0) + coalesce((SELECT r.size_bytes FROM job_results r WHERE r.job_seq = j.seq), 0) AS bytes,
+      (SELECT count(*) FROM job_attempts a WHERE a.job_seq = j.seq AND a.ended_at IS NOT NULL) AS ended_attempts,
+      (SELECT coalesce(sum(a.ended_at - a.started_at), 0) FROM job_attempts a WHERE a.job_seq = j.seq AND a.ended_at IS NOT NULL) AS attempt_run_ms
     ${MATCHING} ORDER BY j.finished_at LIMIT @limit`,
   jobPurgeCount: `SELECT COUNT(*) AS n ${MATCHING}`,
   jobPurgeAttempts: `DELETE FROM job_attempts WHERE job_seq IN (SELECT value FROM json_each(?))`,
@@ -50,7 +65,6 @@ export const RETENTION_SQL = {
   jobPurgeDependencies: `DELETE FROM job_dependencies WHERE parent_seq IN (SELECT value FROM json_each(@seqs))
     OR child_seq IN (SELECT value FROM json_each(@seqs))`,
   jobPurgeJobs: `DELETE FROM jobs WHERE seq IN (SELECT value FROM json_each(?))`,
-  counterSubtractStorage: `UPDATE tenant_counters SET storage_bytes = storage_bytes - ? WHERE tenant = ?`,
 } as const;
 
 /** The kinds-table bindings of a kind's retention periods. */
@@ -73,22 +87,25 @@ export class RetentionStatements {
     this.statements = Object.fromEntries(entries) as Statements;
   }
 
-  /** Runs inside a write transaction: deletes one batch and answers how many jobs went. */
-  purge(params: JobPurgeParams, now: number): number {
-    const rows = this.statements.jobPurgeSelect.all({ ...this.bindings(params, now), limit: params.limit }) as {
+  /** Runs inside a write transaction: deletes one batch and answers how many jobs went; `moves` takes them out of the counters. */
+  purge(params: JobPurgeParams, now: number, moves: CounterMoves): number {
+    const rows = this.statements.jobPurgeSelect.all({ ...this.bindings(params, now), limit: params.limit }) as (PurgedRow & {
       seq: number;
-      tenant: string;
       bytes: number;
-    }[];
+      ended_attempts: number;
+      attempt_run_ms: number;
+    })[];
     if (rows.length === 0) return 0;
     const seqs = JSON.stringify(rows.map((row) => row.seq));
     this.statements.jobPurgeAttempts.run(seqs);
     this.statements.jobPurgeResults.run(seqs);
     this.statements.jobPurgeDependencies.run({ seqs });
     this.statements.jobPurgeJobs.run(seqs);
-    const bytesByTenant = new Map<string, number>();
-    for (const row of rows) bytesByTenant.set(row.tenant, (bytesByTenant.get(row.tenant) ?? 0) + row.bytes);
-    for (const [tenant, bytes] of bytesByTenant) this.statements.counterSubtractStorage.run(bytes, tenant);
+    for (const row of rows) {
+      moves.deleted(countedJob(row, row.status));
+      moves.storage(row.tenant, -row.bytes);
+      for (let i = 0; i < row.ended_attempts; i++) moves.attemptEnded(row.tenant, i === 0 ? row.attempt_run_ms : 0, -1);
+    }
     return rows.length;
   }
 

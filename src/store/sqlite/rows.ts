@@ -8,6 +8,7 @@ import type { ApiKeyColumns, AttemptColumns, KindColumns } from '../row-records.
 import { JOB_STATUSES, type JobStatus, type Role } from '../../core/states.js';
 import type { AttemptOutcome, JobSnapshot } from '../../core/transitions.js';
 import type { ApiKeyRecord, AttemptRecord, JobListItem, JobRecord, KindRecord, LeasedJob, TenantStats } from '../store.js';
+import type { CountedJob } from './counter-moves.js';
 import type { StatsRows } from './stats-reader.js';
 
 export interface JobRow {
@@ -49,7 +50,7 @@ export interface JobRow {
   children: string;
 }
 
-/** The columns of SQL.jobLock and SQL.jobsExpiredLeases. */
+/** The columns of SQL.jobLock and SQL.jobsExpiredLeases (a running job's from its lease row, queries.ts LIVE_COLUMNS). */
 export type SnapshotRow = Pick<
   JobRow,
   | 'seq'
@@ -58,6 +59,7 @@ export type SnapshotRow = Pick<
   | 'status'
   | 'attempts'
   | 'max_attempts'
+  | 'priority'
   | 'run_after'
   | 'deadline_at'
   | 'lease_expires_at'
@@ -68,6 +70,9 @@ export type SnapshotRow = Pick<
   | 'effect_started_at'
   | 'concurrency_key'
   | 'has_children'
+  | 'created_at'
+  | 'started_at'
+  | 'finished_at'
 >;
 
 export interface JobWithResultRow extends JobRow {
@@ -82,21 +87,30 @@ export type JobListRow = Omit<JobRow, 'payload' | 'checkpoint_state' | 'pending_
   result_bytes: number | null;
 };
 
-export interface LeasedRow {
+/** A lease row as the lease statement returns it (queries.ts leaseInsert). */
+export interface LeaseRow {
   seq: number;
-  id: string;
   kind: string;
-  payload: string;
-  attempts: number;
-  max_attempts: number;
-  epoch: number;
-  lease_token: string;
-  lease_expires_at: number;
-  deadline_at: number | null;
-  checkpoint_step: number | null;
-  checkpoint_state: string | null;
   priority: number;
   run_after: number;
+  deadline_at: number | null;
+  epoch: number;
+  attempt: number;
+  token: string;
+  expires_at: number;
+}
+
+/** A leased job's row (SQL.jobLeasedMany). */
+export interface LeasedJobRow {
+  seq: number;
+  id: string;
+  payload: string;
+  max_attempts: number;
+  checkpoint_step: number | null;
+  checkpoint_state: string | null;
+  created_at: number;
+  started_at: number | null;
+  finished_at: number | null;
 }
 
 export interface ApiKeyRow extends ApiKeyColumns {
@@ -150,9 +164,20 @@ export function toAttemptRecord(row: AttemptRow): AttemptRecord {
   return attemptRecord(row, row.outcome);
 }
 
-export function toLeasedJob(row: LeasedRow): LeasedJob {
-  const checkpoint = row.checkpoint_step === null ? null : { step: row.checkpoint_step, state: parseJsonOrNull(row.checkpoint_state) };
-  return leasedJob(row, { payload: JSON.parse(row.payload) as unknown, token: row.lease_token, leaseExpiresAt: row.lease_expires_at, checkpoint });
+export function toLeasedJob(lease: LeaseRow, job: LeasedJobRow): LeasedJob {
+  const checkpoint = job.checkpoint_step === null ? null : { step: job.checkpoint_step, state: parseJsonOrNull(job.checkpoint_state) };
+  return leasedJob(
+    { ...lease, id: job.id, attempts: lease.attempt, max_attempts: job.max_attempts },
+    { payload: JSON.parse(job.payload) as unknown, token: lease.token, leaseExpiresAt: lease.expires_at, checkpoint },
+  );
+}
+
+/** A job's row as the counter moves see it (counter-moves.ts), with the status it has (or, in `status`, reaches). */
+export function countedJob(
+  row: { readonly tenant: string; readonly kind: string; readonly created_at: number; readonly started_at: number | null; readonly finished_at: number | null },
+  status: JobStatus,
+): CountedJob {
+  return { tenant: row.tenant, kind: row.kind, status, createdAt: row.created_at, startedAt: row.started_at, finishedAt: row.finished_at };
 }
 
 export function toTenantStats(rows: StatsRows, now: number): TenantStats {

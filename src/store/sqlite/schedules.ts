@@ -17,7 +17,7 @@ import {
   type ScheduleUpsertParams,
 } from '../schedules.js';
 import { enqueueInTx } from './enqueue.js';
-import type { NewJobCounts } from './new-job-counts.js';
+import type { CounterMoves } from './counter-moves.js';
 import type { Statements } from './queries.js';
 
 const COLUMNS = `tenant, name, owner, kind, payload, cron, timezone, overlap, catch_up, next_at, last_at, last_job_id, created_at, updated_at`;
@@ -135,7 +135,7 @@ export class ScheduleStatements {
   }
 
   /** In the write transaction: the guard, the jobs and the move happen together or not at all. */
-  fire(statements: Statements, counts: NewJobCounts, params: ScheduleFireParams, now: number): ScheduleFireOutcome {
+  fire(statements: Statements, counts: CounterMoves, params: ScheduleFireParams, now: number): ScheduleFireOutcome {
     const row = this.st.scheduleNextAt.get(params.tenant, params.name) as { next_at: number | null } | undefined;
     if (row === undefined || row.next_at !== params.expectedNextAt) return { kind: 'stale' };
     const outcomes = params.jobs.map((job) => enqueueInTx(statements, counts, job, now));

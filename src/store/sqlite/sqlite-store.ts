@@ -33,7 +33,7 @@ import { completeInTx, failInTx } from './lease-endings.js';
 import { cancelInTx, reapInTx, reconcileInTx, requeueInTx } from './operator-actions.js';
 import { setKindPausedInTx, upsertKindInTx } from './kinds.js';
 import { leaseInTx } from './lease.js';
-import { NewJobCounts } from './new-job-counts.js';
+import { CounterMoves } from './counter-moves.js';
 import { LeaseStatements } from './lease-statements.js';
 import type * as Sch from '../schedules.js';
 import { VACUUM_STEPS_PER_BATCH } from './retention.js';
@@ -69,8 +69,8 @@ export class SqliteStore extends StoreReads implements S.Store {
   /** Tells the other processes on the file of each commit (library mode); null when no one else is expected. */
   private readonly signal: CommitSignal | null;
   private readonly stopHearingCommits: () => void;
-  /** What the write transaction's new jobs add to the counter rows, applied by the group commit before COMMIT. */
-  private readonly newJobs = new NewJobCounts(this.statements);
+  /** What the write transaction moves in the counter rows, applied by the group commit before COMMIT. */
+  private readonly moves = new CounterMoves(this.statements);
 
   private constructor(
     db: Db,
@@ -86,7 +86,7 @@ export class SqliteStore extends StoreReads implements S.Store {
     // Created before anything watches it, so every store of the file can watch it from its first wait.
     this.signal = shared === null || db.readonly ? null : new CommitSignal(shared.signal);
     this.watchers = new Watchers(() => db.pragma('data_version', { simple: true }) as number, crossProcessPollMs, shared);
-    this.writer = groupCommitWriter(db, clock, busyTimeoutMs, this.newJobs, () => this.signal?.send());
+    this.writer = groupCommitWriter(db, clock, busyTimeoutMs, this.moves, () => this.signal?.send());
     this.stopHearingCommits = this.signal?.hear(() => this.writer.lockMayBeFree()) ?? (() => undefined);
   }
 
@@ -170,17 +170,17 @@ export class SqliteStore extends StoreReads implements S.Store {
   }
 
   scheduleFire(params: Sch.ScheduleFireParams): Promise<Sch.ScheduleFireOutcome> {
-    return this.write((now) => this.schedules.fire(this.statements, this.newJobs, params, now), distinctAvailability(params.jobs));
+    return this.write((now) => this.schedules.fire(this.statements, this.moves, params, now), distinctAvailability(params.jobs));
   }
 
   // --- enqueue and reads ----------------------------------------------------
 
   jobEnqueue(params: S.EnqueueParams): Promise<S.EnqueueOutcome> {
-    return this.write((now) => enqueueInTx(this.statements, this.newJobs, params, now), [{ tenant: params.tenant, kind: params.kind }]);
+    return this.write((now) => enqueueInTx(this.statements, this.moves, params, now), [{ tenant: params.tenant, kind: params.kind }]);
   }
 
   jobEnqueueMany(params: readonly S.EnqueueParams[]): Promise<readonly S.EnqueueOutcome[]> {
-    return this.write((now) => params.map((p) => enqueueInTx(this.statements, this.newJobs, p, now)), distinctAvailability(params));
+    return this.write((now) => params.map((p) => enqueueInTx(this.statements, this.moves, p, now)), distinctAvailability(params));
   }
 
   // --- the lease protocol ---------------------------------------------------
@@ -189,8 +189,8 @@ export class SqliteStore extends StoreReads implements S.Store {
     let reapEnded = false;
     const leased = await this.writeFlow((now, effects) => {
       // Expired leases of every tenant are settled here (one indexed probe), so an expired job is claimable at once.
-      reapEnded = reapFinishedSome(reapInTx(this.statements, now, effects));
-      return leaseInTx(this.statements, this.leases, params, now);
+      reapEnded = reapFinishedSome(reapInTx(this.statements, this.moves, now, effects));
+      return leaseInTx(this.statements, this.leases, this.moves, params, now);
     });
     if (reapEnded) this.watchers.announceFinished(null);
     return leased;
@@ -203,29 +203,29 @@ export class SqliteStore extends StoreReads implements S.Store {
   }
 
   jobRenew(params: S.RenewParams): Promise<S.RenewOutcome> {
-    return this.write((now) => renewLease(this.statements, params, now));
+    return this.write((now) => renewLease(this.statements, this.moves, params, now));
   }
 
   async jobComplete(params: S.CompleteParams): Promise<S.CompleteOutcome> {
-    const outcome = await this.writeFlow((now, effects) => completeInTx(this.statements, params, now, effects));
+    const outcome = await this.writeFlow((now, effects) => completeInTx(this.statements, this.moves, params, now, effects));
     this.watchers.announceFinished(finishedByCompletion([params], [outcome]));
     return outcome;
   }
 
   async jobCompleteMany(params: readonly S.CompleteParams[]): Promise<readonly S.CompleteOutcome[]> {
-    const outcomes = await this.writeFlow((now, effects) => params.map((p) => completeInTx(this.statements, p, now, effects)));
+    const outcomes = await this.writeFlow((now, effects) => params.map((p) => completeInTx(this.statements, this.moves, p, now, effects)));
     this.watchers.announceFinished(finishedByCompletion(params, outcomes));
     return outcomes;
   }
 
   async jobFail(params: S.FailParams): Promise<S.FailOutcome> {
-    const outcome = await this.writeFlow((now, effects) => failInTx(this.statements, params, this.random, now, effects));
+    const outcome = await this.writeFlow((now, effects) => failInTx(this.statements, this.moves, params, this.random, now, effects));
     this.watchers.announceFinished(finishedByFailure(params, outcome));
     return outcome;
   }
 
   jobCheckpoint(params: S.CheckpointParams): Promise<S.TokenOutcome> {
-    return this.write((now) => storeCheckpoint(this.statements, params, now));
+    return this.write((now) => storeCheckpoint(this.statements, this.moves, params, now));
   }
 
   jobMarkEffectStarted(params: S.TokenParams): Promise<S.TokenOutcome> {
@@ -235,29 +235,29 @@ export class SqliteStore extends StoreReads implements S.Store {
   // --- operator actions -----------------------------------------------------
 
   jobRequeue(params: S.RequeueParams): Promise<S.RequeueOutcome> {
-    return this.writeFlow((now, effects) => requeueInTx(this.statements, params, now, effects));
+    return this.writeFlow((now, effects) => requeueInTx(this.statements, this.moves, params, now, effects));
   }
 
   async jobCancel(params: S.JobRef): Promise<S.CancelOutcome> {
-    const outcome = await this.writeFlow((now, effects) => cancelInTx(this.statements, params, now, effects));
+    const outcome = await this.writeFlow((now, effects) => cancelInTx(this.statements, this.moves, params, now, effects));
     this.watchers.announceFinished(finishedByOperator(params, outcome));
     return outcome;
   }
 
   async jobReconcile(params: S.ReconcileParams): Promise<S.ReconcileOutcome> {
-    const outcome = await this.writeFlow((now, effects) => reconcileInTx(this.statements, params, now, effects));
+    const outcome = await this.writeFlow((now, effects) => reconcileInTx(this.statements, this.moves, params, now, effects));
     this.watchers.announceFinished(finishedByOperator(params, outcome));
     return outcome;
   }
 
   async jobReapExpired(): Promise<S.ReapOutcome> {
-    const counts = await this.writeFlow((now, effects) => reapInTx(this.statements, now, effects));
+    const counts = await this.writeFlow((now, effects) => reapInTx(this.statements, this.moves, now, effects));
     if (reapFinishedSome(counts)) this.watchers.announceFinished(null);
     return counts;
   }
 
   async jobPurge(params: JobPurgeParams): Promise<JobPurgeOutcome> {
-    const deleted = await this.write((now) => this.retention.purge(params, now));
+    const deleted = await this.write((now) => this.retention.purge(params, now, this.moves));
     for (let step = 0; deleted > 0 && step < VACUUM_STEPS_PER_BATCH; step++) if (!(await this.write(() => this.retention.vacuumStep()))) break;
     return { deleted };
   }

@@ -1,7 +1,7 @@
 /**
  * Runs the statistics queries on a read-only connection of their own, in a
  * worker thread, in one read transaction, so that every figure comes from the
- * same commit. They read counter rows (migration 5) and one index head, so
+ * same commit. They read counter rows (migration 5) and the heads of the ready table's groups, so
  * they are cheap; the thread keeps them off the connection the group commit
  * writes on. WAL lets the second connection read the last commit while the
  * first one writes.
@@ -53,7 +53,7 @@ function open() {
     times: times.get(tenant),
     attemptTimes: attemptTimes.get(tenant),
     counters: counters.get(tenant),
-    oldest: oldest.get(tenant, now),
+    oldest: oldest.get({ tenant, now }),
   }));
 }
 parentPort.on('message', ({ id, tenant, now }) => {

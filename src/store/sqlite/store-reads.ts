@@ -100,12 +100,22 @@ export abstract class StoreReads {
     const cursor = params.cursor === undefined ? null : openCursor(this.cursorSecret, params, params.cursor);
     const owner = params.scope.owner ?? null;
     const status = params.status ?? null;
-    const statement = status !== null ? this.statements.jobListByStatus : owner !== null ? this.statements.jobListByOwner : this.statements.jobListByTenant;
+    // Queued and running jobs are listed from their own tables (migration 14); ended and waiting ones by jobs_by_status_ended.
+    const statement =
+      status === 'queued'
+        ? this.statements.jobListQueued
+        : status === 'running'
+          ? this.statements.jobListRunning
+          : status !== null
+            ? this.statements.jobListByStatus
+            : owner !== null
+              ? this.statements.jobListByOwner
+              : this.statements.jobListByTenant;
     const rows = this.read(
       () =>
         statement.all({
           tenant: params.scope.tenant,
-          ...(status !== null ? { status } : {}),
+          ...(status !== null && status !== 'queued' && status !== 'running' ? { status } : {}),
           ...(status !== null || owner !== null ? { owner } : {}),
           kind: params.kind ?? null,
           cursor: cursor ?? Number.MAX_SAFE_INTEGER,
@@ -119,7 +129,7 @@ export abstract class StoreReads {
     return this.read(() => {
       const job = this.statements.jobGet.get({ id: params.id, tenant: params.scope.tenant, owner: params.scope.owner ?? null }) as JobRow | undefined;
       if (job === undefined) return null;
-      return (this.statements.attemptList.all(job.seq) as AttemptRow[]).map(toAttemptRecord);
+      return (this.statements.attemptList.all({ seq: job.seq }) as AttemptRow[]).map(toAttemptRecord);
     });
   }
 
