@@ -104,6 +104,92 @@ export function completeInTx(st: Statements, moves: CounterMoves, params: Comple
   return { kind: 'completed', replayed: false };
 }
 
+/**
+ * A batch of completions with the decisions of completeInTx, applied by one statement per step for the jobs that
+ * succeed: their snapshots, the guarded lease ends, the job ends and the attempt rows (then each result, and the
+ * counter moves once per commit). A batch that names a job twice, or jobs of more than one tenant, is completed
+ * one at a time in its order, so a second completion of a job sees the first.
+ */
+export function completeManyInTx(st: Statements, moves: CounterMoves, params: readonly CompleteParams[], now: number, effects: FlowEffects): CompleteOutcome[] {
+  const tenant = params[0]?.tenant;
+  if (params.length < 2 || params.some((p) => p.tenant !== tenant) || new Set(params.map((p) => p.id)).size !== params.length) {
+    return params.map((p) => completeInTx(st, moves, p, now, effects));
+  }
+  const rows = new Map((st.jobLockMany.all({ ids: JSON.stringify(params.map((p) => p.id)), tenant }) as (SnapshotRow & { i: number })[]).map((r) => [r.i, r]));
+  const outcomes: CompleteOutcome[] = [];
+  const succeeding: { readonly row: SnapshotRow; readonly params: CompleteParams }[] = [];
+  params.forEach((p, i) => {
+    const row = rows.get(i);
+    if (row === undefined) return void outcomes.push({ kind: 'rejected', code: 'not_found' });
+    const decision = decideCompletion(toSnapshot(row), p.token, now);
+    if (decision.kind === 'replay') return void outcomes.push({ kind: 'completed', replayed: true });
+    if (decision.kind === 'reject') return void outcomes.push({ kind: 'rejected', code: decision.code });
+    const size = decideResultSize(p.result?.body.length ?? null, p.maxResultBytes);
+    if (size.kind === 'too_large') {
+      endLease(st, moves, row, p.token, resultTooLargeEnding(size), now, { live: true, effects });
+      return void outcomes.push({ kind: 'result_too_large' });
+    }
+    succeeding.push({ row, params: p });
+    outcomes.push({ kind: 'completed', replayed: false });
+  });
+  if (succeeding.length > 0) succeedAll(st, moves, succeeding, now, effects);
+  crashPoint('complete.inside-transaction');
+  return outcomes;
+}
+
+/** The successes of a batch: one guarded statement ends their leases, one their jobs, one writes their attempts. */
+function succeedAll(
+  st: Statements,
+  moves: CounterMoves,
+  jobs: readonly { readonly row: SnapshotRow; readonly params: CompleteParams }[],
+  now: number,
+  effects: FlowEffects,
+): void {
+  const ended = st.leaseEndMany.all({ rows: JSON.stringify(jobs.map(({ row, params }) => [row.seq, params.token])), now }) as (EndedLease & {
+    seq: number;
+  })[];
+  if (ended.length !== jobs.length) throw new Error(`guarded lease ends matched ${ended.length} of ${jobs.length}; the snapshots and the guard disagree`);
+  const leases = new Map(ended.map((lease) => [lease.seq, lease]));
+  const attempts = jobs.map(({ row, params }) => {
+    const lease = leases.get(row.seq);
+    if (lease === undefined) throw new Error('a guarded lease end returned another job');
+    return { row, params, lease };
+  });
+  const rows = JSON.stringify(
+    attempts.map(({ row, params, lease }) => [
+      row.seq,
+      lease.epoch,
+      lease.attempt,
+      lease.worker_id,
+      params.token,
+      lease.started_at,
+      lease.cancel_requested,
+      lease.effect_started_at,
+    ]),
+  );
+  const ending = { status: SUCCEEDED.status, outcome: SUCCEEDED.outcome };
+  const changed = st.jobEndMany.run({ rows, now, ...ending, ...lastErrorColumns(SUCCEEDED) }).changes;
+  if (changed !== jobs.length) throw new Error(`job ends matched ${changed} of ${jobs.length}; the snapshots and the guard disagree`);
+  st.attemptInsertMany.run({ rows, now, outcome: SUCCEEDED.outcome, attemptCode: SUCCEEDED.attemptCode });
+  for (const { row, params, lease } of attempts) {
+    // Each result after its job is succeeded (the schema's trigger requires it).
+    const result = params.result;
+    if (result !== undefined) {
+      st.resultInsert.run(row.seq, result.contentType, result.body, sha256Hex(result.body), result.body.length);
+      moves.storage(row.tenant, result.body.length);
+    }
+    moves.moved(countedJob(row, 'running'), countedJob({ ...row, finished_at: now }, SUCCEEDED.status));
+    moves.attemptEnded(row.tenant, now - lease.started_at);
+  }
+  settleEnded(
+    st,
+    moves,
+    attempts.map(({ row }) => ({ ...row, status: SUCCEEDED.status })),
+    now,
+    effects,
+  );
+}
+
 /** A worker's fail; a retry puts the job's (tenant, kind) into `effects.available`. */
 export function failInTx(st: Statements, moves: CounterMoves, params: FailParams, random: Random, now: number, effects: FlowEffects): FailOutcome {
   const row = lockJob(st, params.id, params.tenant);

@@ -308,6 +308,24 @@ export const SQL = {
       effect_started_at = @effectStartedAt, last_error_code = @code, last_error_message = @message, last_error_class = @errorClass,
       end_reserve = NULL
     WHERE seq = @seq AND status = 'queued'`,
+  /**
+   * leaseEnd for a batch of live leases (@rows: a JSON array of [seq, token]), one statement: each lease row found
+   * by its row id, its token checked. What it returns is each attempt that ended.
+   */
+  leaseEndMany: `DELETE FROM job_leases WHERE (seq, token) IN (SELECT value ->> 0, value ->> 1 FROM json_each(@rows)) AND expires_at > @now
+    RETURNING seq, epoch, attempt, worker_id, started_at, cancel_requested, effect_started_at`,
+  /**
+   * jobEnd for a batch of jobs that end alike (@status, @outcome and the last error bound once; @rows: a JSON array of
+   * [seq, epoch, attempt, worker, token, started_at, cancel_requested, effect_started_at]), one statement.
+   */
+  jobEndMany: `UPDATE jobs SET status = @status, last_outcome = @outcome, epoch = e.value ->> 1, attempts = e.value ->> 2,
+      lease_owner = e.value ->> 3, lease_token = e.value ->> 4, started_at = coalesce(jobs.started_at, e.value ->> 5), finished_at = @now,
+      cancel_requested = e.value ->> 6, effect_started_at = e.value ->> 7, last_error_code = @code, last_error_message = @message,
+      last_error_class = @errorClass, end_reserve = NULL
+    FROM json_each(@rows) e WHERE jobs.seq = e.value ->> 0 AND jobs.status = 'queued'`,
+  /** attemptInsert for the same batch (@rows as jobEndMany's), one statement. */
+  attemptInsertMany: `INSERT INTO job_attempts (job_seq, epoch, attempt, worker_id, started_at, ended_at, outcome, error_code)
+    SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 5, @now, @outcome, @attemptCode FROM json_each(@rows)`,
   /** Queued jobs past their deadline are never leased (the lease WHERE); the reaper takes their ready rows by job_ready_deadline. */
   readyPastDeadline: `DELETE FROM job_ready WHERE deadline_at IS NOT NULL AND deadline_at <= @now RETURNING seq`,
   /** … and ends them with QUEUED_DEADLINE (@seqs: a JSON array). */

@@ -29,7 +29,7 @@ import { enqueueInTx, enqueueOnConnection } from './enqueue.js';
 import { groupCommitWriter, openDatabase } from './database.js';
 import type { GroupCommit } from './group-commit.js';
 import { markEffectStarted, renewLease, storeCheckpoint } from './guarded-statements.js';
-import { completeInTx, failInTx } from './lease-endings.js';
+import { completeInTx, completeManyInTx, failInTx } from './lease-endings.js';
 import { cancelInTx, reapInTx, reconcileInTx, requeueInTx } from './operator-actions.js';
 import { setKindPausedInTx, upsertKindInTx } from './kinds.js';
 import { leaseInTx } from './lease.js';
@@ -213,7 +213,7 @@ export class SqliteStore extends StoreReads implements S.Store {
   }
 
   async jobCompleteMany(params: readonly S.CompleteParams[]): Promise<readonly S.CompleteOutcome[]> {
-    const outcomes = await this.writeFlow((now, effects) => params.map((p) => completeInTx(this.statements, this.moves, p, now, effects)));
+    const outcomes = await this.writeFlow((now, effects) => completeManyInTx(this.statements, this.moves, params, now, effects));
     this.watchers.announceFinished(finishedByCompletion(params, outcomes));
     return outcomes;
   }
