@@ -30,9 +30,12 @@ import { DROP_COUNTER_TRIGGERS_SQL, JOB_COUNTERS_SQL } from './counter-triggers.
  *   expiry index. While it runs, a job's row in jobs keeps the status 'queued' and the epoch and attempts of
  *   its previous lease; reads join the lease (sql-fragments.ts) and the end writes the row once.
  * - job_attempts holds ended attempts only, written once at the end, keyed by the job's bigint seq.
- * - jobs is keyed by seq inside (the public uuid keeps a unique index); it keeps the indexes that do not
- *   serve the lease: keys, the tenant's listing, retention's finished jobs and the dead and unknown jobs.
- *   Fillfactor 50 leaves room on each page for the row's version written at the end.
+ * - jobs is keyed by seq inside (the public uuid keeps a unique index). No index of jobs reads a column that
+ *   the end writes (status, finished_at, the lease's columns), so the end is a HOT update, and fillfactor 50
+ *   leaves room on the page for that version. PostgreSQL counts an index predicate's columns too, so the
+ *   concurrency key's indexes read key_turn and key_active (the key while the job holds its turn, or is queued
+ *   or running; NULL otherwise) instead of status, and the ended jobs retention walks are rows of job_endings
+ *   (status, finished_at, seq), inserted when a job ends and deleted when it leaves that status.
  * - The counter triggers are gone: each statement that moves a job moves its counters (counter-triggers.ts).
  * A running job's jobs row steps back to its previous lease (epoch and attempts one lower), its running
  * attempt row becomes its lease row, and the counters (which counted it as running) stay as they are.
@@ -108,12 +111,31 @@ ALTER TABLE jobs ADD PRIMARY KEY (seq);
 ALTER TABLE job_dependencies ADD FOREIGN KEY (parent_id) REFERENCES jobs (id);
 ALTER TABLE job_dependencies ADD FOREIGN KEY (child_id) REFERENCES jobs (id);
 
+ALTER TABLE jobs ADD COLUMN key_turn text;
+ALTER TABLE jobs ADD COLUMN key_active text;
+UPDATE jobs SET key_turn = concurrency_key, key_active = CASE WHEN status = 'queued' THEN concurrency_key END
+ WHERE concurrency_key IS NOT NULL AND status IN ('queued', 'waiting');
+DROP INDEX jobs_key_turn, jobs_key_active, jobs_finished, jobs_needing_attention;
+CREATE INDEX jobs_key_turn ON jobs (tenant, kind, key_turn, seq) WHERE key_turn IS NOT NULL;
+CREATE INDEX jobs_key_active ON jobs (tenant, kind, key_active, seq) WHERE key_active IS NOT NULL;
+
+CREATE TABLE job_endings (
+  status      text        NOT NULL CHECK (status IN ('succeeded', 'dead', 'cancelled', 'unknown')),
+  finished_at timestamptz NOT NULL,
+  seq         bigint      NOT NULL
+);
+CREATE INDEX job_endings_finished ON job_endings (status, finished_at, seq);
+INSERT INTO job_endings (status, finished_at, seq)
+SELECT status, coalesce(finished_at, created_at), seq FROM jobs WHERE status IN ('succeeded', 'dead', 'cancelled', 'unknown');
+
 ALTER TABLE jobs SET (fillfactor = 50);
 ALTER TABLE job_attempts SET (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 10000,
   autovacuum_analyze_scale_factor = 0.02, autovacuum_vacuum_cost_delay = 1, vacuum_truncate = false);
 ALTER TABLE job_ready SET (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 2000,
   autovacuum_analyze_scale_factor = 0.02, autovacuum_vacuum_cost_delay = 1, vacuum_truncate = false);
 ALTER TABLE job_leases SET (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 2000,
+  autovacuum_analyze_scale_factor = 0.02, autovacuum_vacuum_cost_delay = 1, vacuum_truncate = false);
+ALTER TABLE job_endings SET (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 10000,
   autovacuum_analyze_scale_factor = 0.02, autovacuum_vacuum_cost_delay = 1, vacuum_truncate = false);
 `;
 

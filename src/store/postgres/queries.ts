@@ -36,6 +36,8 @@ import {
   readyInsert,
   readyRowOf,
   ts,
+  endingInsert,
+  endingDelete,
 } from './sql-fragments.js';
 
 export * from './lease-queries.js';
@@ -100,14 +102,17 @@ export const JOB_INSERT_FLOW = namedQuery(
      INSERT INTO jobs AS j (id, tenant, owner, idempotency_key, request_hash, kind, payload, payload_bytes, status,
                            max_attempts, priority, run_after, deadline_ms, deadline_at, created_at, finished_at,
                            last_error_code, last_error_message, last_error_class, pending_parents, concurrency_key,
-                           dedupe_key, dedupe_until, unique_key)
+                           dedupe_key, dedupe_until, unique_key, key_turn, key_active)
      VALUES ($1::uuid, $2, $3, $4, $5, $6, $7::json, $8, $9::text, $10, $11, coalesce(${ts('$12')}, now()), $13::bigint,
              now() + $13::bigint * interval '1 millisecond', now(), CASE WHEN $9::text = 'dead' THEN now() END, $14, $15, $16, $17, $18,
-             $19::text, now() + ${interval('$20')}, $21::text)
+             $19::text, now() + ${interval('$20')}, $21::text,
+             CASE WHEN $9::text IN ('queued', 'waiting') THEN $18 END, CASE WHEN $9::text = 'queued' THEN $18 END)
      ON CONFLICT DO NOTHING
      RETURNING j.*
    ), ready AS (
      ${readyInsert('ins')}
+   ), ended AS (
+     ${endingInsert('ins')}
    ), counted AS (
      ${countJobs([jobTerms('ins', '')])}
    )
@@ -148,9 +153,10 @@ export const JOB_KEY_LOCK = namedQuery(
   `SELECT pg_advisory_xact_lock(hashtextextended($1::text || chr(1) || $2::text || chr(1) || $3::text, 0)) AS locked`,
 );
 
-// A running job's row in jobs says 'queued' (its lease row says it runs), so 'queued' covers both here.
-const KEY_TURN = `status IN ('queued', 'waiting', 'running')`;
-const KEY_ACTIVE = `status IN ('queued', 'running')`;
+// key_turn is the key while the job is queued, waiting or running; key_active while it is queued or running
+// (a running job's row says 'queued'); both NULL once it ends (migration 14: no index of jobs reads status).
+const KEY_TURN = (key: string): string => `key_turn = ${key}`;
+const KEY_ACTIVE = (key: string): string => `key_active = ${key}`;
 
 /**
  * A key's two probes (KeyFacts): an earlier job holding its turn (jobs_key_turn), another queued or running
@@ -160,9 +166,9 @@ const KEY_ACTIVE = `status IN ('queued', 'running')`;
  */
 export const JOB_KEY_FACTS = namedQuery(
   'lh_job_key_facts',
-  `SELECT (SELECT seq FROM jobs WHERE tenant = $1 AND kind = $2 AND concurrency_key = $3 AND ${KEY_TURN} AND seq < $4::bigint
+  `SELECT (SELECT seq FROM jobs WHERE tenant = $1 AND kind = $2 AND ${KEY_TURN('$3')} AND seq < $4::bigint
             ORDER BY seq LIMIT 1) IS NOT NULL AS earlier_holder,
-          (SELECT seq FROM jobs WHERE tenant = $1 AND kind = $2 AND concurrency_key = $3 AND ${KEY_ACTIVE} AND seq <> $4::bigint
+          (SELECT seq FROM jobs WHERE tenant = $1 AND kind = $2 AND ${KEY_ACTIVE('$3')} AND seq <> $4::bigint
             ORDER BY seq LIMIT 1) IS NOT NULL AS other_active`,
 );
 
@@ -171,7 +177,7 @@ const FLOW_COLUMNS = `j.id::text AS id, j.seq::float8 AS seq, j.tenant, j.kind, 
 /** The earliest job of a key that holds its turn: the next to run once the turn passes. */
 export const JOB_KEY_HEAD = namedQuery(
   'lh_job_key_head',
-  `SELECT ${FLOW_COLUMNS} FROM jobs j WHERE j.tenant = $1 AND j.kind = $2 AND j.concurrency_key = $3 AND j.${KEY_TURN} ORDER BY j.seq LIMIT 1`,
+  `SELECT ${FLOW_COLUMNS} FROM jobs j WHERE j.tenant = $1 AND j.kind = $2 AND j.${KEY_TURN('$3')} ORDER BY j.seq LIMIT 1`,
 );
 
 /** A parent succeeded: its waiting children have one pending parent fewer. */
@@ -186,9 +192,12 @@ export const JOB_DEPENDENCY_SATISFY = namedQuery(
 export const JOB_DEPENDENCY_FAIL = namedQuery(
   'lh_job_dependency_fail',
   `WITH moved AS (
-     UPDATE jobs j SET status = $2, finished_at = now(), last_error_code = $3, last_error_message = $4, last_error_class = $5
+     UPDATE jobs j SET status = $2, finished_at = now(), last_error_code = $3, last_error_message = $4, last_error_class = $5,
+            key_turn = NULL, key_active = NULL
        FROM job_dependencies d WHERE d.parent_id = $1 AND j.id = d.child_id AND j.status = 'waiting'
      RETURNING j.*
+   ), ended AS (
+     ${endingInsert('moved')}
    ), counted AS (
      ${countJobs(movedTerms('moved', "'waiting'"))}
    )
@@ -199,7 +208,7 @@ export const JOB_DEPENDENCY_FAIL = namedQuery(
 export const JOB_RELEASE = namedQuery(
   'lh_job_release',
   `WITH moved AS (
-     UPDATE jobs j SET status = 'queued', run_after = GREATEST(j.run_after, now())
+     UPDATE jobs j SET status = 'queued', run_after = GREATEST(j.run_after, now()), key_active = j.key_turn
       WHERE j.id = $1 AND j.status = 'waiting' AND j.pending_parents = 0
      RETURNING j.*
    ), ready AS (
@@ -306,6 +315,8 @@ function completeStatement(name: string, input: string): ReturnType<typeof named
        INSERT INTO job_results (job_id, content_type, body, checksum, size_bytes)
        SELECT c.id, c.content_type, c.body, c.checksum, octet_length(c.body) FROM c JOIN done ON done.id = c.id WHERE c.content_type IS NOT NULL
        RETURNING job_id, size_bytes
+     ), ending_rows AS (
+       ${endingInsert('done')}
      ), attempt_rows AS (
        ${attemptRows('ended', "'succeeded'", 'NULL')}
      ), counted AS (
@@ -347,11 +358,14 @@ export const JOB_END_LEASES = namedQuery(
      UPDATE jobs j SET status = e.new_status, last_outcome = e.outcome,
             run_after = CASE WHEN e.new_status = 'queued' THEN coalesce(${ts('e.retry_at')}, now()) ELSE j.run_after END,
             finished_at = CASE WHEN e.new_status = 'queued' THEN j.finished_at ELSE now() END,
-            last_error_code = e.code, last_error_message = e.message, last_error_class = e.error_class, ${LEASE_INTO_JOB}
+            last_error_code = e.code, last_error_message = e.message, last_error_class = e.error_class, ${LEASE_INTO_JOB},
+            key_turn = CASE WHEN e.new_status = 'queued' THEN j.key_turn END, key_active = CASE WHEN e.new_status = 'queued' THEN j.key_active END
        FROM ended e WHERE j.seq = e.job_seq
      RETURNING j.*
    ), ready AS (
      ${readyInsert('moved')}
+   ), ending_rows AS (
+     ${endingInsert('moved')}
    ), result_rows AS (
      INSERT INTO job_results (job_id, content_type, body, checksum, size_bytes)
      SELECT r.id, r.content_type, r.body, r.checksum, octet_length(r.body)
@@ -427,9 +441,12 @@ export const JOB_QUEUED_DEADLINE = namedQuery(
    ), gone AS (
      DELETE FROM job_ready r WHERE r.ctid = ANY (ARRAY(SELECT ready_ctid FROM locked)) AND r.deadline_at <= now() RETURNING r.seq
    ), moved AS (
-     UPDATE jobs j SET status = $3, finished_at = now(), last_error_code = $4, last_error_message = $5, last_error_class = $6
+     UPDATE jobs j SET status = $3, finished_at = now(), last_error_code = $4, last_error_message = $5, last_error_class = $6,
+            key_turn = NULL, key_active = NULL
        FROM gone WHERE j.seq = gone.seq
      RETURNING j.*
+   ), ended AS (
+     ${endingInsert('moved')}
    ), counted AS (
      ${countJobs(movedTerms('moved', "'queued'"))}
    )
@@ -439,10 +456,15 @@ export const JOB_QUEUED_DEADLINE = namedQuery(
 /** dead (requeue) or unknown (reconcile → requeue) → queued or waiting ($4, decideStart) with a fresh budget and deadline. */
 export const JOB_REQUEUE = namedQuery(
   'lh_job_requeue',
-  `WITH moved AS (
+  `WITH was AS (
+     SELECT seq, status, finished_at, created_at FROM jobs WHERE id = $1 AND status = $3
+   ), unended AS (
+     ${endingDelete('was')}
+   ), moved AS (
      UPDATE jobs j SET status = $4, pending_parents = $5, attempts = 0, max_attempts = $2, run_after = now(),
             deadline_at = now() + ${interval('j.deadline_ms')},
-            finished_at = NULL, cancel_requested = false, effect_started_at = NULL
+            finished_at = NULL, cancel_requested = false, effect_started_at = NULL,
+            key_turn = j.concurrency_key, key_active = CASE WHEN $4 = 'queued' THEN j.concurrency_key END
       WHERE j.id = $1 AND j.status = $3
      RETURNING j.*
    ), ready AS (
@@ -462,9 +484,12 @@ export const JOB_CANCEL_NOW = namedQuery(
   `WITH gone AS (
      DELETE FROM job_ready r USING jobs j WHERE j.id = $1 AND j.status = 'queued' AND ${readyRowOf('r', 'j')} RETURNING r.seq
    ), moved AS (
-     UPDATE jobs j SET status = $2, finished_at = now(), last_error_code = $3, last_error_message = $4, last_error_class = $5
+     UPDATE jobs j SET status = $2, finished_at = now(), last_error_code = $3, last_error_message = $4, last_error_class = $5,
+            key_turn = NULL, key_active = NULL
       WHERE j.id = $1 AND (j.status = 'waiting' OR (j.status = 'queued' AND j.seq IN (SELECT seq FROM gone)))
      RETURNING j.*
+   ), ended AS (
+     ${endingInsert('moved')}
    ), counted AS (
      ${countJobs(movedTerms('moved', `CASE WHEN r.seq IN (SELECT seq FROM gone) THEN 'queued' ELSE 'waiting' END`))}
    )
@@ -479,10 +504,16 @@ export const JOB_CANCEL_REQUEST = namedQuery(
 /** An unknown job reconciled as succeeded or dead (reconcileEnding); a requeue uses JOB_REQUEUE. */
 export const JOB_RECONCILE = namedQuery(
   'lh_job_reconcile',
-  `WITH moved AS (
+  `WITH was AS (
+     SELECT seq, status, finished_at, created_at FROM jobs WHERE id = $1 AND status = 'unknown'
+   ), unended AS (
+     ${endingDelete('was')}
+   ), moved AS (
      UPDATE jobs j SET status = $2, finished_at = now(), last_error_code = $3, last_error_message = $4, last_error_class = $5
       WHERE j.id = $1 AND j.status = 'unknown'
      RETURNING j.*
+   ), ended AS (
+     ${endingInsert('moved')}
    ), counted AS (
      ${countJobs(movedTerms('moved', "'unknown'"))}
    )

@@ -1,7 +1,7 @@
 /**
  * PostgreSQL: retention batches (src/store/retention.ts), mirroring
  * src/store/sqlite/retention.ts. One transaction per batch: pick up to `limit`
- * finished jobs oldest first from jobs_finished (status, finished_at), locking
+ * finished jobs oldest first from job_endings (status, finished_at), locking
  * them with SKIP LOCKED so an operator's concurrent requeue of a dead job is
  * never waited for (the re-checked WHERE drops a job whose status changed),
  * then delete their attempts, result, dependency edges and the jobs, each
@@ -15,7 +15,7 @@ import { statisticsStale } from './statistics.js';
 import { NO_KIND_RETENTION, type JobPurgeCountParams, type JobPurgeParams, type KindRetention } from '../retention.js';
 import type { PgDatabase } from './database.js';
 import { countJobs, countSums, jobTerms } from './counter-triggers.js';
-import { bind, ms, namedQuery } from './sql-fragments.js';
+import { bind, endingDelete, ms, namedQuery } from './sql-fragments.js';
 
 const PERIOD = `COALESCE(CASE WHEN NOT $3::boolean THEN NULL WHEN $1 = 'succeeded' THEN k.retention_succeeded_ms
     WHEN $1 = 'cancelled' THEN k.retention_cancelled_ms ELSE k.retention_dead_ms END, $2::bigint)`;
@@ -23,9 +23,11 @@ const PERIOD = `COALESCE(CASE WHEN NOT $3::boolean THEN NULL WHEN $1 = 'succeede
 // $6 (the earliest cutoff any kind could have) bounds the index walk; the joined kind row decides each job.
 // A parent's waiting children are looked up by a scalar subquery, run per row for parents only: as a NOT EXISTS
 // the planner hashed it, which would read every waiting job once a parent is in the batch.
-const MATCHING = `FROM jobs j LEFT JOIN kinds k ON k.tenant = j.tenant AND k.kind = j.kind
-  WHERE j.status IN ('succeeded', 'cancelled', 'dead') AND j.status = $1 AND j.finished_at <= now() - $6::bigint * interval '1 millisecond'
-    AND j.finished_at <= now() - ${PERIOD} * interval '1 millisecond'
+// The walk is job_endings_finished (status, finished_at), each ended job's row of job_endings; jobs has no index
+// on its status (migration 14), and the row there is re-checked (a requeue that committed meanwhile moved it).
+const MATCHING = `FROM job_endings e JOIN jobs j ON j.seq = e.seq AND j.status = e.status LEFT JOIN kinds k ON k.tenant = j.tenant AND k.kind = j.kind
+  WHERE e.status = $1 AND e.finished_at <= now() - $6::bigint * interval '1 millisecond'
+    AND e.finished_at <= now() - ${PERIOD} * interval '1 millisecond'
     AND ($4::text IS NULL OR j.tenant = $4) AND ($5::text IS NULL OR j.kind = $5)
     AND (NOT j.has_children OR (SELECT count(*) FROM (SELECT 1 FROM job_dependencies d JOIN jobs c ON c.id = d.child_id
       WHERE d.parent_id = j.id AND c.status = 'waiting' LIMIT 1) AS w) = 0)`;
@@ -36,7 +38,7 @@ export const JOB_PURGE_SHORTEST_PERIOD = namedQuery(
      ELSE retention_dead_ms END)::float8 AS shortest FROM kinds`,
 );
 
-export const JOB_PURGE_SELECT = namedQuery('lh_job_purge_select', `SELECT j.id ${MATCHING} ORDER BY j.finished_at LIMIT $7 FOR UPDATE OF j SKIP LOCKED`);
+export const JOB_PURGE_SELECT = namedQuery('lh_job_purge_select', `SELECT j.id ${MATCHING} ORDER BY e.finished_at LIMIT $7 FOR UPDATE OF j SKIP LOCKED`);
 
 export const JOB_PURGE_COUNT = namedQuery('lh_job_purge_count', `SELECT COUNT(*)::int AS n ${MATCHING}`);
 
@@ -61,7 +63,7 @@ export const JOB_PURGE_DEPENDENCIES = namedQuery(
 );
 export const JOB_PURGE_JOBS = namedQuery(
   'lh_job_purge_jobs',
-  `WITH gone AS (DELETE FROM jobs WHERE id = ANY($1::uuid[]) RETURNING *)
+  `WITH gone AS (DELETE FROM jobs WHERE id = ANY($1::uuid[]) RETURNING *), unended AS (${endingDelete('gone')})
    ${countJobs([jobTerms('gone', '-')])}`,
 );
 
@@ -103,7 +105,17 @@ export const AUTOVACUUM_ON = namedQuery('lh_autovacuum_on', `SELECT current_sett
  * VACUUM takes a lock that conflicts with neither reads nor writes; SKIP_LOCKED
  * passes over a table another session is vacuuming (another coordinator).
  */
-export const QUEUE_TABLES = ['jobs', 'job_ready', 'job_leases', 'job_attempts', 'job_results', 'job_counters', 'tenant_sums', 'tenant_counters'] as const;
+export const QUEUE_TABLES = [
+  'jobs',
+  'job_ready',
+  'job_leases',
+  'job_endings',
+  'job_attempts',
+  'job_results',
+  'job_counters',
+  'tenant_sums',
+  'tenant_counters',
+] as const;
 
 /**
  * Which of the queue's tables have dead rows to vacuum, and which have changed enough since their last ANALYZE

@@ -189,3 +189,17 @@ export function readyInsert(source: string): string {
   return `INSERT INTO job_ready (tenant, kind, priority, run_after, seq, deadline_at)
      SELECT tenant, kind, priority, run_after, seq, deadline_at FROM ${source} WHERE status = 'queued'`;
 }
+
+/** The job_endings rows of the jobs of `source` (new job rows) that have just ended (migration 14). */
+export function endingInsert(source: string): string {
+  return `INSERT INTO job_endings (status, finished_at, seq)
+     SELECT status, ${ENDED_AT('')}, seq FROM ${source} WHERE status IN ('succeeded', 'dead', 'cancelled', 'unknown')`;
+}
+
+/** When a job ended, as job_endings has it (an ended job always has finished_at; created_at stands in otherwise). */
+const ENDED_AT = (j: string): string => `coalesce(${j}finished_at, ${j}created_at)`;
+
+/** The job_endings row of the ended job `j` (a row of jobs as the statement's snapshot sees it), deleted by its key. */
+export function endingDelete(j: string): string {
+  return `DELETE FROM job_endings e USING ${j} WHERE e.status = ${j}.status AND e.finished_at = ${ENDED_AT(`${j}.`)} AND e.seq = ${j}.seq`;
+}
