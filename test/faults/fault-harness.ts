@@ -157,9 +157,10 @@ export function inspectDatabase(path: string): DatabaseState {
         "SELECT count(*) FROM jobs j WHERE j.status = 'succeeded' AND NOT EXISTS (SELECT 1 FROM job_results r WHERE r.job_seq = j.seq)",
       ],
       [
-        'tenants whose storage counter disagrees with their payloads and results',
+        'tenants whose storage counter disagrees with their payloads, checkpoints, progress and results',
         `SELECT count(*) FROM tenant_counters c WHERE c.storage_bytes <>
-           (SELECT coalesce(sum(payload_bytes), 0) FROM jobs WHERE tenant = c.tenant)
+           (SELECT coalesce(sum(payload_bytes + coalesce(length(CAST(checkpoint_state AS BLOB)), 0) + coalesce(length(CAST(progress AS BLOB)), 0)), 0)
+              FROM jobs WHERE tenant = c.tenant)
          + (SELECT coalesce(sum(r.size_bytes), 0) FROM job_results r JOIN jobs j ON j.seq = r.job_seq WHERE j.tenant = c.tenant)`,
       ],
       ['tenants with jobs but no counter', 'SELECT count(DISTINCT tenant) FROM jobs WHERE tenant NOT IN (SELECT tenant FROM tenant_counters)'],
