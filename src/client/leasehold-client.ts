@@ -237,6 +237,11 @@ export class LeaseholdClient implements WorkerCalls {
     return parseJson<CompleteManyResponse>(await this.call('POST', '/complete', { completions }, options)).results;
   }
 
+  /** POST /complete with `lease`: completes the batch, then leases up to `lease.max` jobs (never waiting) in the same request. */
+  async completeAndLease(request: CompleteManyRequest, options: CallOptions = {}): Promise<CompleteManyResponse> {
+    return parseJson<CompleteManyResponse>(await this.call('POST', '/complete', request, options));
+  }
+
   async fail(id: string, request: FailRequest, options: CallOptions = {}): Promise<FailResponse> {
     return parseJson<FailResponse>(await this.call('POST', `/jobs/${encodeURIComponent(id)}/fail`, request, options));
   }

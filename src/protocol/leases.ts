@@ -93,12 +93,28 @@ export type CompleteRequest = Static<typeof CompleteRequest>;
 export const CompleteResponse = Type.Object({ id: Type.String(), status: JobStatusSchema });
 export type CompleteResponse = Static<typeof CompleteResponse>;
 
+/**
+ * A lease carried by a completion request: the worker's next jobs, leased right after the completions
+ * commit, in the same request. It never waits (no `waitMs`): a worker that finds none leases on its own.
+ */
+export const CarriedLease = Type.Object(
+  {
+    workerId: LeaseRequest.properties.workerId,
+    kinds: LeaseRequest.properties.kinds,
+    leaseMs: LeaseRequest.properties.leaseMs,
+    max: LeaseRequest.properties.max,
+  },
+  { additionalProperties: false },
+);
+export type CarriedLease = Static<typeof CarriedLease>;
+
 export const CompleteManyRequest = Type.Object(
   {
     completions: Type.Array(Type.Object({ id: Type.String({ minLength: 1, maxLength: 64 }), ...CompleteRequest.properties }, { additionalProperties: false }), {
       minItems: 1,
       maxItems: LIMITS.maxCompleteBatch,
     }),
+    lease: Type.Optional(CarriedLease),
   },
   { additionalProperties: false },
 );
@@ -108,7 +124,14 @@ export type CompleteManyRequest = Static<typeof CompleteManyRequest>;
 export const CompleteManyResult = Type.Object({ id: Type.String(), status: Type.String(), code: Type.Optional(Type.String()) });
 export type CompleteManyResult = Static<typeof CompleteManyResult>;
 
-export const CompleteManyResponse = Type.Object({ results: Type.Array(CompleteManyResult) });
+export const CompleteManyResponse = Type.Object({
+  results: Type.Array(CompleteManyResult),
+  jobs: Type.Optional(
+    Type.Array(LeasedJob, {
+      description: 'With `lease` in the request: the jobs leased after the completions committed (none when none was available, or when the lease failed)',
+    }),
+  ),
+});
 export type CompleteManyResponse = Static<typeof CompleteManyResponse>;
 
 export const FailRequest = Type.Object({ token: Token, error: JobErrorBody, retryable: Type.Optional(Type.Boolean()) }, { additionalProperties: false });

@@ -10,6 +10,7 @@
 import type {
   CheckpointRequest,
   CompleteManyRequest,
+  CompleteManyResponse,
   CompleteManyResult,
   CompleteRequest,
   CompleteResponse,
@@ -33,6 +34,8 @@ export interface WorkerCalls {
   complete(id: string, request: CompleteRequest, options?: WorkerCallOptions): Promise<CompleteResponse>;
   /** Many completions in one transaction; per-item results in order. */
   completeMany(completions: CompleteManyRequest['completions'], options?: WorkerCallOptions): Promise<CompleteManyResult[]>;
+  /** completeMany carrying the next lease (`request.lease`): the completions' results and the jobs leased after them. */
+  completeAndLease(request: CompleteManyRequest, options?: WorkerCallOptions): Promise<CompleteManyResponse>;
   fail(id: string, request: FailRequest, options?: WorkerCallOptions): Promise<FailResponse>;
   effectStarted(id: string, token: string, options?: WorkerCallOptions): Promise<void>;
   checkpoint(id: string, request: CheckpointRequest, options?: WorkerCallOptions): Promise<void>;

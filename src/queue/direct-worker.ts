@@ -31,12 +31,23 @@
 import { asLeaseholdError } from '../engine/error-translation.js';
 import { SILENT_LOGGER } from '../engine/logger.js';
 import { bodyCheck } from './call-checks.js';
-import { completeJob, completeJobs, failJob, leaseJobs, markEffectStarted, renewLease, saveCheckpoint, type LeaseWaitScope } from '../engine/lease-protocol.js';
+import {
+  completeJob,
+  completeJobs,
+  completeJobsAndLease,
+  failJob,
+  leaseJobs,
+  markEffectStarted,
+  renewLease,
+  saveCheckpoint,
+  type LeaseWaitScope,
+} from '../engine/lease-protocol.js';
 import type { EngineContext } from '../engine/context.js';
 import { toWireLeasedJob } from '../engine/wire.js';
 import {
   CheckpointRequest,
   CompleteManyRequest,
+  type CompleteManyResponse,
   type CompleteManyResult,
   CompleteRequest,
   type CompleteResponse,
@@ -132,6 +143,16 @@ export class DirectWorkerTransport implements WorkerCalls {
     return this.call(options, async () => {
       checkCompleteMany({ completions: items });
       return completeJobs(this.ctx, SILENT_LOG, this.tenant, items);
+    });
+  }
+
+  async completeAndLease(request: CompleteManyRequest, options?: WorkerCallOptions): Promise<CompleteManyResponse> {
+    const body = { ...request, completions: request.completions.map((item) => withJson(item, 'result')) };
+    return this.call(options, async () => {
+      checkCompleteMany(body);
+      if (body.lease === undefined) return { results: await completeJobs(this.ctx, SILENT_LOG, this.tenant, body.completions) };
+      const { results, jobs } = await completeJobsAndLease(this.ctx, SILENT_LOG, this.tenant, body.completions, body.lease);
+      return { results, jobs: jobs.map(toWireLeasedJob) };
     });
   }
 

@@ -11,7 +11,7 @@
  */
 
 import { LIMITS } from '../protocol/limits.js';
-import type { ResultBytes } from '../protocol/schemas.js';
+import type { CarriedLease, CompleteManyResult, LeasedJob, ResultBytes } from '../protocol/schemas.js';
 import type { WorkerCalls } from '../protocol/worker-calls.js';
 import { refusalOf } from './refusal.js';
 import { withRetry, type RetryOptions } from './retry.js';
@@ -40,11 +40,23 @@ interface Pending extends CompletionItem {
   readonly settle: (outcome: CompletionOutcome) => void;
 }
 
+/**
+ * The worker's next lease, carried by a batch of completions (`POST /complete` with `lease`): one round trip
+ * instead of two whenever handlers finish and free their slots together.
+ */
+export interface LeaseRider {
+  /** The lease to carry with the batch being sent, or null (none wanted now). */
+  take(): CarriedLease | null;
+  /** Called once for each lease take() gave: the jobs it brought (none when it could not be carried) and when it was sent. */
+  answered(jobs: readonly LeasedJob[], sentAt: number): void;
+}
+
 export interface CompletionBatcherOptions {
   readonly retry: Omit<RetryOptions, 'giveUpAt' | 'signal'>;
   readonly logger: WorkerLogger;
   /** Send at once when this many are waiting. Default 100. */
   readonly flushAt?: number;
+  readonly rider?: LeaseRider;
 }
 
 class LeaseGoneError extends Error {
@@ -60,6 +72,8 @@ export class CompletionBatcher {
   private readonly inFlight = new Set<Promise<void>>();
   private inFlightItems = 0;
   private readonly flushAt: number;
+  /** False once a coordinator refused a carried lease (one that predates it): completions then go alone. */
+  private carryLeases = true;
 
   constructor(
     private readonly client: WorkerCalls,
@@ -71,6 +85,11 @@ export class CompletionBatcher {
   /** Completions accepted but not yet answered. */
   get size(): number {
     return this.pending.length + this.inFlightItems;
+  }
+
+  /** Completions accepted and not yet sent: a flush is due, and it will offer to carry a lease. */
+  get unsent(): number {
+    return this.pending.length;
   }
 
   submit(item: CompletionItem): Promise<CompletionOutcome> {
@@ -92,10 +111,13 @@ export class CompletionBatcher {
 
   private flush(): void {
     this.scheduled = false;
+    let offered = false;
     while (this.pending.length > 0) {
       const batch = this.pending.splice(0, LIMITS.maxCompleteBatch);
+      const lease = !offered && this.carryLeases ? (this.options.rider?.take() ?? null) : null;
+      offered = true;
       this.inFlightItems += batch.length;
-      const sending = this.send(batch).finally(() => {
+      const sending = this.send(batch, lease).finally(() => {
         this.inFlightItems -= batch.length;
         this.inFlight.delete(sending);
       });
@@ -103,7 +125,7 @@ export class CompletionBatcher {
     }
   }
 
-  private async send(batch: Pending[]): Promise<void> {
+  private async send(batch: Pending[], lease: CarriedLease | null): Promise<void> {
     let live = batch;
     const prune = (): void => {
       const now = this.options.retry.clock.now();
@@ -115,14 +137,17 @@ export class CompletionBatcher {
       });
     };
     try {
-      const results = await withRetry(
-        () => {
-          prune();
-          if (live.length === 0) return Promise.reject(new LeaseGoneError());
-          return this.client.completeMany(live.map(wireCompletion));
-        },
-        { ...this.options.retry, giveUpAt: () => Math.max(...live.map((item) => item.giveUpAt())) },
-      );
+      const carried = lease === null ? undefined : await this.sendCarrying(live, lease);
+      const results =
+        carried ??
+        (await withRetry<CompleteManyResult[]>(
+          () => {
+            prune();
+            if (live.length === 0) return Promise.reject(new LeaseGoneError());
+            return this.client.completeMany(live.map(wireCompletion));
+          },
+          { ...this.options.retry, giveUpAt: () => Math.max(...live.map((item) => item.giveUpAt())) },
+        ));
       const byId = new Map(results.map((result) => [result.id, result]));
       for (const item of live) {
         const result = byId.get(item.id);
@@ -140,6 +165,29 @@ export class CompletionBatcher {
         return;
       }
       for (const item of live) item.settle({ kind: 'error', error });
+    }
+  }
+
+  /**
+   * One try of the batch with the lease: its results, or undefined when it failed (the batch then goes
+   * through the retried path alone; its completions may have committed, and completing again answers the
+   * same). The rider hears what the lease brought either way; leases of a try that failed in transit
+   * return to the queue when they expire, as after any lost lease answer.
+   */
+  private async sendCarrying(live: Pending[], lease: CarriedLease): Promise<CompleteManyResult[] | undefined> {
+    const sentAt = this.options.retry.clock.now();
+    const rider = this.options.rider;
+    try {
+      const answer = await this.client.completeAndLease({ completions: live.map(wireCompletion), lease });
+      rider?.answered(answer.jobs ?? [], sentAt);
+      return answer.results;
+    } catch (error) {
+      rider?.answered([], sentAt);
+      if (refusalOf(error)?.status === 400) {
+        this.carryLeases = false;
+        this.options.logger.warn({ ...errorFields(error) }, 'the coordinator does not take a lease with completions; sending them alone');
+      }
+      return undefined;
     }
   }
 

@@ -16,7 +16,7 @@ import type { LeaseholdClient } from '../client/leasehold-client.js';
 import { systemClock, type Clock } from '../core/clock.js';
 import { crashPoint } from '../core/fault-points.js';
 import { LIMITS } from '../protocol/limits.js';
-import type { LeasedJob } from '../protocol/schemas.js';
+import type { CarriedLease, LeasedJob } from '../protocol/schemas.js';
 import type { WorkerCalls } from '../protocol/worker-calls.js';
 import { CompletionBatcher } from './completion-batcher.js';
 import type { Handler, HandlerMap } from './handler.js';
@@ -81,6 +81,10 @@ export class Worker<Kinds = Record<string, unknown>> {
   /** Runs whose outcome has not been answered yet. */
   private readonly unsettled = new Set<Promise<void>>();
   private wake: (() => void) | undefined;
+  /** The loop's own lease call is out. */
+  private leasing = false;
+  /** A lease carried by a batch of completions is out (LeaseRider). */
+  private riding = false;
   private stopping = false;
   private loopDone: Promise<void> | undefined;
   private running: Promise<void> | undefined;
@@ -107,7 +111,11 @@ export class Worker<Kinds = Record<string, unknown>> {
       onRetry: (error: unknown, delayMs: number, attempt: number) =>
         this.logger.warn({ ...errorFields(error), delayMs, attempt, workerId: this.workerId }, 'coordinator call failed; retrying'),
     };
-    this.batcher = new CompletionBatcher(this.client, { retry, logger: this.logger });
+    this.batcher = new CompletionBatcher(this.client, {
+      retry,
+      logger: this.logger,
+      rider: { take: () => this.carriedLease(), answered: (jobs, sentAt) => this.carriedLeaseAnswered(jobs, sentAt) },
+    });
     this.deps = {
       client: this.client,
       batcher: this.batcher,
@@ -159,14 +167,20 @@ export class Worker<Kinds = Record<string, unknown>> {
     while (!this.stopping) {
       const free = this.concurrency - this.active.size;
       // Finished handlers whose completions are still queued also bound new work, so a slow coordinator slows leasing.
-      if (free <= 0 || this.batcher.size >= this.concurrency * 4) {
+      if (free <= 0 || this.riding || this.batcher.size >= this.concurrency * 4) {
         await this.nextWake();
         // Handlers that finish together free their slots in the same turn: let them all, then lease for all of them at once.
         await new Promise((resolve) => setImmediate(resolve));
         continue;
       }
+      if (this.batcher.unsent > 0) {
+        // The completions' flush is due and carries this lease (carriedLease wakes the loop either way).
+        await this.nextWake();
+        continue;
+      }
       const sentAt = this.deps.clock.now();
       let answer: Awaited<ReturnType<WorkerCalls['leaseResponse']>>;
+      this.leasing = true;
       try {
         answer = await withRetry(
           (callSignal) =>
@@ -179,6 +193,8 @@ export class Worker<Kinds = Record<string, unknown>> {
       } catch (error) {
         if (this.stopping) break;
         throw error;
+      } finally {
+        this.leasing = false;
       }
       const jobs = answer.jobs;
       if (jobs.length > 0) crashPoint('worker.after-claim');
@@ -189,6 +205,31 @@ export class Worker<Kinds = Record<string, unknown>> {
         await sleep(50, signal).catch(() => undefined);
       }
     }
+  }
+
+  /** The lease a batch of completions carries: the free slots, unless the loop is leasing or the worker stops. */
+  private carriedLease(): CarriedLease | null {
+    const free = this.concurrency - this.active.size;
+    if (this.stopping || this.leasing || this.riding || free <= 0) {
+      // A loop waiting for this flush leases on its own.
+      this.signalWake();
+      return null;
+    }
+    this.riding = true;
+    return { workerId: this.workerId, kinds: Object.keys(this.handlers), leaseMs: this.leaseMs, max: free };
+  }
+
+  private carriedLeaseAnswered(jobs: readonly LeasedJob[], sentAt: number): void {
+    this.riding = false;
+    if (this.stopping) {
+      // Past the point where stop() counts the running handlers: these are left to their leases, never reset.
+      if (jobs.length > 0) this.logger.info({ workerId: this.workerId, jobs: jobs.length }, 'jobs leased while stopping; left to their leases');
+      return;
+    }
+    if (jobs.length > 0) crashPoint('worker.after-claim');
+    // Leased without a wait: the lease began after the request left.
+    for (const job of jobs) this.startRun(job, sentAt);
+    this.signalWake();
   }
 
   private startRun(job: LeasedJob, leaseStartBound: number): void {

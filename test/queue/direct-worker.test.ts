@@ -175,6 +175,38 @@ describe.each(targets)('Worker over a Queue, on the store directly ($name)', (ta
     ]);
   });
 
+  it('carries the next lease with completions as the HTTP route does: completed first, then leased, fenced, and a wait refused', async () => {
+    const { queue } = await open();
+    const http = await httpOverQueue(queue);
+    cleanups.push(() => http.close());
+    const ways = { http: http.client, direct: queue.workerTransport };
+    for (const [name, calls] of Object.entries(ways)) {
+      const kind = `carry-${name}`;
+      await queue.putKind(kind, { maxConcurrent: 1 });
+      const first = await queue.enqueue({ kind, payload: 1, idempotencyKey: `${name}-1` });
+      const second = await queue.enqueue({ kind, payload: 2, idempotencyKey: `${name}-2` });
+      const { jobs } = await calls.leaseResponse({ workerId: name, kinds: [kind], leaseMs: 30_000, max: 2 });
+      expect(jobs.map((job) => job.id)).toEqual([first.id]);
+      const answer = await calls.completeAndLease({
+        completions: [{ id: first.id, token: jobs[0]!.token, result: { n: 1 } }],
+        lease: { workerId: name, kinds: [kind], max: 2 },
+      });
+      expect(answer.results).toEqual([{ id: first.id, status: 'succeeded' }]);
+      // The slot the completion freed is leased in the same call.
+      expect(answer.jobs?.map((job) => job.id)).toEqual([second.id]);
+      const next = answer.jobs![0]!;
+      expect(next.epoch).toBe(1);
+      await expect(calls.complete(second.id, { token: next.token })).resolves.toEqual({ id: second.id, status: 'succeeded' });
+      const waiting = await refusal(
+        calls.completeAndLease({
+          completions: [{ id: second.id, token: next.token }],
+          lease: { workerId: name, waitMs: 10 } as unknown as { workerId: string },
+        }),
+      );
+      expect(waiting).toMatchObject({ code: 'invalid_request', status: 400 });
+    }
+  });
+
   it('caps a checkpoint at the kind’s maxCheckpointBytes and makes a result over maxResultBytes dead with result_too_large', async () => {
     const { queue } = await open();
     await queue.putKind('capped', { maxCheckpointBytes: 64, maxResultBytes: 64 });

@@ -283,6 +283,7 @@ describe('worker', () => {
     const live = await coordinator();
     const client = live.client('worker');
     const many = vi.spyOn(client, 'completeMany');
+    const carrying = vi.spyOn(client, 'completeAndLease');
     const single = vi.spyOn(client, 'complete');
     const worker = new Worker({ client, handlers: { noop: () => undefined }, concurrency: 50, waitMs: 1_000, retry: FAST_RETRY });
     const producer = live.client('producer');
@@ -294,9 +295,69 @@ describe('worker', () => {
     });
     await waitFor('all 50 jobs to succeed', async () => (await live.client('admin').stats()).counts['succeeded'] === 50);
     expect(single).not.toHaveBeenCalled();
-    const completed = many.mock.calls.reduce((sum, call) => sum + call[0].length, 0);
+    const completed =
+      many.mock.calls.reduce((sum, call) => sum + call[0].length, 0) + carrying.mock.calls.reduce((sum, call) => sum + call[0].completions.length, 0);
     expect(completed).toBe(50);
-    expect(many.mock.calls.length).toBeLessThan(10);
+    expect(many.mock.calls.length + carrying.mock.calls.length).toBeLessThan(10);
+  });
+
+  it('leases its next jobs with its completions (one request), each job run once under its own lease', async () => {
+    const live = await coordinator();
+    const client = live.client('worker');
+    const carrying = vi.spyOn(client, 'completeAndLease');
+    const polls = vi.spyOn(client, 'leaseResponse');
+    const runs = new Map<string, number>();
+    const worker = new Worker({
+      client,
+      handlers: {
+        step: (ctx: JobContext) => {
+          runs.set(ctx.id, (runs.get(ctx.id) ?? 0) + 1);
+          return { fence: ctx.fence };
+        },
+      },
+      concurrency: 4,
+      waitMs: 1_000,
+      retry: FAST_RETRY,
+    });
+    const producer = live.client('producer');
+    await producer.enqueueBatch(Array.from({ length: 200 }, (_, i) => ({ idempotencyKey: `s-${i}`, kind: 'step', payload: i })));
+    const running = worker.run();
+    cleanups.push(async () => {
+      await worker.stop({ graceMs: 0 });
+      await running;
+    });
+    await waitFor('all 200 jobs to succeed', async () => (await live.client('admin').stats()).counts['succeeded'] === 200);
+    const answers = await Promise.all(carrying.mock.results.map((result) => result.value as ReturnType<typeof client.completeAndLease>));
+    const carried = answers.reduce((sum, answer) => sum + (answer.jobs?.length ?? 0), 0);
+    // With 4 slots and 200 jobs queued, freed slots are filled by the completions' requests, not by polls of their own.
+    expect(carried).toBeGreaterThan(100);
+    expect(polls.mock.calls.length).toBeLessThan(carrying.mock.calls.length);
+    for (const call of carrying.mock.calls) expect(call[0].lease).toMatchObject({ workerId: worker.workerId, kinds: ['step'] });
+    expect(runs.size).toBe(200);
+    expect([...runs.values()].every((count) => count === 1)).toBe(true);
+  });
+
+  it('sends its completions alone to a coordinator that refuses a lease with them, and leases on its own', async () => {
+    const live = await coordinator();
+    const client = live.client('worker');
+    const carrying = vi
+      .spyOn(client, 'completeAndLease')
+      .mockRejectedValue(new LeaseholdApiError(400, 'invalid_request', 'body must NOT have additional properties', undefined));
+    const many = vi.spyOn(client, 'completeMany');
+    const logger = recordingLogger();
+    const worker = new Worker({ client, handlers: { step: () => null }, concurrency: 2, waitMs: 1_000, retry: FAST_RETRY, logger });
+    const producer = live.client('producer');
+    await producer.enqueueBatch(Array.from({ length: 20 }, (_, i) => ({ idempotencyKey: `r-${i}`, kind: 'step', payload: i })));
+    const running = worker.run();
+    cleanups.push(async () => {
+      await worker.stop({ graceMs: 0 });
+      await running;
+    });
+    await waitFor('all 20 jobs to succeed', async () => (await live.client('admin').stats()).counts['succeeded'] === 20);
+    // Refused once, then never offered again.
+    expect(carrying).toHaveBeenCalledTimes(1);
+    expect(many.mock.calls.reduce((sum, call) => sum + call[0].length, 0)).toBe(20);
+    expect(logger.messages).toContain('the coordinator does not take a lease with completions; sending them alone');
   });
 
   it('stops and rejects run() when the coordinator refuses its key', async () => {

@@ -10,7 +10,8 @@
 
 import { CompleteManyRequest, CompleteManyResponse, CompleteRequest, CompleteResponse, FailRequest, FailResponse, IdParams } from '../../protocol/schemas.js';
 import { principalOf } from '../auth.js';
-import { completeJob, completeJobs, failJob } from '../../engine/lease-protocol.js';
+import { completeJob, completeJobs, completeJobsAndLease, failJob } from '../../engine/lease-protocol.js';
+import { toWireLeasedJob } from '../../engine/wire.js';
 import { errorResponses, type CoordinatorApp } from '../route-context.js';
 import type { EngineContext } from '../../engine/context.js';
 
@@ -40,13 +41,19 @@ export function registerCompletionRoutes(app: CoordinatorApp, ctx: EngineContext
       schema: {
         summary: 'Complete many jobs in one transaction',
         description:
-          'Each item follows the rules of the single complete. Per item: status `succeeded`; `dead` with code result_too_large; or `rejected` with the code the single call would answer (stale_lease, deadline_exceeded, cancelled, not_found, invalid_request for a content type that is not an RFC 9110 media type).',
+          "Each item follows the rules of the single complete. Per item: status `succeeded`; `dead` with code result_too_large; or `rejected` with the code the single call would answer (stale_lease, deadline_exceeded, cancelled, not_found, invalid_request for a content type that is not an RFC 9110 media type). With `lease`, the worker's next jobs are leased after the completions commit and answered in `jobs` (never waiting; none when none is available): one round trip for a batch of completions and the next lease.",
         tags: ['lease'],
         body: CompleteManyRequest,
         response: { 200: CompleteManyResponse, ...errorResponses(413) },
       },
     },
-    async (request) => ({ results: await completeJobs(ctx, request.log, principalOf(request).tenant, request.body.completions) }),
+    async (request) => {
+      const tenant = principalOf(request).tenant;
+      const { completions, lease } = request.body;
+      if (lease === undefined) return { results: await completeJobs(ctx, request.log, tenant, completions) };
+      const { results, jobs } = await completeJobsAndLease(ctx, request.log, tenant, completions, lease);
+      return { results, jobs: jobs.map(toWireLeasedJob) };
+    },
   );
 
   app.post(
