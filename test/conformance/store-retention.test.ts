@@ -154,6 +154,24 @@ describe.each(backends)('store conformance ($label): retention', (factory) => {
     if (reused.kind === 'created') expect(reused.job.id).not.toBe(first.id);
   });
 
+  it('measures a job that died again after a requeue from its last end, not its first', async () => {
+    const store = backend.store;
+    const job = await enqueue(store, 'twice-dead', { maxAttempts: 1 });
+    const first = await leaseOne(store);
+    await store.jobFail({ tenant: TENANT, id: job.id, token: first.token, error: ERROR, retryable: false, backoff: HOUR_BACKOFF });
+    const firstEnd = (await store.jobGet({ scope: { tenant: TENANT }, id: job.id }))?.finishedAt ?? 0;
+    await waitUntilStoreTimePasses(store, firstEnd + 400);
+    expect((await store.jobRequeue({ scope: { tenant: TENANT }, id: job.id })).kind).toBe('requeued');
+    const second = await leaseOne(store);
+    await store.jobFail({ tenant: TENANT, id: job.id, token: second.token, error: ERROR, retryable: false, backoff: HOUR_BACKOFF });
+    // A cutoff between the two ends: the job ended after it, so it stays.
+    const olderThanMs = (await store.now()) - (firstEnd + 200);
+    expect(await store.jobPurgeCount({ status: 'dead', olderThanMs, kindRetention: false })).toBe(0);
+    expect(await store.jobPurge({ status: 'dead', olderThanMs, kindRetention: false, limit: 10 })).toEqual({ deleted: 0 });
+    expect(await statusOf(store, job.id)).toBe('dead');
+    expect(await store.jobPurge({ status: 'dead', olderThanMs: 0, kindRetention: false, limit: 10 })).toEqual({ deleted: 1 });
+  });
+
   it("takes the purged jobs' payload and result bytes off the tenant's storage", async () => {
     const store = backend.store;
     await enqueue(store, 'stored', { payloadBytes: 32 });
