@@ -20,7 +20,7 @@ import { jobLeaseKindsSql, SQL, withLeaseMax } from '../../src/store/sqlite/quer
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import type { EnqueueParams, Store } from '../../src/store/store.js';
 import { kindParams } from '../support/kind-records.js';
-import { jobRowsRead as readJobRows, storeInNewSchema } from '../support/pg-plan.js';
+import { JOB_TABLES, jobRowsRead as readJobRows, storeInNewSchema } from '../support/pg-plan.js';
 
 const BACKLOG = 20_000;
 const TENANT = 't1';
@@ -123,12 +123,12 @@ describe.skipIf(url === '')('lease cost beside a paused kind\u2019s backlog (pos
   beforeAll(async () => {
     ({ store, client, close } = await storeInNewSchema(url, 'lh_test_flow_cost'));
     await seed(store);
-    await client.query('ANALYZE jobs');
-    await client.query('ANALYZE kinds');
+    await client.query('ANALYZE jobs, job_ready, kinds');
   }, 120_000);
   afterAll(() => close());
 
-  const jobRowsRead = (text: string, values: readonly unknown[]): Promise<number[]> => readJobRows(client, text, values);
+  // Every table that holds jobs: the walks are job_ready's, the claims jobs'.
+  const jobRowsRead = (text: string, values: readonly unknown[]): Promise<number[]> => readJobRows(client, text, values, JOB_TABLES);
 
   const tokens = Array.from({ length: 10 }, (_, i) => `token-${i}`);
 

@@ -43,7 +43,7 @@ const walk = (limit: string, unheld: string): string => `CROSS JOIN LATERAL (
            WHERE r.tenant = $1 AND r.kind = k.kind AND ${AVAILABLE_NOW} ${unheld}
            ORDER BY ${leaseOrder('r.')} LIMIT ${limit} FOR UPDATE SKIP LOCKED) c`;
 const PICK_ANY_KIND = `${QUEUED_KINDS}
-        SELECT c.ready_ctid FROM k ${walk('$2', UNHELD)} WHERE k.kind IS NOT NULL ORDER BY ${leaseOrder('c.')} LIMIT $2`;
+        SELECT c.ready_ctid FROM k ${walk('$2', UNHELD)} WHERE k.kind IS NOT NULL ${UNHELD} ORDER BY ${leaseOrder('c.')} LIMIT $2`;
 const PICK_KINDS = `SELECT c.ready_ctid FROM (SELECT DISTINCT unnest($6::text[]) AS kind) k ${walk('$2', UNHELD)}
         ORDER BY ${leaseOrder('c.')} LIMIT $2`;
 
