@@ -88,14 +88,8 @@ export async function leaseJobs(
   body: LeaseRequest,
   openWait: () => LeaseWaitScope,
 ): Promise<LeaseAnswer> {
-  const max = body.max ?? 1;
-  const params: LeaseParams = {
-    tenant,
-    workerId: body.workerId,
-    leaseMs: body.leaseMs ?? (await defaultLeaseMs(ctx, tenant, body.kinds)),
-    max,
-    ...(body.kinds === undefined || body.kinds.length === 0 ? {} : { kinds: body.kinds }),
-  };
+  const params = await leaseParamsOf(ctx, tenant, body);
+  const max = params.max;
   // The lease starts no earlier than this much after the call arrived: the worker places it on its clock by that.
   const arrivedAt = performance.now();
   let waitedMs = 0;
@@ -162,6 +156,17 @@ async function leaseOrKnown(
   const answer = await ctx.store.jobLeaseWithNextDue(params);
   if (answer.nextDue !== undefined) ctx.waiters.noteLeft(tenant, kinds, generation, answer.nextDue);
   return answer;
+}
+
+/** The store's lease of a worker's request: the kind's lease duration unless it names one, one job unless it says. */
+async function leaseParamsOf(ctx: EngineContext, tenant: string, body: CarriedLease): Promise<LeaseParams> {
+  return {
+    tenant,
+    workerId: body.workerId,
+    leaseMs: body.leaseMs ?? (await defaultLeaseMs(ctx, tenant, body.kinds)),
+    max: body.max ?? 1,
+    ...(body.kinds === undefined || body.kinds.length === 0 ? {} : { kinds: body.kinds }),
+  };
 }
 
 /** A registered kind's lease duration when the worker leases exactly that kind; the default otherwise. */
@@ -295,11 +300,22 @@ export async function completeJob(ctx: EngineContext, log: ProtocolLog, tenant: 
  * with code result_too_large; or `rejected` with the code the single call would answer (an item whose
  * content type is not a media type is refused alone with invalid_request, like an item with a stale token).
  */
-export async function completeJobs(ctx: EngineContext, log: ProtocolLog, tenant: string, all: readonly CompletionInput[]): Promise<CompleteManyResult[]> {
+export function completeJobs(ctx: EngineContext, log: ProtocolLog, tenant: string, all: readonly CompletionInput[]): Promise<CompleteManyResult[]> {
+  return completeBatch(ctx, log, tenant, all, (params) => ctx.store.jobCompleteMany(params));
+}
+
+/** completeJobs with the store call given: the items' checks, events and answers are the same whatever else it commits. */
+async function completeBatch(
+  ctx: EngineContext,
+  log: ProtocolLog,
+  tenant: string,
+  all: readonly CompletionInput[],
+  complete: (params: readonly CompleteParams[]) => Promise<readonly CompleteOutcome[]>,
+): Promise<CompleteManyResult[]> {
   const refused = new Set(all.filter((item) => item.resultBytes !== undefined && !isMediaType(item.resultBytes.contentType)));
   const items = all.filter((item) => !refused.has(item));
   const params = await Promise.all(items.map((item) => completeParams(ctx, tenant, item)));
-  const outcomes = await ctx.store.jobCompleteMany(params);
+  const outcomes = await complete(params);
   params.forEach((item, index) => {
     const outcome = outcomes[index];
     if (outcome !== undefined) ctx.events.completed(log, tenant, item.id, outcome, item.result?.body.length ?? 0);
@@ -315,30 +331,27 @@ export async function completeJobs(ctx: EngineContext, log: ProtocolLog, tenant:
 
 /**
  * Many completions, then the worker's next jobs in the same call (`POST /complete` with `lease`): the
- * lease runs after the completions committed, so a slot they free (a kind's maxConcurrent) counts, and
- * it never parks. A worker saves a round trip per batch. The completions' answers stand whatever the
- * lease does: a lease that fails is logged and answered as no jobs, and the worker leases on its own.
+ * store leases after the completions (Store.jobCompleteManyThenLease: one commit on SQLite), so a slot
+ * they free (a kind's maxConcurrent) counts, and the lease never parks. A worker saves a round trip per
+ * batch; when the lease finds nothing it leases on its own, with a long poll.
  */
 export async function completeJobsAndLease(
   ctx: EngineContext,
-  log: ProtocolLog & Pick<Logger, 'warn'>,
+  log: ProtocolLog,
   tenant: string,
   all: readonly CompletionInput[],
   lease: CarriedLease,
 ): Promise<{ results: CompleteManyResult[]; jobs: readonly LeasedJob[] }> {
-  const results = await completeJobs(ctx, log, tenant, all);
-  try {
-    const answer = await leaseJobs(ctx, log, tenant, { ...lease, waitMs: 0 }, NO_WAIT);
-    return { results, jobs: answer.jobs };
-  } catch (error) {
-    log.warn({ err: error, workerId: lease.workerId }, 'the lease carried by a completion failed; the worker leases on its own');
-    return { results, jobs: [] };
-  }
-}
-
-/** leaseJobs opens a wait only for a call that may park; a carried lease never does. */
-function NO_WAIT(): LeaseWaitScope {
-  throw new Error('a lease with waitMs 0 does not wait');
+  const params = await leaseParamsOf(ctx, tenant, lease);
+  let jobs: readonly LeasedJob[] = [];
+  const results = await completeBatch(ctx, log, tenant, all, async (completions) => {
+    const answer = await ctx.store.jobCompleteManyThenLease(completions, params);
+    jobs = answer.jobs;
+    return answer.outcomes;
+  });
+  ctx.events.leased(log, tenant, params.workerId, params.leaseMs, jobs);
+  if (jobs.length > 0) crashPoint('lease.after-commit');
+  return { results, jobs };
 }
 
 function batchItemResult(id: string, outcome: CompleteOutcome | undefined): CompleteManyResult {

@@ -219,6 +219,12 @@ export type ScheduleFireOutcome = { readonly kind: 'fired'; readonly outcomes: r
 export { distinctAvailability, type Availability, type AvailabilityListener } from './availability.js';
 import type { AvailabilityListener } from './availability.js';
 
+/** What jobCompleteManyThenLease answers: the completions' outcomes in order, and the jobs leased after them. */
+export interface CompleteThenLease {
+  readonly outcomes: readonly CompleteOutcome[];
+  readonly jobs: readonly LeasedJob[];
+}
+
 /** What jobLeaseWithNextDue answers. */
 export interface LeaseWithNextDue {
   readonly jobs: readonly LeasedJob[];
@@ -285,6 +291,13 @@ export interface Store {
   jobComplete(params: CompleteParams): Promise<CompleteOutcome>;
   /** All in one transaction; outcomes in the order of params. */
   jobCompleteMany(params: readonly CompleteParams[]): Promise<readonly CompleteOutcome[]>;
+  /**
+   * jobCompleteMany, then jobLease for `lease` after the completions, so a slot they free counts (a worker's
+   * completions carrying its next lease). SQLite: one write transaction, one commit. PostgreSQL: the two
+   * statements one after the other, each its own commit (one transaction would cost two more round trips to
+   * save one WAL flush).
+   */
+  jobCompleteManyThenLease(completions: readonly CompleteParams[], lease: LeaseParams): Promise<CompleteThenLease>;
   jobFail(params: FailParams): Promise<FailOutcome>;
   jobCheckpoint(params: CheckpointParams): Promise<TokenOutcome>;
   jobMarkEffectStarted(params: TokenParams): Promise<TokenOutcome>;

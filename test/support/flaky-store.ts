@@ -97,6 +97,8 @@ export class FlakyStore implements Store {
   jobRenew: Store['jobRenew'] = (p) => this.guard('jobRenew', p, () => this.inner.jobRenew(p));
   jobComplete: Store['jobComplete'] = (p) => this.guard('jobComplete', p, () => this.inner.jobComplete(p));
   jobCompleteMany: Store['jobCompleteMany'] = (p) => this.guard('jobCompleteMany', p, () => this.inner.jobCompleteMany(p));
+  jobCompleteManyThenLease: Store['jobCompleteManyThenLease'] = (c, l) =>
+    this.guard('jobCompleteManyThenLease', { completions: c, lease: l }, () => this.inner.jobCompleteManyThenLease(c, l));
   jobFail: Store['jobFail'] = (p) => this.guard('jobFail', p, () => this.inner.jobFail(p));
   jobCheckpoint: Store['jobCheckpoint'] = (p) => this.guard('jobCheckpoint', p, () => this.inner.jobCheckpoint(p));
   jobMarkEffectStarted: Store['jobMarkEffectStarted'] = (p) => this.guard('jobMarkEffectStarted', p, () => this.inner.jobMarkEffectStarted(p));

@@ -265,6 +265,11 @@ export class PostgresStore extends StoreReads implements S.Store {
     return this.finishing(params, await this.completeLocked(params));
   }
 
+  async jobCompleteManyThenLease(completions: readonly S.CompleteParams[], lease: S.LeaseParams): Promise<S.CompleteThenLease> {
+    const outcomes = await this.jobCompleteMany(completions);
+    return { outcomes, jobs: await this.jobLease(lease) };
+  }
+
   private async completeLocked(params: readonly S.CompleteParams[]): Promise<readonly S.CompleteOutcome[]> {
     return this.flowing((tx, effects) => completeLockedInTx(tx, params, effects));
   }

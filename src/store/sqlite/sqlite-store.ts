@@ -218,6 +218,18 @@ export class SqliteStore extends StoreReads implements S.Store {
     return outcomes;
   }
 
+  async jobCompleteManyThenLease(completions: readonly S.CompleteParams[], lease: S.LeaseParams): Promise<S.CompleteThenLease> {
+    let reapEnded = false;
+    const answer = await this.writeFlow((now, effects) => {
+      const outcomes = completeManyInTx(this.statements, this.moves, completions, now, effects);
+      reapEnded = reapFinishedSome(reapInTx(this.statements, this.moves, now, effects));
+      return { outcomes, jobs: leaseInTx(this.statements, this.leases, this.moves, lease, now) };
+    });
+    this.watchers.announceFinished(finishedByCompletion(completions, answer.outcomes));
+    if (reapEnded) this.watchers.announceFinished(null);
+    return answer;
+  }
+
   async jobFail(params: S.FailParams): Promise<S.FailOutcome> {
     const outcome = await this.writeFlow((now, effects) => failInTx(this.statements, this.moves, params, this.random, now, effects));
     this.watchers.announceFinished(finishedByFailure(params, outcome));
