@@ -123,8 +123,8 @@ describe.skipIf(DATABASE_URL === '')('PostgreSQL (DATABASE_URL)', () => {
     expect(jobs.every((job) => job.status === 'succeeded')).toBe(true);
     const [halfWritten] = await inDatabase<{ attempts: number; open: number; results: number }>(`
       SELECT
-        (SELECT count(*)::int FROM leasehold.jobs j WHERE j.epoch <> (SELECT count(*) FROM leasehold.job_attempts a WHERE a.job_id = j.id)) AS attempts,
-        (SELECT count(*)::int FROM leasehold.job_attempts WHERE ended_at IS NULL) AS open,
+        (SELECT count(*)::int FROM leasehold.jobs j WHERE j.epoch <> (SELECT count(*) FROM leasehold.job_attempts a WHERE a.job_seq = j.seq)) AS attempts,
+        (SELECT count(*)::int FROM leasehold.job_attempts WHERE ended_at IS NULL) + (SELECT count(*)::int FROM leasehold.job_leases) AS open,
         (SELECT count(*)::int FROM leasehold.jobs j WHERE NOT EXISTS (SELECT 1 FROM leasehold.job_results r WHERE r.job_id = j.id)) AS results`);
     expect(halfWritten).toEqual({ attempts: 0, open: 0, results: 0 });
     console.log(`postgres read-only: ${refusals.length} writes refused 503 (25006); reads answered 200; recovered after RESET and new sessions`);
