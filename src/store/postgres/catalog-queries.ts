@@ -56,12 +56,16 @@ export const KIND_LIST = namedQuery('lh_kind_list', `SELECT ${KIND_COLUMNS} FROM
 
 /**
  * Newest first; the cursor is the seq of the last job on the previous page. Run unplanned (see bindUnplanned).
- * The status is the one the API shows: a job with a live lease runs (JOB_STATUS).
+ * The status is the one the API shows: a job with a live lease runs (JOB_STATUS). The running and the queued
+ * jobs of a tenant are those of its rows in job_leases and job_ready: planned for the call's own status, each
+ * of those conditions is either the listing's source or folds away.
  */
 export const JOB_LIST = namedQuery(
   'lh_job_list',
   `SELECT ${LIST_COLUMNS} FROM ${JOB_WITH_RESULT_FROM}
     WHERE j.tenant = $1 AND ($2::text IS NULL OR j.owner = $2) AND ($3::text IS NULL OR ${JOB_STATUS} = $3)
+      AND ($3::text IS DISTINCT FROM 'running' OR j.seq IN (SELECT job_seq FROM job_leases WHERE tenant = $1))
+      AND ($3::text IS DISTINCT FROM 'queued' OR j.seq IN (SELECT seq FROM job_ready WHERE tenant = $1))
       AND ($4::text IS NULL OR j.kind = $4) AND ($5::bigint IS NULL OR j.seq < $5)
     ORDER BY j.seq DESC LIMIT $6`,
 );
