@@ -106,6 +106,8 @@ describe.skipIf(url === '')('migration 14 on a version-13 PostgreSQL schema', ()
       cancelled: newJobId(),
       unknown: newJobId(),
       waiting: newJobId(),
+      keyHead: newJobId(),
+      keyNext: newJobId(),
     };
     const token = newLeaseToken();
     // The version-13 store's own statement triggers keep the counters while these rows go in.
@@ -200,6 +202,9 @@ describe.skipIf(url === '')('migration 14 on a version-13 PostgreSQL schema', ()
       await client.query(`UPDATE jobs SET has_children = true WHERE id = $1`, [ids.queued]);
       await insertJob(client, { id: ids.waiting, idempotency_key: 'waiting', status: 'waiting', pending_parents: 1, kind: 'report' });
       await client.query(`INSERT INTO job_dependencies (parent_id, child_id) VALUES ($1, $2)`, [ids.queued, ids.waiting]);
+      // Two jobs of one concurrency key: the head queued, the next waiting for its turn.
+      await insertJob(client, { id: ids.keyHead, idempotency_key: 'key-head', kind: 'sync', concurrency_key: 'acct-1' });
+      await insertJob(client, { id: ids.keyNext, idempotency_key: 'key-next', kind: 'sync', concurrency_key: 'acct-1', status: 'waiting' });
     } finally {
       await client.end();
     }
@@ -223,6 +228,8 @@ describe.skipIf(url === '')('migration 14 on a version-13 PostgreSQL schema', ()
       cancelled: { status: 'cancelled', epoch: 0, attempts: 0 },
       unknown: { status: 'unknown', epoch: 4, attempts: 1 },
       waiting: { status: 'waiting', epoch: 0, attempts: 0 },
+      keyHead: { status: 'queued', epoch: 0, attempts: 0 },
+      keyNext: { status: 'waiting', epoch: 0, attempts: 0 },
     };
     for (const [name, id] of Object.entries(ids) as [keyof typeof ids, string][]) {
       expect({ name, ...(await get(id)) }).toMatchObject({ name, ...expected[name] });
@@ -248,18 +255,29 @@ describe.skipIf(url === '')('migration 14 on a version-13 PostgreSQL schema', ()
     expect(await store.jobComplete({ tenant: TENANT, id: ids.running, token })).toEqual({ kind: 'completed', replayed: true });
 
     // The queued jobs lease in lease order, with the next epoch; the delayed one is not due.
-    const leased = await store.jobLease({ tenant: TENANT, workerId: 'w2', leaseMs: 60_000, max: 5 });
+    const leased = await store.jobLease({ tenant: TENANT, workerId: 'w2', leaseMs: 60_000, max: 5, kinds: ['email'] });
     expect(leased.map((j) => [j.id, j.epoch, j.attempt])).toEqual([
       [ids.queued, 1, 1],
       [ids.retry, 2, 2],
     ]);
-    expect((await store.jobNextDue({ tenant: TENANT }))?.runAfter).toBe((await get(ids.delayed)).runAfter);
+    expect((await store.jobNextDue({ tenant: TENANT, kinds: ['email'] }))?.runAfter).toBe((await get(ids.delayed)).runAfter);
 
     // The parent's success releases its waiting child, which then leases.
     const parent = leased[0];
     if (parent === undefined) throw new Error('the queued job did not lease');
     expect(await store.jobComplete({ tenant: TENANT, id: parent.id, token: parent.token })).toEqual({ kind: 'completed', replayed: false });
     expect((await store.jobLease({ tenant: TENANT, workerId: 'w2', leaseMs: 60_000, max: 1, kinds: ['report'] })).map((j) => j.id)).toEqual([ids.waiting]);
+
+    // The key's head runs alone; its end gives the turn to the next job of the key.
+    const sync = { tenant: TENANT, workerId: 'w2', leaseMs: 60_000, max: 2, kinds: ['sync'] };
+    const head = await store.jobLease(sync);
+    expect(head.map((j) => j.id)).toEqual([ids.keyHead]);
+    expect(await store.jobComplete({ tenant: TENANT, id: ids.keyHead, token: head[0]?.token ?? '' })).toEqual({ kind: 'completed', replayed: false });
+    expect((await store.jobLease(sync)).map((j) => j.id)).toEqual([ids.keyNext]);
+
+    // Retention finds the jobs that had ended before the migration.
+    expect(await store.jobPurge({ status: 'cancelled', olderThanMs: 0, kindRetention: false, limit: 10 })).toEqual({ deleted: 1 });
+    expect(await store.jobGet({ scope, id: ids.cancelled })).toBeNull();
 
     // Operator actions on the ended jobs.
     expect((await store.jobRequeue({ scope, id: ids.dead })).kind).toBe('requeued');
