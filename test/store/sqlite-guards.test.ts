@@ -76,7 +76,7 @@ describe('SQLite guarded statements', () => {
     expect(end(a.token, a.leaseExpiresAt, 0)).toBe(1);
     expect(end(a.token, now, 1)).toBe(1);
     const many = (pairs: [LeasedJob, string][], at: number): number =>
-      changes(() => db.prepare(SQL.leaseEndMany).all({ rows: JSON.stringify(pairs.map(([job, token]) => [seqOf(job.id), token])), now: at }).length);
+      changes(() => db.prepare(SQL.leaseEndMany).run({ rows: JSON.stringify(pairs.map(([job, token]) => [seqOf(job.id), token])), now: at }).changes);
     expect(many([[a, b.token]], now)).toBe(0);
     expect(
       many(

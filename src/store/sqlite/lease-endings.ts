@@ -137,7 +137,11 @@ export function completeManyInTx(st: Statements, moves: CounterMoves, params: re
   return outcomes;
 }
 
-/** The successes of a batch: one guarded statement ends their leases, one their jobs, one writes their attempts. */
+/**
+ * The successes of a batch: one guarded statement ends their leases, one their jobs, one writes their attempts.
+ * The attempts that end are the snapshots' (a running job's epoch, attempt, worker, start, effect mark and cancel
+ * request are its lease row's), read in this write transaction; the lease ends must remove every one of them.
+ */
 function succeedAll(
   st: Statements,
   moves: CounterMoves,
@@ -145,33 +149,25 @@ function succeedAll(
   now: number,
   effects: FlowEffects,
 ): void {
-  const ended = st.leaseEndMany.all({ rows: JSON.stringify(jobs.map(({ row, params }) => [row.seq, params.token])), now }) as (EndedLease & {
-    seq: number;
-  })[];
-  if (ended.length !== jobs.length) throw new Error(`guarded lease ends matched ${ended.length} of ${jobs.length}; the snapshots and the guard disagree`);
-  const leases = new Map(ended.map((lease) => [lease.seq, lease]));
-  const attempts = jobs.map(({ row, params }) => {
-    const lease = leases.get(row.seq);
-    if (lease === undefined) throw new Error('a guarded lease end returned another job');
-    return { row, params, lease };
-  });
+  const ended = st.leaseEndMany.run({ rows: JSON.stringify(jobs.map(({ row, params }) => [row.seq, params.token])), now }).changes;
+  if (ended !== jobs.length) throw new Error(`guarded lease ends matched ${ended} of ${jobs.length}; the snapshots and the guard disagree`);
   const rows = JSON.stringify(
-    attempts.map(({ row, params, lease }) => [
+    jobs.map(({ row, params }) => [
       row.seq,
-      lease.epoch,
-      lease.attempt,
-      lease.worker_id,
+      row.epoch,
+      row.attempts,
+      row.lease_owner,
       params.token,
-      lease.started_at,
-      lease.cancel_requested,
-      lease.effect_started_at,
+      row.attempt_started_at,
+      row.cancel_requested,
+      row.effect_started_at,
     ]),
   );
   const ending = { status: SUCCEEDED.status, outcome: SUCCEEDED.outcome };
   const changed = st.jobEndMany.run({ rows, now, ...ending, ...lastErrorColumns(SUCCEEDED) }).changes;
   if (changed !== jobs.length) throw new Error(`job ends matched ${changed} of ${jobs.length}; the snapshots and the guard disagree`);
   st.attemptInsertMany.run({ rows, now, outcome: SUCCEEDED.outcome, attemptCode: SUCCEEDED.attemptCode });
-  for (const { row, params, lease } of attempts) {
+  for (const { row, params } of jobs) {
     // Each result after its job is succeeded (the schema's trigger requires it).
     const result = params.result;
     if (result !== undefined) {
@@ -179,12 +175,12 @@ function succeedAll(
       moves.storage(row.tenant, result.body.length);
     }
     moves.moved(countedJob(row, 'running'), countedJob({ ...row, finished_at: now }, SUCCEEDED.status));
-    moves.attemptEnded(row.tenant, now - lease.started_at);
+    moves.attemptEnded(row.tenant, now - (row.attempt_started_at ?? now));
   }
   settleEnded(
     st,
     moves,
-    attempts.map(({ row }) => ({ ...row, status: SUCCEEDED.status })),
+    jobs.map(({ row }) => ({ ...row, status: SUCCEEDED.status })),
     now,
     effects,
   );

@@ -51,7 +51,7 @@ const JOB_COLUMNS = `j.seq, j.id, j.tenant, j.owner, j.kind, j.payload, j.max_at
  * with what a transition moves in the counter rows (created_at, started_at, finished_at) and what a ready row holds.
  */
 const SNAPSHOT_COLUMNS = `j.seq, j.tenant, j.kind, j.max_attempts, j.priority, j.run_after, j.deadline_at, j.created_at, j.finished_at,
-  j.concurrency_key, j.has_children, ${LIVE_COLUMNS}`;
+  j.concurrency_key, j.has_children, l.started_at AS attempt_started_at, ${LIVE_COLUMNS}`;
 
 const RESULT_COLUMNS = 'r.content_type AS result_content_type, r.body AS result_body, r.checksum AS result_checksum';
 
@@ -310,10 +310,10 @@ export const SQL = {
     WHERE seq = @seq AND status = 'queued'`,
   /**
    * leaseEnd for a batch of live leases (@rows: a JSON array of [seq, token]), one statement: each lease row found
-   * by its row id, its token checked. What it returns is each attempt that ended.
+   * by its row id, its token checked. The attempts that end are the batch's snapshots (jobLockMany), read in the
+   * same write transaction: it returns nothing, and must remove every row it names.
    */
-  leaseEndMany: `DELETE FROM job_leases WHERE (seq, token) IN (SELECT value ->> 0, value ->> 1 FROM json_each(@rows)) AND expires_at > @now
-    RETURNING seq, epoch, attempt, worker_id, started_at, cancel_requested, effect_started_at`,
+  leaseEndMany: `DELETE FROM job_leases WHERE (seq, token) IN (SELECT value ->> 0, value ->> 1 FROM json_each(@rows)) AND expires_at > @now`,
   /**
    * jobEnd for a batch of jobs that end alike (@status, @outcome and the last error bound once; @rows: a JSON array of
    * [seq, epoch, attempt, worker, token, started_at, cancel_requested, effect_started_at]), one statement.

@@ -65,6 +65,7 @@ export type SnapshotRow = Pick<
   | 'lease_expires_at'
   | 'epoch'
   | 'lease_token'
+  | 'lease_owner'
   | 'last_outcome'
   | 'cancel_requested'
   | 'effect_started_at'
@@ -73,7 +74,10 @@ export type SnapshotRow = Pick<
   | 'created_at'
   | 'started_at'
   | 'finished_at'
->;
+> & {
+  /** A running job's attempt start (its lease row's); null when it is not running (absent from JobRow's reads). */
+  attempt_started_at?: number | null;
+};
 
 export interface JobWithResultRow extends JobRow {
   result_content_type: string | null;
