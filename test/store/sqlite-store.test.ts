@@ -375,7 +375,7 @@ describe("noticing another connection's commits", () => {
 });
 
 describe('query plans', () => {
-  it('pages through jobs by walking an index in seq order, never sorting the tenant (but its queued jobs)', () => {
+  it('pages through jobs by walking an index in seq order, never sorting the tenant', () => {
     const db = new Database(join(dir, 'jobs.db'), { readonly: true });
     try {
       const plan = (sql: string, bindings: Record<string, unknown>): string =>
@@ -392,10 +392,10 @@ describe('query plans', () => {
       expect(plans.byStatus).toMatch(/jobs_by_status_ended \(tenant=\? AND status=\? AND seq<\?\)/);
       // Running jobs from the lease table in seq order (its row id).
       expect(plans.running).toMatch(/SEARCH l USING INTEGER PRIMARY KEY \(rowid<\?\)/);
-      // Queued jobs from the ready table: the tenant's ready rows (or one kind's) sorted by seq; never the jobs table.
+      // Queued jobs from the ready table, walked by job_ready_listing from the cursor (migration 15).
       const queued = plan(SQL.jobListQueued, { ...base, owner: null });
-      expect(queued).toMatch(/SEARCH q USING PRIMARY KEY \(tenant=\?\)/);
-      expect(queued).not.toMatch(/SCAN/);
+      expect(queued).toMatch(/SEARCH q USING (COVERING )?INDEX job_ready_listing \(tenant=\? AND seq<\?\)/);
+      expect(queued).not.toMatch(/SCAN|TEMP B-TREE/);
       expect(plans.byOwner).toMatch(/jobs_by_owner \(tenant=\? AND owner=\? AND seq<\?\)/);
       // The tenant index, not the whole table: an admin listing reads only its own tenant's rows.
       expect(plans.byTenant).toMatch(/jobs_by_tenant \(tenant=\? AND seq<\?\)/);

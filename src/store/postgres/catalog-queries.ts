@@ -60,12 +60,23 @@ export const KIND_LIST = namedQuery('lh_kind_list', `SELECT ${KIND_COLUMNS} FROM
  * jobs of a tenant are those of its rows in job_leases and job_ready: planned for the call's own status, each
  * of those conditions is either the listing's source or folds away.
  */
+/**
+ * GET /jobs?status=queued: the tenant's ready rows newest first from the cursor (job_ready_listing, migration 15),
+ * each joined to its job: a page reads its own rows, however many jobs are queued. A ready row's job is queued.
+ */
+export const JOB_LIST_QUEUED = namedQuery(
+  'lh_job_list_queued',
+  `SELECT ${LIST_COLUMNS} FROM job_ready q JOIN jobs j ON j.seq = q.seq LEFT JOIN job_leases l ON l.job_seq = j.seq
+    LEFT JOIN job_results r ON r.job_id = j.id
+    WHERE q.tenant = $1 AND ($2::text IS NULL OR j.owner = $2) AND ($3::text IS NULL OR q.kind = $3) AND ($4::bigint IS NULL OR q.seq < $4)
+    ORDER BY q.seq DESC LIMIT $5`,
+);
+
 export const JOB_LIST = namedQuery(
   'lh_job_list',
   `SELECT ${LIST_COLUMNS} FROM ${JOB_WITH_RESULT_FROM}
     WHERE j.tenant = $1 AND ($2::text IS NULL OR j.owner = $2) AND ($3::text IS NULL OR ${JOB_STATUS} = $3)
       AND ($3::text IS DISTINCT FROM 'running' OR j.seq IN (SELECT job_seq FROM job_leases WHERE tenant = $1))
-      AND ($3::text IS DISTINCT FROM 'queued' OR j.seq IN (SELECT seq FROM job_ready WHERE tenant = $1))
       AND ($4::text IS NULL OR j.kind = $4) AND ($5::bigint IS NULL OR j.seq < $5)
     ORDER BY j.seq DESC LIMIT $6`,
 );

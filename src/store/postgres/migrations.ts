@@ -431,4 +431,11 @@ CREATE UNIQUE INDEX jobs_unique_key ON jobs (tenant, owner, kind, unique_key) WH
     name: 'storage_for_the_hot_path',
     sql: HOT_PATH_STORAGE_SQL,
   },
+  {
+    version: 15,
+    name: 'queued_listing_by_seq',
+    // GET /jobs?status=queued pages newest first: walked by this index from the cursor, a page reads its own rows
+    // instead of every queued job of the tenant.
+    sql: 'CREATE INDEX job_ready_listing ON job_ready (tenant, seq);',
+  },
 ];

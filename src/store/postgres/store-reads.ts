@@ -92,8 +92,13 @@ export abstract class StoreReads {
 
   async jobList(params: S.JobListParams): Promise<S.JobPage> {
     const cursor = params.cursor === undefined ? null : openCursor(this.cursorSecret, params, params.cursor);
-    const values = [params.scope.tenant, params.scope.owner ?? null, params.status ?? null, params.kind ?? null, cursor, params.limit + 1];
-    const rows = (await this.db.query<JobListRow>(bindUnplanned(C.JOB_LIST, values))).rows;
+    const owner = params.scope.owner ?? null;
+    const kind = params.kind ?? null;
+    const rows =
+      params.status === 'queued'
+        ? (await this.db.query<JobListRow>(bind(C.JOB_LIST_QUEUED, [params.scope.tenant, owner, kind, cursor, params.limit + 1]))).rows
+        : (await this.db.query<JobListRow>(bindUnplanned(C.JOB_LIST, [params.scope.tenant, owner, params.status ?? null, kind, cursor, params.limit + 1])))
+            .rows;
     return listPage(this.cursorSecret, params, rows, toJobListItem);
   }
 

@@ -254,8 +254,8 @@ export const SQL = {
     WHERE j.tenant = @tenant AND j.status = @status AND j.status <> 'queued' AND j.seq < @cursor
       AND (@owner IS NULL OR j.owner = @owner) AND (@kind IS NULL OR j.kind = @kind)
     ORDER BY j.seq DESC LIMIT @limit`,
-  /** Queued jobs from the ready table: the tenant's ready rows (or one kind's), sorted by seq, newest first. */
-  jobListQueued: `SELECT ${LIST_COLUMNS} FROM job_ready q CROSS JOIN ${JOB_AND_LEASE} LEFT JOIN job_results r ON r.job_seq = j.seq
+  /** Queued jobs from the ready table, walked newest first from the cursor by job_ready_listing (migration 15). */
+  jobListQueued: `SELECT ${LIST_COLUMNS} FROM job_ready q INDEXED BY job_ready_listing CROSS JOIN ${JOB_AND_LEASE} LEFT JOIN job_results r ON r.job_seq = j.seq
     WHERE q.tenant = @tenant AND (@kind IS NULL OR q.kind = @kind) AND q.seq < @cursor AND j.seq = q.seq AND (@owner IS NULL OR j.owner = @owner)
     ORDER BY q.seq DESC LIMIT @limit`,
   /** Running jobs from the lease table, walked by seq from the cursor. */
