@@ -64,6 +64,8 @@ describe('SQLite migration 9 (dependencies_and_keys) on a version-8 database', (
         const dropped = ['trigger job_counters_insert'];
         // Migration 14 (sqlite-storage-migration.test.ts): the ready and lease tables, no counter triggers, no queued indexes on jobs.
         added.push('table job_ready', 'table job_leases', 'index job_ready_deadline', 'index job_leases_expiry', 'index jobs_by_status_ended');
+        // Migration 15: the queued jobs' listing by seq.
+        added.push('index job_ready_listing');
         dropped.push(
           ...['job_counters_update', 'job_counters_delete', 'attempt_counters_end', 'attempt_counters_delete'].map((t) => `trigger ${t}`),
           ...[

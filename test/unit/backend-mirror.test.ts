@@ -69,7 +69,6 @@ const QUERIES_ONLY_IN = {
     JOB_LIST_BY_STATUS: 'SQLite plans one statement per filter so each walks its index; PostgreSQL plans JOB_LIST for each call\u2019s values',
     JOB_LIST_BY_OWNER: 'as JOB_LIST_BY_STATUS',
     JOB_LIST_BY_TENANT: 'as JOB_LIST_BY_STATUS',
-    JOB_LIST_QUEUED: 'as JOB_LIST_BY_STATUS: queued jobs from job_ready',
     JOB_LIST_RUNNING: 'as JOB_LIST_BY_STATUS: running jobs from job_leases',
     ATTEMPT_INSERT: 'the attempt row written at the end, by its own statement; PostgreSQL writes it in the statement that ends the lease',
     RESULT_INSERT: 'in PostgreSQL by the statement that completes the job',
