@@ -159,7 +159,7 @@ export class PostgresCostProbe implements CostProbe {
           if (record.record_type.startsWith('LOCK')) add(rowWrites, `${relation.name} (row locks)`, 1);
           continue;
         }
-        const counted = /^(job_counters|tenant_sums)$/.test(relation.name) ? `${relation.name} (by trigger)` : relation.name;
+        const counted = /^(job_counters|tenant_sums)$/.test(relation.name) ? `${relation.name} (counters)` : relation.name;
         add(rowWrites, counted, record.record_type.startsWith('MULTI_INSERT') ? Number(/ntuples:? (\d+)/.exec(record.description)?.[1] ?? 1) : 1);
         const events = eventsOf.get(record.xid) ?? new Map<string, number>();
         eventsOf.set(record.xid, events);

@@ -14,7 +14,7 @@ export interface GroupCost {
   /** Pages written, each page counted once per commit (SQLite) or per transaction (PostgreSQL). */
   readonly pages: number;
   readonly pagesBy: ReadonlyMap<string, number>;
-  /** Rows inserted, updated or deleted, by table; `name (by trigger)` for rows a trigger wrote. */
+  /** Rows inserted, updated or deleted, by table; `name (by trigger)` for rows a SQLite trigger wrote, `name (counters)` for PostgreSQL's counter rows. */
   readonly rowWrites: ReadonlyMap<string, number>;
   /** Index entries inserted or deleted, by index (a table's own B-tree is in rowWrites). */
   readonly entryWrites: ReadonlyMap<string, number>;
