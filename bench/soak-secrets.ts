@@ -1,7 +1,8 @@
 /**
  * After a soak: were any secrets written to a log? The secrets are the API
  * keys the soak created and every lease token still on record (each job's
- * last token, read from the database, since no API returns tokens). Every
+ * last token and each live lease's, read from the database, since no API
+ * returns tokens). Every
  * output line of every coordinator and worker process is searched.
  */
 
@@ -15,7 +16,9 @@ export async function recordedLeaseTokens(db: string): Promise<string[]> {
   if (!/^postgres(ql)?:\/\//i.test(db)) {
     const connection = new Database(db, { readonly: true });
     try {
-      return (connection.prepare('SELECT lease_token FROM jobs WHERE lease_token IS NOT NULL').all() as { lease_token: string }[]).map((r) => r.lease_token);
+      // Ended attempts leave their token on the job row; a running job's is on its lease row (migration 14).
+      const sql = 'SELECT lease_token FROM jobs WHERE lease_token IS NOT NULL UNION ALL SELECT token FROM job_leases';
+      return (connection.prepare(sql).all() as { lease_token: string }[]).map((r) => r.lease_token);
     } finally {
       connection.close();
     }
@@ -27,7 +30,11 @@ export async function recordedLeaseTokens(db: string): Promise<string[]> {
   await client.connect();
   try {
     const escaped = schema.replace(/"/g, '""');
-    const rows = (await client.query<{ lease_token: string }>(`SELECT lease_token FROM "${escaped}".jobs WHERE lease_token IS NOT NULL`)).rows;
+    const rows = (
+      await client.query<{ lease_token: string }>(
+        `SELECT lease_token FROM "${escaped}".jobs WHERE lease_token IS NOT NULL UNION ALL SELECT token FROM "${escaped}".job_leases`,
+      )
+    ).rows;
     return rows.map((r) => r.lease_token);
   } finally {
     await client.end();
