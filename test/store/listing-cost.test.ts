@@ -4,7 +4,7 @@
  * job_ready_listing from the cursor without a sort of the tenant's ready rows
  * (a sort held the event loop for milliseconds per 10,000 queued jobs, for
  * every tenant); on PostgreSQL the rows the statement reads (EXPLAIN ANALYZE)
- * beside 20,000 queued jobs of the tenant stay near the page size. Pages still
+ * beside 5,000 queued jobs of the tenant stay near the page size. Pages still
  * come newest first and the cursor walks them all.
  */
 
@@ -21,7 +21,7 @@ import type { EnqueueParams, Store } from '../../src/store/store.js';
 import { JOB_TABLES, jobRowsRead, storeInNewSchema } from '../support/pg-plan.js';
 import { sqlitePlan } from '../support/sqlite-plan.js';
 
-const QUEUED = 20_000;
+const QUEUED = 5_000;
 const TENANT = 't1';
 
 function job(kind: string, i: number): EnqueueParams {
@@ -60,7 +60,7 @@ async function pagesNewestFirst(store: Store): Promise<void> {
   expect(items.map((item) => item.id)).toEqual(newest.jobs.map((item) => item.id));
 }
 
-describe('a page of queued jobs beside 20,000 queued (sqlite)', () => {
+describe('a page of queued jobs beside 5,000 queued (sqlite)', () => {
   let dir: string;
   let path: string;
   let store: SqliteStore;
@@ -94,7 +94,7 @@ describe('a page of queued jobs beside 20,000 queued (sqlite)', () => {
 
 const url = process.env['DATABASE_URL'] ?? '';
 
-describe.skipIf(url === '')('a page of queued jobs beside 20,000 queued (postgres)', () => {
+describe.skipIf(url === '')('a page of queued jobs beside 5,000 queued (postgres)', () => {
   let store: Store;
   let client: pg.Client;
   let close: () => Promise<void>;
@@ -111,7 +111,7 @@ describe.skipIf(url === '')('a page of queued jobs beside 20,000 queued (postgre
   it('reads about a page of rows from job_ready and jobs, not the tenant’s queue', async () => {
     const read = await jobRowsRead(client, C.JOB_LIST_QUEUED.text, [TENANT, null, null, null, 11], JOB_TABLES);
     const total = read.reduce((sum, rows) => sum + rows, 0);
-    // The page's 11 ready rows and their 11 jobs (and leases probed), not 20,000.
+    // The page's 11 ready rows and their 11 jobs (and leases probed), not 5,000.
     expect(total).toBeLessThanOrEqual(60);
   });
 
