@@ -19,26 +19,14 @@ import { jobLeaseKindsSql, SQL, withLeaseMax } from '../../src/store/sqlite/quer
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import type { EnqueueParams, Store } from '../../src/store/store.js';
 import { planNodes, type PlanNode, storeInNewSchema } from '../support/pg-plan.js';
+import { plainJob } from '../support/plain-jobs.js';
 import { sqlitePlan } from '../support/sqlite-plan.js';
 
 const BACKLOG = 20_000;
 const TENANT = 't1';
 
 function job(kind: string, i: number): EnqueueParams {
-  const key = `${kind}-${i}`;
-  return {
-    tenant: TENANT,
-    owner: 'u',
-    idempotencyKey: key,
-    requestHash: key,
-    kind,
-    payload: { i },
-    maxAttempts: 3,
-    priority: 0,
-    runAfter: null,
-    deadlineMs: null,
-    payloadBytes: 8,
-  };
+  return plainJob(TENANT, kind, i);
 }
 
 /**

@@ -19,26 +19,14 @@ import { SQL } from '../../src/store/sqlite/queries.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import type { EnqueueParams, Store } from '../../src/store/store.js';
 import { JOB_TABLES, jobRowsRead, storeInNewSchema } from '../support/pg-plan.js';
+import { plainJob } from '../support/plain-jobs.js';
 import { sqlitePlan } from '../support/sqlite-plan.js';
 
 const QUEUED = 5_000;
 const TENANT = 't1';
 
 function job(kind: string, i: number): EnqueueParams {
-  const key = `${kind}-${i}`;
-  return {
-    tenant: TENANT,
-    owner: 'u',
-    idempotencyKey: key,
-    requestHash: key,
-    kind,
-    payload: { i },
-    maxAttempts: 3,
-    priority: 0,
-    runAfter: null,
-    deadlineMs: null,
-    payloadBytes: 8,
-  };
+  return plainJob(TENANT, kind, i);
 }
 
 async function seed(store: Store): Promise<void> {
