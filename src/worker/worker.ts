@@ -68,6 +68,8 @@ export class Worker<Kinds = Record<string, unknown>> {
   readonly workerId: string;
   private readonly client: WorkerCalls;
   private readonly handlers: HandlerMap;
+  /** The kinds it has handlers for: every lease it asks for names them. */
+  private readonly kinds: string[];
   private readonly concurrency: number;
   private readonly leaseMs: number;
   private readonly waitMs: number;
@@ -92,6 +94,7 @@ export class Worker<Kinds = Record<string, unknown>> {
 
   constructor(options: WorkerOptions<Kinds>) {
     const kinds = Object.keys(options.handlers);
+    this.kinds = kinds;
     if (kinds.length === 0) throw new TypeError('a worker needs at least one handler');
     // The lease request names the kinds this worker can run; the protocol caps that list.
     if (kinds.length > 100) throw new RangeError('a worker can serve at most 100 kinds; split the handlers over several workers');
@@ -162,7 +165,7 @@ export class Worker<Kinds = Record<string, unknown>> {
   }
 
   private async loop(): Promise<void> {
-    const kinds = Object.keys(this.handlers);
+    const kinds = this.kinds;
     const signal = this.leaseAbort.signal;
     while (!this.stopping) {
       const free = this.concurrency - this.active.size;
@@ -216,7 +219,7 @@ export class Worker<Kinds = Record<string, unknown>> {
       return null;
     }
     this.riding = true;
-    return { workerId: this.workerId, kinds: Object.keys(this.handlers), leaseMs: this.leaseMs, max: free };
+    return { workerId: this.workerId, kinds: this.kinds, leaseMs: this.leaseMs, max: free };
   }
 
   private carriedLeaseAnswered(jobs: readonly LeasedJob[], sentAt: number): void {
