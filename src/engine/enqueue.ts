@@ -103,6 +103,7 @@ export function prepareEnqueueWith(
     // A producer sees only its own jobs, so only those can be its parents (another's is unknown).
     ...(principal.role === 'producer' ? { dependsOnOwner: principal.user } : {}),
     ...(request.concurrencyKey === undefined ? {} : { concurrencyKey: request.concurrencyKey }),
+    ...(request.group === undefined ? {} : { group: request.group }),
     ...(request.dedupe === undefined ? {} : { dedupe: request.dedupe }),
     ...(request.unique === undefined ? {} : { unique: request.unique }),
   };

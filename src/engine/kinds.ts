@@ -9,6 +9,7 @@
  */
 
 import { LeaseholdError } from '../core/errors.js';
+import { parseGroupRules, type GroupRules } from '../core/fair-share.js';
 import type { Kind, KindDefinition } from '../protocol/schemas.js';
 import type { EngineContext } from './context.js';
 import type { Principal } from './principal.js';
@@ -22,6 +23,7 @@ export async function putKind(ctx: EngineContext, principal: Principal, kind: st
   const validate = payloadSchema === null ? null : await ctx.kinds.compile(payloadSchema);
   const backoff = definition.backoff ?? ctx.config.defaultBackoff;
   if (backoff.maxMs < backoff.baseMs) throw new LeaseholdError('invalid_request', 'body/backoff/maxMs must be >= body/backoff/baseMs');
+  const groups = groupRulesOf(definition);
   await refuseBeyondKindCap(ctx, principal.tenant, kind);
   const record = await ctx.store.kindUpsert({
     tenant: principal.tenant,
@@ -41,10 +43,19 @@ export async function putKind(ctx: EngineContext, principal: Principal, kind: st
     },
     maxConcurrent: definition.maxConcurrent ?? null,
     rate: definition.rate === undefined || definition.rate === null ? null : { limit: definition.rate.limit, perMs: definition.rate.perMs },
+    groups,
   });
   ctx.kinds.remember(record, validate);
   ctx.kinds.invalidate(principal.tenant);
   return toWireKind(record, ctx.config.retention);
+}
+
+/** The kind's groups, validated by core's parseGroupRules (which also bounds the weights' keys); null for none. */
+function groupRulesOf(definition: KindDefinition): GroupRules | null {
+  if (definition.groups === undefined || definition.groups === null) return null;
+  const parsed = parseGroupRules(definition.groups);
+  if (!parsed.ok) throw new LeaseholdError('invalid_request', `body/groups: ${parsed.problems.slice(0, 5).join('; ')}`);
+  return parsed.rules;
 }
 
 export async function getKind(ctx: EngineContext, principal: Principal, kind: string): Promise<Kind> {

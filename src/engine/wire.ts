@@ -8,6 +8,7 @@
 import { JOB_STATUSES } from '../core/states.js';
 import { toRfc3339, toRfc3339OrNull } from '../core/clock.js';
 import type { Attempt, Job, JobListItem as WireJobListItem, Kind, LeasedJob as WireLeasedJob, Stats } from '../protocol/schemas.js';
+import { groupRulesConfig } from '../store/group-lease.js';
 import type { AttemptRecord, JobListItem, JobRecord, JobResult, KindRecord, LeasedJob, TenantStats } from '../store/store.js';
 import type { RetentionPeriods } from '../store/retention.js';
 
@@ -56,6 +57,7 @@ function wireJobFields(record: Omit<JobListItem, 'result'>): Omit<Job, 'result' 
     cancelRequested: record.cancelRequested,
     epoch: record.epoch,
     concurrencyKey: record.concurrencyKey,
+    group: record.group,
   };
 }
 
@@ -120,6 +122,7 @@ export function toWireKind(kind: KindRecord, defaults: RetentionPeriods): Kind {
     },
     maxConcurrent: kind.maxConcurrent,
     rate: kind.rate === null ? null : { limit: kind.rate.limit, perMs: kind.rate.perMs },
+    groups: kind.groups === null ? null : groupRulesConfig(kind.groups),
     paused: kind.paused,
     updatedAt: toRfc3339(kind.updatedAt),
   };

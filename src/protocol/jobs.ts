@@ -77,6 +77,15 @@ export const EnqueueRequest = Type.Object(
     ),
     dedupe: Type.Optional(DedupeSpec),
     unique: Type.Optional(UniqueSpec),
+    group: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: LIMITS.groupLength,
+        pattern: STORABLE_KEY_PATTERN,
+        description:
+          "The job's group within its kind (a customer id, say): the lease shares the kind's workers fairly among the groups with jobs waiting, by the kind's groups weights and limits (docs/FAIRNESS.md). Absent: the jobs without a group, which form one group.",
+      }),
+    ),
   },
   { additionalProperties: false },
 );
@@ -107,6 +116,7 @@ export const Job = Type.Object({
   cancelRequested: Type.Boolean(),
   epoch: Type.Integer(),
   concurrencyKey: Type.Union([Type.String(), Type.Null()]),
+  group: Type.Union([Type.String(), Type.Null()], { description: 'The group it was enqueued with; null without one' }),
   dependsOn: Type.Array(Type.String(), {
     maxItems: LIMITS.maxDependsOn,
     description: 'The parents it was enqueued with that are still stored, in enqueue order',

@@ -23,6 +23,34 @@ export const KindRateSchema = Type.Object(
   { additionalProperties: false },
 );
 
+/**
+ * How the lease shares the kind among the groups of its jobs (docs/FAIRNESS.md): limits that apply to each group
+ * separately, and weights by group name ("" weighs the jobs without a group; a group not named weighs 1).
+ */
+export const KindGroupsSchema = Type.Object(
+  {
+    maxConcurrent: Type.Optional(
+      Type.Integer({ minimum: 1, maximum: LIMITS.maxGroupConcurrency, description: 'Leases of one group of the kind live at once' }),
+    ),
+    rate: Type.Optional(
+      Type.Object(
+        {
+          limit: Type.Integer({ minimum: 1, maximum: LIMITS.maxGroupRateLimit }),
+          perMs: Type.Integer({ minimum: 1, maximum: LIMITS.maxGroupRatePerMs }),
+        },
+        { additionalProperties: false, description: 'Leases of one group started per fixed window' },
+      ),
+    ),
+    weights: Type.Optional(
+      Type.Record(Type.String({ maxLength: LIMITS.groupLength }), Type.Number({ minimum: LIMITS.minGroupWeight, maximum: LIMITS.maxGroupWeight }), {
+        maxProperties: LIMITS.maxGroupWeights,
+        description: 'Each named group gets starts in proportion to its weight while groups wait',
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
 export const KindDefinition = Type.Object(
   {
     payloadSchema: Type.Optional(Type.Unknown()),
@@ -40,6 +68,11 @@ export const KindDefinition = Type.Object(
       }),
     ),
     rate: Type.Optional(Type.Union([KindRateSchema, Type.Null()], { description: 'Leases of the kind started per window; null or absent for no limit' })),
+    groups: Type.Optional(
+      Type.Union([KindGroupsSchema, Type.Null()], {
+        description: 'How the lease shares the kind among the groups of its jobs; null or absent for no group limits or weights',
+      }),
+    ),
   },
   { additionalProperties: false },
 );
@@ -66,6 +99,14 @@ export const Kind = Type.Object({
   retention: KindRetention,
   maxConcurrent: Type.Union([Type.Integer(), Type.Null()]),
   rate: Type.Union([Type.Object({ limit: Type.Integer(), perMs: Type.Integer() }), Type.Null()]),
+  groups: Type.Union([
+    Type.Object({
+      maxConcurrent: Type.Optional(Type.Integer()),
+      rate: Type.Optional(Type.Object({ limit: Type.Integer(), perMs: Type.Integer() })),
+      weights: Type.Optional(Type.Record(Type.String(), Type.Number())),
+    }),
+    Type.Null(),
+  ]),
   paused: Type.Boolean({ description: 'A paused kind is never leased; its jobs still enqueue (POST /kinds/{kind}/pause, /resume)' }),
   updatedAt: Timestamp,
 });

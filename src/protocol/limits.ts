@@ -8,6 +8,15 @@
 
 import { DEDUPE_KEY_MAX_LENGTH, MAX_DEDUPE_MS, MAX_UNIQUE_FOR_MS } from '../core/dedupe.js';
 import { CONCURRENCY_KEY_MAX_LENGTH, MAX_DEPENDS_ON, MAX_LISTED_CHILDREN } from '../core/dependencies.js';
+import {
+  GROUP_MAX_LENGTH,
+  MAX_GROUP_CONCURRENCY,
+  MAX_GROUP_RATE_LIMIT,
+  MAX_GROUP_RATE_PER_MS,
+  MAX_GROUP_WEIGHT,
+  MAX_GROUP_WEIGHTS,
+  MIN_GROUP_WEIGHT,
+} from '../core/fair-share.js';
 
 export const LIMITS = Object.freeze({
   kindLength: 128,
@@ -34,6 +43,14 @@ export const LIMITS = Object.freeze({
   /** A job id as the wire carries it (a UUID is 36). */
   jobIdLength: 64,
   concurrencyKeyLength: CONCURRENCY_KEY_MAX_LENGTH,
+  /** A job's group name, and the kind's groups.* bounds (core/fair-share.ts). */
+  groupLength: GROUP_MAX_LENGTH,
+  maxGroupWeights: MAX_GROUP_WEIGHTS,
+  minGroupWeight: MIN_GROUP_WEIGHT,
+  maxGroupWeight: MAX_GROUP_WEIGHT,
+  maxGroupConcurrency: MAX_GROUP_CONCURRENCY,
+  maxGroupRateLimit: MAX_GROUP_RATE_LIMIT,
+  maxGroupRatePerMs: MAX_GROUP_RATE_PER_MS,
   /** A dedupe or unique key (core/dedupe.ts). */
   dedupeKeyLength: DEDUPE_KEY_MAX_LENGTH,
   /** A dedupe window (ttlMs) and an extend's longest delay (maxDelayMs): 30 days. */

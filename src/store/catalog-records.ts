@@ -7,6 +7,7 @@
  */
 
 import type { BackoffPolicy } from '../core/backoff.js';
+import type { GroupRules } from '../core/fair-share.js';
 import type { Role } from '../core/states.js';
 import type { KindRate } from './flow-limits.js';
 import type { KindRetention } from './retention.js';
@@ -49,6 +50,8 @@ export interface KindRecord {
   readonly maxConcurrent: number | null;
   /** Leases of the kind started per window; null for no limit. */
   readonly rate: KindRate | null;
+  /** How the lease shares the kind among its jobs' groups (core/fair-share.ts): per-group limits and weights; null for none. */
+  readonly groups: GroupRules | null;
   readonly updatedAt: number;
 }
 
@@ -56,10 +59,11 @@ export interface KindRecord {
  * Without `retention`, every period is the default; without `maxConcurrent` or `rate`, no limit. A kind is
  * replaced whole, but its paused state is its own (kindSetPaused): registering a kind again keeps it.
  */
-export type KindUpsertParams = Omit<KindRecord, 'updatedAt' | 'retention' | 'paused' | 'maxConcurrent' | 'rate'> & {
+export type KindUpsertParams = Omit<KindRecord, 'updatedAt' | 'retention' | 'paused' | 'maxConcurrent' | 'rate' | 'groups'> & {
   readonly retention?: KindRetention;
   readonly maxConcurrent?: number | null;
   readonly rate?: KindRate | null;
+  readonly groups?: GroupRules | null;
 };
 
 export interface KindPauseParams {

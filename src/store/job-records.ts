@@ -60,6 +60,8 @@ export interface JobRecord {
   readonly result: JobResult | null;
   /** At most one live lease per (tenant, kind, concurrencyKey), leased in enqueue order; null for none. */
   readonly concurrencyKey: string | null;
+  /** The job's group within its kind (docs/FAIRNESS.md): the lease shares the kind among its groups; null for none. */
+  readonly group: string | null;
   /** The parents it was enqueued with that are still stored (retention may have deleted some), in enqueue order. */
   readonly dependsOn: readonly string[];
   /** The jobs that name it in dependsOn, the earliest MAX_LISTED_CHILDREN (core/dependencies.ts) of them. */
@@ -94,6 +96,8 @@ export interface EnqueueParams {
   readonly dependsOnOwner?: string;
   /** One live lease at a time per (tenant, kind, concurrencyKey), in enqueue order (core/dependencies.ts). */
   readonly concurrencyKey?: string | null;
+  /** Its group within the kind (1 to GROUP_MAX_LENGTH characters, core/fair-share.ts); absent or null: the ungrouped group. */
+  readonly group?: string | null;
   /**
    * Folds the request into the job of (tenant, owner, kind) that holds this key while that job takes duplicates
    * (core/dedupe.ts decideDedupe): outcome `deduplicated`. Otherwise the new job holds the key.

@@ -58,3 +58,28 @@ export function nextDue(runAfter: number | null, slotHeld: boolean, now: number)
   if (runAfter === null && !slotHeld) return null;
   return { runAfter, inMs: runAfter === null ? null : Math.max(0, runAfter - now), ...(slotHeld ? { slotHeld: true as const } : {}) };
 }
+
+/**
+ * restrictedNextDue with kinds that have groups (group-lease.ts groupedKindDue): each such kind's first time is
+ * what its groups wait for, under its own flow rules when it has any; a group waiting for a slot sets slotHeld.
+ */
+export function groupedNextDue(
+  others: number | null,
+  states: readonly KindFlowState[],
+  firsts: ReadonlyMap<string, number | null>,
+  grouped: ReadonlyMap<string, { readonly first: number | null; readonly slotHeld: boolean }>,
+  now: number,
+): NextDue | null {
+  const all = [...states];
+  const merged = new Map(firsts);
+  let slotHeld = false;
+  for (const [kind, due] of grouped) {
+    merged.set(kind, due.first);
+    if (due.slotHeld) slotHeld = true;
+    if (!states.some((state) => state.kind === kind)) {
+      all.push({ kind, paused: false, maxConcurrent: null, rate: null, running: 0, windowStart: null, windowCount: 0 });
+    }
+  }
+  const answer = restrictedNextDue(others, all, merged, now);
+  return slotHeld ? nextDue(answer?.runAfter ?? null, true, now) : answer;
+}

@@ -8,6 +8,7 @@
 import type { Role, JobStatus } from '../core/states.js';
 import type { AttemptOutcome, JobSnapshot } from '../core/transitions.js';
 import type { KindFlowState } from './flow-limits.js';
+import { decodeGroupRules } from './group-lease.js';
 import { storedJobError } from './stored-job-error.js';
 import type { ApiKeyRecord, AttemptRecord, JobListItem, KindRecord, LeasedJob, ResultSummary } from './store.js';
 
@@ -32,6 +33,8 @@ export interface JobListColumns {
   readonly last_error_class: string | null;
   readonly effect_started_at: number | null;
   readonly concurrency_key: string | null;
+  /** '' for a job without a group (migration 16). */
+  readonly group_key: string;
 }
 
 export function jobListItem(
@@ -68,6 +71,7 @@ export function jobListItem(
     effectStartedAt: row.effect_started_at,
     result: decoded.result,
     concurrencyKey: row.concurrency_key,
+    group: row.group_key === '' ? null : row.group_key,
   };
 }
 
@@ -176,6 +180,8 @@ export interface KindColumns {
   readonly max_concurrent: number | null;
   readonly rate_limit: number | null;
   readonly rate_per_ms: number | null;
+  /** The kind's `groups` as stored (group-lease.ts encodeGroupRules); NULL for none. */
+  readonly group_rules: unknown;
   readonly updated_at: number;
 }
 
@@ -195,6 +201,7 @@ export function kindRecord(row: KindColumns, payloadSchema: unknown): KindRecord
     paused: row.paused === true || row.paused === 1,
     maxConcurrent: row.max_concurrent,
     rate: row.rate_limit === null || row.rate_per_ms === null ? null : { limit: row.rate_limit, perMs: row.rate_per_ms },
+    groups: decodeGroupRules(row.group_rules),
     updatedAt: row.updated_at,
   };
 }

@@ -90,7 +90,7 @@ describe('lease cost beside a paused kind\u2019s backlog (sqlite)', () => {
         k1: 'c',
         m1: 10,
       });
-      expect(capped.split('\n').filter((d) => /SEARCH job_ready USING PRIMARY KEY \(tenant=\? AND kind=\?\)/.test(d))).toHaveLength(2);
+      expect(capped.split('\n').filter((d) => /SEARCH job_ready USING PRIMARY KEY \(tenant=\? AND kind=\? AND group_key=\?\)/.test(d))).toHaveLength(2);
       expect(capped).not.toMatch(/SCAN (jobs|job_ready)\b|SEARCH jobs/);
       // The unrestricted statements' guard is a probe of kinds_flow.
       expect(plan(db, withLeaseMax(jobLeaseKindsSql(1), 10), { tenant: TENANT, workerId: 'w', leaseMs: 1_000, now: Date.now(), k0: 'a' })).toMatch(

@@ -86,7 +86,7 @@ describe('lease cost beside waiting keyed jobs and children (sqlite)', () => {
     try {
       db.function('lh_token', () => 'x');
       const lease = plan(db, withLeaseMax(jobLeaseKindsSql(2), 10), { tenant: TENANT, workerId: 'w', leaseMs: 1_000, now: Date.now(), k0: 'k', k1: 'free' });
-      expect(lease).toMatch(/SEARCH job_ready USING PRIMARY KEY \(tenant=\? AND kind=\?\)/);
+      expect(lease).toMatch(/SEARCH job_ready USING PRIMARY KEY \(tenant=\? AND kind=\? AND group_key=\?\)/);
       expect(lease).not.toMatch(/SCAN (jobs|job_ready)\b|SEARCH jobs/);
       // Only the free jobs are ready: the waiting ones are in no table a lease reads.
       expect((db.prepare(`SELECT count(*) AS n FROM job_ready WHERE tenant = ?`).get(TENANT) as { n: number }).n).toBe(FREE);

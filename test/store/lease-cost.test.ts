@@ -60,12 +60,12 @@ describe('lease cost with another kind backlogged (sqlite)', () => {
       db.function('lh_token', () => 'x');
       const bindings = { tenant: TENANT, workerId: 'w', leaseMs: 1_000, now: Date.now(), k0: 'a', k1: 'c' };
       const plan = (db.prepare(`EXPLAIN QUERY PLAN ${withLeaseMax(jobLeaseKindsSql(2), 10)}`).all(bindings) as { detail: string }[]).map((row) => row.detail);
-      const walks = plan.filter((detail) => /SEARCH job_ready USING PRIMARY KEY \(tenant=\? AND kind=\?\)/.test(detail));
+      const walks = plan.filter((detail) => /SEARCH job_ready USING PRIMARY KEY \(tenant=\? AND kind=\? AND group_key=\?\)/.test(detail));
       expect(walks, plan.join('\n')).toHaveLength(2);
       expect(plan.join('\n')).not.toMatch(/SCAN (jobs|job_ready)\b|SEARCH jobs/);
       // The batch's next steps: its ready rows by their whole key, its jobs by row id (one statement each).
       const unready = sqlitePlan(db, SQL.readyDeleteMany, { tenant: TENANT, rows: '[]' });
-      expect(unready).toMatch(/SEARCH job_ready USING PRIMARY KEY \(tenant=\? AND kind=\? AND priority=\? AND run_after=\? AND seq=\?\)/);
+      expect(unready).toMatch(/SEARCH job_ready USING PRIMARY KEY \(tenant=\? AND kind=\? AND group_key=\? AND priority=\? AND run_after=\? AND seq=\?\)/);
       expect(sqlitePlan(db, SQL.jobLeasedMany, { seqs: '[]' })).toMatch(/SEARCH jobs USING INTEGER PRIMARY KEY \(rowid=\?\)/);
       // Without a filter the tenant's queued kinds first: a skip scan, one probe per kind.
       const kinds = sqlitePlan(db, SQL.jobQueuedKinds, { tenant: TENANT, limit: 65 });

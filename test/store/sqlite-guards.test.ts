@@ -142,7 +142,17 @@ describe('SQLite guarded statements', () => {
     const [a] = leased as [LeasedJob];
     db.exec('BEGIN IMMEDIATE');
     try {
-      db.prepare(SQL.readyInsert).run({ tenant: TENANT, kind: 'k', priority: 0, runAfter: 0, seq: seqOf(a.id), deadlineAt: null, attempts: 0, epoch: 0 });
+      db.prepare(SQL.readyInsert).run({
+        tenant: TENANT,
+        kind: 'k',
+        groupKey: '',
+        priority: 0,
+        runAfter: 0,
+        seq: seqOf(a.id),
+        deadlineAt: null,
+        attempts: 0,
+        epoch: 0,
+      });
       expect(() => lease.all(bindings)).toThrow(/UNIQUE constraint failed: job_leases.seq/);
     } finally {
       db.exec('ROLLBACK');

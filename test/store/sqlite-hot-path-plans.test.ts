@@ -81,10 +81,10 @@ describe('SQLite hot-path plans beside finished jobs and another kind backlog', 
 
   it('lease: the walk of each named kind, the ready rows by their key, the jobs by row id, the reaper probes by their indexes', () => {
     const lease = sqlitePlan(db, withLeaseMax(jobLeaseKindsSql(1), 16), { tenant: TENANT, workerId: 'w', leaseMs: 1, now, k0: 'hot' });
-    expect(lease).toMatch(/SEARCH job_ready USING PRIMARY KEY \(tenant=\? AND kind=\?\)/);
+    expect(lease).toMatch(/SEARCH job_ready USING PRIMARY KEY \(tenant=\? AND kind=\? AND group_key=\?\)/);
     expect(lease).not.toMatch(TABLES);
     expect(sqlitePlan(db, SQL.readyDeleteMany, { tenant: TENANT, rows })).toMatch(
-      /SEARCH job_ready USING PRIMARY KEY \(tenant=\? AND kind=\? AND priority=\? AND run_after=\? AND seq=\?\)/,
+      /SEARCH job_ready USING PRIMARY KEY \(tenant=\? AND kind=\? AND group_key=\? AND priority=\? AND run_after=\? AND seq=\?\)/,
     );
     expect(sqlitePlan(db, SQL.jobLeasedMany, { seqs: rows })).toMatch(/SEARCH jobs USING INTEGER PRIMARY KEY \(rowid=\?\)/);
     expect(sqlitePlan(db, SQL.readyPastDeadline, { now })).toMatch(/SEARCH job_ready USING INDEX job_ready_deadline \(deadline_at>\? AND deadline_at<\?\)/);
@@ -120,8 +120,8 @@ describe('SQLite hot-path plans beside finished jobs and another kind backlog', 
     expect(counts).toMatch(/SEARCH job_counters USING PRIMARY KEY \(tenant=\?\)/);
     const oldest = sqlitePlan(db, STATS_SQL.statsOldestAvailable, { tenant: TENANT, now });
     expect(oldest).toMatch(/SEARCH job_ready USING PRIMARY KEY \(tenant=\? AND kind>\?\)/);
-    expect(oldest).toMatch(/SEARCH job_ready USING PRIMARY KEY \(tenant=\? AND kind=\? AND priority<\?\)/);
-    expect(oldest).toMatch(/SEARCH r USING PRIMARY KEY \(tenant=\? AND kind=\? AND priority=\?\)/);
+    expect(oldest).toMatch(/SEARCH job_ready USING PRIMARY KEY \(tenant=\? AND kind=\? AND group_key=\? AND priority<\?\)/);
+    expect(oldest).toMatch(/SEARCH r USING PRIMARY KEY \(tenant=\? AND kind=\? AND group_key=\? AND priority=\?\)/);
     for (const plan of [counts, oldest]) {
       expect(plan).not.toMatch(TABLES);
       expect(plan).not.toMatch(/TEMP B-TREE FOR ORDER BY/);

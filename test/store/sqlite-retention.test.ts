@@ -78,9 +78,9 @@ describe('sqlite retention', () => {
       });
       // Each (kind, priority) group of job_ready: its highest priority, the next lower one, its first row (READY_GROUPS).
       for (const detail of [kinds, anyKind]) {
-        expect(detail).toMatch(/SEARCH job_ready USING PRIMARY KEY \(tenant=\? AND kind=\?\)/);
-        expect(detail).toMatch(/SEARCH job_ready USING PRIMARY KEY \(tenant=\? AND kind=\? AND priority<\?\)/);
-        expect(detail).toMatch(/SEARCH r USING PRIMARY KEY \(tenant=\? AND kind=\? AND priority=\?\)/);
+        expect(detail).toMatch(/SEARCH job_ready USING PRIMARY KEY \(tenant=\? AND kind=\? AND group_key=\?\)/);
+        expect(detail).toMatch(/SEARCH job_ready USING PRIMARY KEY \(tenant=\? AND kind=\? AND group_key=\? AND priority<\?\)/);
+        expect(detail).toMatch(/SEARCH r USING PRIMARY KEY \(tenant=\? AND kind=\? AND group_key=\? AND priority=\?\)/);
         expect(detail).not.toMatch(/SCAN job_ready|SCAN r\b|jobs/);
       }
       expect(anyKind).toMatch(/SEARCH job_ready USING PRIMARY KEY \(tenant=\? AND kind>\?\)/);

@@ -91,6 +91,10 @@ const QUERIES_ONLY_IN = {
     STATS_ATTEMPT_TIMES: 'as STATS_COUNTS',
     STATS_OLDEST_AVAILABLE: 'as STATS_COUNTS',
     COUNTER_GET: 'as STATS_COUNTS',
+    GROUP_READY_ADDED:
+      'a ready row of a group counted by its own statement (group-lease.ts insertReady); PostgreSQL\u2019s statements that add ready rows count them in a CTE (group-queries.ts readyCounted)',
+    GROUP_READY_REMOVED: 'as GROUP_READY_ADDED, for ready rows that leave (readyUncounted)',
+    GROUP_FINISHED: 'as GROUP_READY_ADDED, for a lease of a group that ends (leasesFreed, leasesEnded)',
     JOB_PARENTS_FIND:
       'SQLite reads the parents, then marks them (JOB_PARENTS_MARK) once they are all found; PostgreSQL locks and marks them in one statement and the transaction rolls back when one is missing',
   },
@@ -120,6 +124,7 @@ const QUERIES_ONLY_IN = {
     JOB_LEASE_CAPPED: 'as JOB_LEASE_KINDS, with a cap per kind (SQLite: jobLeaseKindsSql(n, true))',
     KIND_FLOW_LOCK:
       'row locks that make two coordinators\u2019 leases of a restricted kind take turns; SQLite\u2019s write transaction holds the database lock',
+    GROUP_KINDS: 'the kinds with groups read without locking their clocks, for next-due.ts; SQLite reads GROUP_CLOCKS, its write lock being the lease\u2019s',
     JOB_KEY_LOCK:
       'the advisory lock that makes everything reading a concurrency key\u2019s turn take turns; SQLite\u2019s write transaction holds the database lock',
   },

@@ -23,14 +23,14 @@ export const API_KEY_REVOKE = namedQuery('lh_api_key_revoke', `UPDATE api_keys S
 const KIND_COLUMNS = `tenant, kind, payload_schema, max_payload_bytes, max_attempts, lease_ms, backoff_base_ms, backoff_max_ms,
   deadline_ms::float8 AS deadline_ms, max_result_bytes, max_checkpoint_bytes, retention_succeeded_ms::float8 AS retention_succeeded_ms,
   retention_cancelled_ms::float8 AS retention_cancelled_ms, retention_dead_ms::float8 AS retention_dead_ms,
-  paused, max_concurrent, rate_limit, rate_per_ms::float8 AS rate_per_ms, ${ms('updated_at')} AS updated_at`;
+  paused, max_concurrent, rate_limit, rate_per_ms::float8 AS rate_per_ms, group_rules, ${ms('updated_at')} AS updated_at`;
 
 export const KIND_UPSERT = namedQuery(
   'lh_kind_upsert',
   `INSERT INTO kinds AS k (tenant, kind, payload_schema, max_payload_bytes, max_attempts, lease_ms, backoff_base_ms,
                            backoff_max_ms, deadline_ms, max_result_bytes, max_checkpoint_bytes, retention_succeeded_ms,
-                           retention_cancelled_ms, retention_dead_ms, max_concurrent, rate_limit, rate_per_ms, updated_at)
-   VALUES ($1, $2, $3::json, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, now())
+                           retention_cancelled_ms, retention_dead_ms, max_concurrent, rate_limit, rate_per_ms, group_rules, updated_at)
+   VALUES ($1, $2, $3::json, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18::json, now())
    ON CONFLICT (tenant, kind) DO UPDATE SET payload_schema = EXCLUDED.payload_schema,
      max_payload_bytes = EXCLUDED.max_payload_bytes, max_attempts = EXCLUDED.max_attempts, lease_ms = EXCLUDED.lease_ms,
      backoff_base_ms = EXCLUDED.backoff_base_ms, backoff_max_ms = EXCLUDED.backoff_max_ms,
@@ -38,7 +38,7 @@ export const KIND_UPSERT = namedQuery(
      max_checkpoint_bytes = EXCLUDED.max_checkpoint_bytes, retention_succeeded_ms = EXCLUDED.retention_succeeded_ms,
      retention_cancelled_ms = EXCLUDED.retention_cancelled_ms, retention_dead_ms = EXCLUDED.retention_dead_ms,
      max_concurrent = EXCLUDED.max_concurrent, rate_limit = EXCLUDED.rate_limit, rate_per_ms = EXCLUDED.rate_per_ms,
-     updated_at = EXCLUDED.updated_at
+     group_rules = EXCLUDED.group_rules, updated_at = EXCLUDED.updated_at
    RETURNING ${KIND_COLUMNS}`,
 );
 

@@ -21,6 +21,7 @@ import { canonicalJson } from '../../core/canonical-json.js';
 import { hasEnqueueKeys } from '../../core/dedupe.js';
 import { decideParentEnd, decideStart } from '../../core/dependencies.js';
 import { LeaseholdError, StoreUnavailableError } from '../../core/errors.js';
+import { enqueuedGroupKey } from '../group-lease.js';
 import { crashPoint } from '../../core/fault-points.js';
 import { isJobId, newJobId } from '../../core/ids.js';
 import { DEPENDENCY_FAILED, lastErrorColumns } from '../lease-endings.js';
@@ -114,6 +115,7 @@ async function insertPlainJobs(db: Pick<PgDatabase, 'query'>, items: readonly Pr
       params.map((p) => p.priority),
       params.map((p) => p.runAfter),
       params.map((p) => p.deadlineMs),
+      params.map((p) => enqueuedGroupKey(p)),
     ]),
   );
   const created = new Map(inserted.rows.map((row) => [row.id, row]));
@@ -219,6 +221,7 @@ async function insertFlowRow(db: Pick<PgDatabase, 'query'>, item: PreparedEnqueu
         status === 'waiting' ? pendingParents : 0,
         key,
         ...keyBindings(p),
+        enqueuedGroupKey(p),
       ]),
     )
   ).rows[0];

@@ -40,7 +40,7 @@ const AVAILABLE_NOW = `r.run_after <= now() AND (r.deadline_at IS NULL OR r.dead
 const UNHELD = 'AND NOT (SELECT held FROM flow)';
 const walk = (limit: string, unheld: string): string => `CROSS JOIN LATERAL (
           SELECT r.ctid AS ready_ctid, r.priority, r.run_after, r.seq FROM job_ready r
-           WHERE r.tenant = $1 AND r.kind = k.kind AND ${AVAILABLE_NOW} ${unheld}
+           WHERE r.tenant = $1 AND r.kind = k.kind AND r.group_key = '' AND ${AVAILABLE_NOW} ${unheld}
            ORDER BY ${leaseOrder('r.')} LIMIT ${limit} FOR UPDATE SKIP LOCKED) c`;
 const PICK_ANY_KIND = `${QUEUED_KINDS}
         SELECT c.ready_ctid FROM k ${walk('$2', UNHELD)} WHERE k.kind IS NOT NULL ${UNHELD} ORDER BY ${leaseOrder('c.')} LIMIT $2`;
@@ -75,7 +75,8 @@ const RUNNING_JOBS = `(SELECT tenant, kind, 'running'::text AS status, coalesce(
 
 /**
  * `held`: the guard of the unrestricted statements, the same probe of kinds_flow for the kinds the lease may
- * take (every kind, or $6). It finds no row for a tenant without pauses or limits, and is evaluated once
+ * take (every kind, or $6), and one of group_clocks for kinds with groups. It finds no row for a tenant without
+ * pauses, limits or groups, and is evaluated once
  * (an InitPlan) before the pick; when it finds one the pick takes nothing and every answer row says so
  * (`held`), so the store takes the restricted path without another round trip to learn it. Every answer
  * row also says whether expired leases or passed deadlines are due anywhere (`due`, DUE_NOW), which the
@@ -113,8 +114,10 @@ function leaseStatement(name: string, pick: string, held: string | null, nextDue
   );
 }
 
-const HELD_ANY_KIND = `EXISTS (SELECT 1 FROM kinds WHERE tenant = $1 AND ${RESTRICTED})`;
-const HELD_KINDS = `EXISTS (SELECT 1 FROM kinds WHERE tenant = $1 AND kind = ANY($6::text[]) AND ${RESTRICTED})`;
+// A kind with groups (a group_clocks row) is held too: the restricted path leases it by its fair plan (group-lease.ts).
+const HELD_ANY_KIND = `(EXISTS (SELECT 1 FROM kinds WHERE tenant = $1 AND ${RESTRICTED}) OR EXISTS (SELECT 1 FROM group_clocks WHERE tenant = $1))`;
+const HELD_KINDS = `(EXISTS (SELECT 1 FROM kinds WHERE tenant = $1 AND kind = ANY($6::text[]) AND ${RESTRICTED})
+         OR EXISTS (SELECT 1 FROM group_clocks WHERE tenant = $1 AND kind = ANY($6::text[])))`;
 
 export const JOB_LEASE_ANY_KIND = leaseStatement('lh_job_lease_any_kind', PICK_ANY_KIND, HELD_ANY_KIND, NEXT_DUE_ANY_KIND);
 export const JOB_LEASE_KINDS = leaseStatement('lh_job_lease_kinds', PICK_KINDS, HELD_KINDS, NEXT_DUE_KINDS);

@@ -1,10 +1,11 @@
 /**
  * The lease for PostgreSQL. The common lease is one statement
  * (JOB_LEASE_KINDS or JOB_LEASE_ANY_KIND) that also answers whether a kind it
- * may take is paused or limited; then it leased nothing, and the restricted
- * path runs in one transaction: lock the tenant's kinds rows (KIND_FLOW_LOCK),
- * read their counts after the lock (KIND_FLOW_STATE), give each candidate kind
- * what its limits allow (flow-limits.ts), walk the kinds with those caps and
+ * may take is paused or limited or has groups; then it leased nothing, and
+ * the restricted path runs in one transaction: lock the tenant's kinds rows
+ * (KIND_FLOW_LOCK), read their counts after the lock (KIND_FLOW_STATE), give
+ * each candidate kind what its limits allow (flow-limits.ts), walk the kinds
+ * with those caps (a kind with groups by its fair plan, group-lease.ts) and
  * move the rate windows by what was leased.
  *
  * Each lease also answers whether expired leases or passed deadlines are due
@@ -23,6 +24,7 @@ import { inReach, kindsFilter, leaseCaps, MAX_QUEUED_KINDS, windowsMoved } from 
 import { kindFlowState, type KindFlowColumns } from '../row-records.js';
 import type { LeasedJob, LeaseParams } from '../store.js';
 import type { PgDatabase, TxClient } from './database.js';
+import { groupedKinds, leaseWithGroups } from './group-lease.js';
 import * as Q from './queries.js';
 import { toLeasedJob, type JobRow } from './rows.js';
 import { bind } from './sql-fragments.js';
@@ -82,12 +84,19 @@ export class Leases {
     const due = (await tx.query<{ due: boolean }>(bind(Q.DUE_PROBE, []))).rows[0]?.due === true;
     await tx.query(bind(Q.KIND_FLOW_LOCK, [tenant, kinds]));
     const stateRows = (await tx.query<KindFlowColumns & { now_ms: number }>(bind(Q.KIND_FLOW_STATE, [tenant]))).rows;
-    const now = stateRows[0]?.now_ms ?? 0;
+    // A tenant without restricted kinds reads no flow row: the clock then comes from its own query (a fair lease needs it).
+    const now = stateRows[0]?.now_ms ?? (await tx.query<{ now_ms: number }>(bind(Q.NOW, []))).rows[0]?.now_ms ?? 0;
     const restricted = new Map(inReach(stateRows.map(kindFlowState), kinds).map((state) => [state.kind, state]));
-    this.noteReach(reach, restricted.size > 0);
+    const grouped = await groupedKinds(tx, tenant, kinds);
+    this.noteReach(reach, restricted.size > 0 || grouped.size > 0);
     const candidates = kinds ?? (await tx.query<{ kind: string }>(bind(Q.JOB_QUEUED_KINDS, [tenant, MAX_QUEUED_KINDS]))).rows.map((row) => row.kind);
     const caps = leaseCaps(candidates, restricted, max, now);
     if (caps.length === 0) return { jobs: [], due };
+    if (caps.some((cap) => grouped.has(cap.kind))) {
+      const rows = await leaseWithGroups(tx, base, tenant, max, caps, grouped, now);
+      for (const window of windowsMoved(rows, restricted, now)) await tx.query(bind(Q.KIND_WINDOW_SET, [tenant, window.kind, window.start, window.count]));
+      return { jobs: rows.map(toLeasedJob), due };
+    }
     const capped = caps.map((c) => c.kind);
     const rows = (await tx.query<JobRow>(bind(Q.JOB_LEASE_CAPPED, [...base, capped, caps.map((c) => c.cap)]))).rows;
     for (const window of windowsMoved(rows, restricted, now)) await tx.query(bind(Q.KIND_WINDOW_SET, [tenant, window.kind, window.start, window.count]));

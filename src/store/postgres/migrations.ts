@@ -20,6 +20,7 @@
 
 import { OUTCOME_LIST, ROLE_LIST, STATUS_LIST, STATUS_LIST_V1 } from '../schema-lists.js';
 import { DROP_COUNTER_TRIGGERS_SQL, JOB_COUNTERS_SQL } from './counter-triggers.js';
+import { FAIR_SHARE_GROUPS_SQL } from './group-migration.js';
 
 /**
  * Migration 14 (issue 28, ADR 0002 design d): the hot path stops rewriting the job row.
@@ -438,4 +439,5 @@ CREATE UNIQUE INDEX jobs_unique_key ON jobs (tenant, owner, kind, unique_key) WH
     // instead of every queued job of the tenant.
     sql: 'CREATE INDEX job_ready_listing ON job_ready (tenant, seq);',
   },
+  { version: 16, name: 'fair_share_groups', sql: FAIR_SHARE_GROUPS_SQL },
 ];

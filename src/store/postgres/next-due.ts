@@ -10,16 +10,19 @@
  * seen right after an empty lease became available since, and 0 sends the
  * caller back to lease.
  *
- * Both statements also say whether a kind they cover is restricted (a probe
- * of kinds_flow); only then are the restricted kinds read (KIND_FLOW_STATE)
- * and answered one by one, as in the SQLite file.
+ * Both statements also say whether a kind they cover is restricted or has
+ * groups (probes of kinds_flow and group_clocks); only then are those kinds
+ * read (KIND_FLOW_STATE, GROUP_KINDS) and answered one by one, as in the
+ * SQLite file.
  */
 
-import { restrictedNextDue, type NextDue, type NextDueParams } from '../next-due.js';
+import { NO_GROUP_RULES } from '../../core/fair-share.js';
+import { decodeGroupRules, groupedKindDue, groupStateOf, type GroupedDueFacts, type GroupStateColumns } from '../group-lease.js';
+import { groupedNextDue, type NextDue, type NextDueParams } from '../next-due.js';
 import { inReach, kindsFilter } from '../flow-limits.js';
 import { kindFlowState, type KindFlowColumns } from '../row-records.js';
 import type { PgDatabase } from './database.js';
-import { KIND_FLOW_STATE } from './queries.js';
+import { GROUP_EARLIEST, GROUP_KINDS, GROUP_NEXT_DUE, GROUP_UNGROUPED, KIND_FLOW_STATE, NOW } from './queries.js';
 import { bind, firstReady, ms, namedQuery, NOW_MS, QUEUED_KINDS, RESTRICTED_KIND as RESTRICTED } from './sql-fragments.js';
 
 const FIRST_OF_KIND = firstReady('k.kind', '(r.deadline_at IS NULL OR r.deadline_at > now())');
@@ -27,7 +30,8 @@ const FIRST_OF_KIND = firstReady('k.kind', '(r.deadline_at IS NULL OR r.deadline
 export const JOB_NEXT_DUE_KINDS = namedQuery(
   'lh_job_next_due_kinds',
   `SELECT ${ms(`MIN(${FIRST_OF_KIND})`)} AS run_after, ${NOW_MS},
-          EXISTS (SELECT 1 FROM kinds WHERE tenant = $1 AND kind = ANY($2::text[]) AND ${RESTRICTED}) AS restricted
+          (EXISTS (SELECT 1 FROM kinds WHERE tenant = $1 AND kind = ANY($2::text[]) AND ${RESTRICTED})
+            OR EXISTS (SELECT 1 FROM group_clocks WHERE tenant = $1 AND kind = ANY($2::text[]))) AS restricted
      FROM (SELECT DISTINCT unnest($2::text[]) AS kind) k`,
 );
 
@@ -41,7 +45,7 @@ export const JOB_NEXT_DUE_ANY_KIND = namedQuery(
   'lh_job_next_due_any_kind',
   `${QUEUED_KINDS}
    SELECT ${ms(`MIN(${FIRST_OF_KIND})`)} AS run_after, ${NOW_MS},
-          EXISTS (SELECT 1 FROM kinds WHERE tenant = $1 AND ${RESTRICTED}) AS restricted
+          (EXISTS (SELECT 1 FROM kinds WHERE tenant = $1 AND ${RESTRICTED}) OR EXISTS (SELECT 1 FROM group_clocks WHERE tenant = $1)) AS restricted
      FROM k WHERE k.kind IS NOT NULL`,
 );
 
@@ -63,9 +67,10 @@ export async function readNextDue(db: PgDatabase, params: NextDueParams): Promis
 
 async function readRestricted(db: PgDatabase, tenant: string, kinds: readonly string[] | null): Promise<NextDue | null> {
   const stateRows = (await db.query<KindFlowColumns & { now_ms: number }>(bind(KIND_FLOW_STATE, [tenant]))).rows;
-  const now = stateRows[0]?.now_ms ?? Date.now();
+  const now = stateRows[0]?.now_ms ?? (await db.query<{ now_ms: number }>(bind(NOW, []))).rows[0]?.now_ms ?? 0;
   const states = inReach(stateRows.map(kindFlowState), kinds);
-  const restricted = states.map((state) => state.kind);
+  const groupRows = (await db.query<{ kind: string; group_rules: unknown }>(bind(GROUP_KINDS, [tenant, kinds]))).rows;
+  const restricted = [...new Set([...states.map((state) => state.kind), ...groupRows.map((row) => row.kind)])];
   const rest =
     kinds === null
       ? bind(JOB_NEXT_DUE_ANY_KIND_EXCEPT, [tenant, restricted])
@@ -74,5 +79,24 @@ async function readRestricted(db: PgDatabase, tenant: string, kinds: readonly st
   const firsts = new Map(
     (await db.query<{ kind: string; run_after: number | null }>(bind(JOB_NEXT_DUE_EACH, [tenant, restricted]))).rows.map((r) => [r.kind, r.run_after]),
   );
-  return restrictedNextDue(others, states, firsts, now);
+  const dues = new Map<string, { first: number | null; slotHeld: boolean }>();
+  for (const row of groupRows) {
+    const rules = decodeGroupRules(row.group_rules) ?? NO_GROUP_RULES;
+    dues.set(row.kind, groupedKindDue(await groupFacts(db, tenant, row.kind), rules, now));
+  }
+  return groupedNextDue(others, states, firsts, dues, now);
+}
+
+/** What a kind with groups waits for: its group rows' candidates, wake times and slot holds, and its ungrouped jobs. */
+async function groupFacts(db: PgDatabase, tenant: string, kind: string): Promise<GroupedDueFacts> {
+  const facts = (await db.query<{ candidate: boolean; wake_at: number | null; slot_held: boolean }>(bind(GROUP_NEXT_DUE, [tenant, kind]))).rows[0];
+  const ungrouped = (await db.query<GroupStateColumns>(bind(GROUP_UNGROUPED, [tenant, kind, 1]))).rows[0];
+  const first = (await db.query<{ run_after: number | null }>(bind(GROUP_EARLIEST, [tenant, kind, '']))).rows[0];
+  return {
+    candidate: facts?.candidate === true,
+    wakeAt: facts?.wake_at ?? null,
+    slotHeld: facts?.slot_held === true,
+    ungroupedFirst: first?.run_after ?? null,
+    ungrouped: groupStateOf(ungrouped ?? { group_key: '', finish_tag: null, running: null, window_start: null, window_count: null }),
+  };
 }

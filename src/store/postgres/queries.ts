@@ -21,6 +21,7 @@
  */
 
 import { countJobs, countSums, jobTerms, movedTerms } from './counter-triggers.js';
+import { leasesEnded, leasesFreed, readyCounted, readyUncounted } from './group-queries.js';
 import {
   interval,
   JOB_COLUMNS,
@@ -42,6 +43,7 @@ import {
 
 export * from './lease-queries.js';
 export * from './enqueue-key-queries.js';
+export * from './group-queries.js';
 
 export const NOW = namedQuery('lh_now', `SELECT ${NOW_MS}`);
 
@@ -54,21 +56,21 @@ export const JOB_INSERT_MANY = namedQuery(
   'lh_job_insert_many',
   `WITH input AS (
      SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
-                          $8::int[], $9::int[], $10::int[], $11::float8[], $12::float8[])
+                          $8::int[], $9::int[], $10::int[], $11::float8[], $12::float8[], $13::text[])
        WITH ORDINALITY AS i(id, tenant, owner, idempotency_key, request_hash, kind, payload,
-                            payload_bytes, max_attempts, priority, run_after, deadline_ms, ord)
+                            payload_bytes, max_attempts, priority, run_after, deadline_ms, group_key, ord)
    ), ins AS (
      INSERT INTO jobs AS j (id, tenant, owner, idempotency_key, request_hash, kind, payload, payload_bytes, status,
-                            max_attempts, priority, run_after, deadline_ms, deadline_at, created_at)
+                            max_attempts, priority, run_after, deadline_ms, deadline_at, created_at, group_key)
      SELECT id, tenant, owner, idempotency_key, request_hash, kind, payload::json, payload_bytes, 'queued',
             max_attempts, priority, coalesce(${ts('run_after')}, now()), deadline_ms::bigint,
-            now() + ${interval('deadline_ms')}, now()
+            now() + ${interval('deadline_ms')}, now(), group_key
        FROM input ORDER BY ord
      ON CONFLICT (tenant, owner, idempotency_key) DO NOTHING
      RETURNING j.*
    ), ready AS (
      ${readyInsert('ins')}
-   ), counted AS (
+   ), ${readyCounted('ins')}, counted AS (
      ${countJobs([jobTerms('ins', '')])}
    )
    SELECT ${NEW_JOB_COLUMNS} FROM ins j`,
@@ -102,16 +104,16 @@ export const JOB_INSERT_FLOW = namedQuery(
      INSERT INTO jobs AS j (id, tenant, owner, idempotency_key, request_hash, kind, payload, payload_bytes, status,
                            max_attempts, priority, run_after, deadline_ms, deadline_at, created_at, finished_at,
                            last_error_code, last_error_message, last_error_class, pending_parents, concurrency_key,
-                           dedupe_key, dedupe_until, unique_key, key_turn, key_active)
+                           dedupe_key, dedupe_until, unique_key, key_turn, key_active, group_key)
      VALUES ($1::uuid, $2, $3, $4, $5, $6, $7::json, $8, $9::text, $10, $11, coalesce(${ts('$12')}, now()), $13::bigint,
              now() + $13::bigint * interval '1 millisecond', now(), CASE WHEN $9::text = 'dead' THEN now() END, $14, $15, $16, $17, $18,
              $19::text, now() + ${interval('$20')}, $21::text,
-             CASE WHEN $9::text IN ('queued', 'waiting') THEN $18 END, CASE WHEN $9::text = 'queued' THEN $18 END)
+             CASE WHEN $9::text IN ('queued', 'waiting') THEN $18 END, CASE WHEN $9::text = 'queued' THEN $18 END, $22::text)
      ON CONFLICT DO NOTHING
      RETURNING j.*
    ), ready AS (
      ${readyInsert('ins')}
-   ), ended AS (
+   ), ${readyCounted('ins')}, ended AS (
      ${endingInsert('ins')}
    ), counted AS (
      ${countJobs([jobTerms('ins', '')])}
@@ -213,7 +215,7 @@ export const JOB_RELEASE = namedQuery(
      RETURNING j.*
    ), ready AS (
      ${readyInsert('moved')}
-   ), counted AS (
+   ), ${readyCounted('moved')}, counted AS (
      ${countJobs(movedTerms('moved', "'waiting'"))}
    )
    SELECT id FROM moved`,
@@ -306,7 +308,7 @@ function completeStatement(name: string, input: string): ReturnType<typeof named
      ), ended AS (
        DELETE FROM job_leases l USING target t WHERE l.job_seq = t.seq AND l.token = t.token AND ${LIVE}
        RETURNING l.*
-     ), done AS (
+     ), ${leasesFreed('ended')}, done AS (
        UPDATE jobs j SET status = 'succeeded', finished_at = now(), last_outcome = 'succeeded',
               last_error_code = NULL, last_error_message = NULL, last_error_class = NULL, ${LEASE_INTO_JOB}
          FROM ended e WHERE j.seq = e.job_seq
@@ -364,7 +366,7 @@ export const JOB_END_LEASES = namedQuery(
      RETURNING j.*
    ), ready AS (
      ${readyInsert('moved')}
-   ), ending_rows AS (
+   ), ${leasesEnded('ended', 'moved')}, ending_rows AS (
      ${endingInsert('moved')}
    ), result_rows AS (
      INSERT INTO job_results (job_id, content_type, body, checksum, size_bytes)
@@ -439,8 +441,9 @@ export const JOB_QUEUED_DEADLINE = namedQuery(
    ), locked AS MATERIALIZED (
      SELECT c.ready_ctid FROM candidates c JOIN jobs j ON j.seq = c.seq WHERE j.status = 'queued' ORDER BY j.seq FOR UPDATE OF j SKIP LOCKED
    ), gone AS (
-     DELETE FROM job_ready r WHERE r.ctid = ANY (ARRAY(SELECT ready_ctid FROM locked)) AND r.deadline_at <= now() RETURNING r.seq
-   ), moved AS (
+     DELETE FROM job_ready r WHERE r.ctid = ANY (ARRAY(SELECT ready_ctid FROM locked)) AND r.deadline_at <= now()
+     RETURNING r.seq, r.tenant, r.kind, r.group_key
+   ), ${readyUncounted('gone')}, moved AS (
      UPDATE jobs j SET status = $3, finished_at = now(), last_error_code = $4, last_error_message = $5, last_error_class = $6,
             key_turn = NULL, key_active = NULL
        FROM gone WHERE j.seq = gone.seq
@@ -469,7 +472,7 @@ export const JOB_REQUEUE = namedQuery(
      RETURNING j.*
    ), ready AS (
      ${readyInsert('moved')}
-   ), counted AS (
+   ), ${readyCounted('moved')}, counted AS (
      ${countJobs(movedTerms('moved', '$3::text'))}
    )
    SELECT id FROM moved`,
@@ -482,8 +485,9 @@ export const JOB_REQUEUE = namedQuery(
 export const JOB_CANCEL_NOW = namedQuery(
   'lh_job_cancel_now',
   `WITH gone AS (
-     DELETE FROM job_ready r USING jobs j WHERE j.id = $1 AND j.status = 'queued' AND ${readyRowOf('r', 'j')} RETURNING r.seq
-   ), moved AS (
+     DELETE FROM job_ready r USING jobs j WHERE j.id = $1 AND j.status = 'queued' AND ${readyRowOf('r', 'j')}
+     RETURNING r.seq, r.tenant, r.kind, r.group_key
+   ), ${readyUncounted('gone')}, moved AS (
      UPDATE jobs j SET status = $2, finished_at = now(), last_error_code = $3, last_error_message = $4, last_error_class = $5,
             key_turn = NULL, key_active = NULL
       WHERE j.id = $1 AND (j.status = 'waiting' OR (j.status = 'queued' AND j.seq IN (SELECT seq FROM gone)))

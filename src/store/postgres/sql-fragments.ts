@@ -119,7 +119,7 @@ function columns(leased: boolean, listing: boolean): string {
   ${ms('j.created_at')} AS created_at, ${ms(v['started_at'] ?? '')} AS started_at, ${ms('j.finished_at')} AS finished_at,
   j.last_error_code, j.last_error_message, j.last_error_class, ${v['progress']} AS progress, j.cancel_requested,
   ${ms(v['effect_started_at'] ?? '')} AS effect_started_at, j.checkpoint_step,${listing ? '' : ' j.checkpoint_state,'}
-  j.concurrency_key${listing ? '' : ', j.pending_parents, j.has_children'}`;
+  j.concurrency_key, j.group_key${listing ? '' : ', j.pending_parents, j.has_children'}`;
 }
 
 /** Every column of a job, as the row mappers expect them, from JOB_FROM (aliases j and l). */
@@ -164,30 +164,38 @@ export const QUEUED_KINDS = `WITH RECURSIVE k(kind) AS (
 
 /**
  * The first run_after among tenant $1's ready jobs of kind `kind` (an SQL expression) that meet `condition`
- * (over alias r), as a scalar subquery. job_ready_order is in lease order (priority first), so this visits each
- * distinct priority of the kind once (a skip scan) and takes the first entry of each that qualifies.
+ * (over alias r), as a scalar subquery. job_ready_order is in lease order (group, then priority), so this visits
+ * each distinct group of the kind (one for a kind without groups) and each distinct priority within it once (a
+ * skip scan) and takes the first entry of each that qualifies.
  */
 export function firstReady(kind: string, condition: string): string {
-  return `(WITH RECURSIVE p(priority) AS (
-       SELECT (SELECT max(priority) FROM job_ready WHERE tenant = $1 AND kind = ${kind})
+  return `(WITH RECURSIVE gk(group_key) AS (
+       SELECT (SELECT min(group_key) FROM job_ready WHERE tenant = $1 AND kind = ${kind})
        UNION ALL
-       SELECT (SELECT max(priority) FROM job_ready WHERE tenant = $1 AND kind = ${kind} AND priority < p.priority) FROM p WHERE p.priority IS NOT NULL)
-     SELECT min((SELECT r.run_after FROM job_ready r WHERE r.tenant = $1 AND r.kind = ${kind} AND r.priority = p.priority AND ${condition}
-                  ORDER BY r.run_after LIMIT 1)) FROM p WHERE p.priority IS NOT NULL)`;
+       SELECT (SELECT min(group_key) FROM job_ready WHERE tenant = $1 AND kind = ${kind} AND group_key > gk.group_key) FROM gk WHERE gk.group_key IS NOT NULL),
+     p(group_key, priority) AS (
+       SELECT gk.group_key, (SELECT max(priority) FROM job_ready WHERE tenant = $1 AND kind = ${kind} AND group_key = gk.group_key)
+         FROM gk WHERE gk.group_key IS NOT NULL
+       UNION ALL
+       SELECT p.group_key, (SELECT max(priority) FROM job_ready WHERE tenant = $1 AND kind = ${kind} AND group_key = p.group_key AND priority < p.priority)
+         FROM p WHERE p.priority IS NOT NULL)
+     SELECT min((SELECT r.run_after FROM job_ready r WHERE r.tenant = $1 AND r.kind = ${kind} AND r.group_key = p.group_key
+                  AND r.priority = p.priority AND ${condition} ORDER BY r.run_after LIMIT 1)) FROM p WHERE p.priority IS NOT NULL)`;
 }
 
 /**
- * A job's row in job_ready, found by job_ready_order's key: the jobs row `j` holds the same tenant, kind,
+ * A job's row in job_ready, found by job_ready_order's key: the jobs row `j` holds the same tenant, kind, group,
  * priority, run_after and seq as long as the job is queued.
  */
 export function readyRowOf(r: string, j: string): string {
-  return `${r}.tenant = ${j}.tenant AND ${r}.kind = ${j}.kind AND ${r}.priority = ${j}.priority AND ${r}.run_after = ${j}.run_after AND ${r}.seq = ${j}.seq`;
+  return `${r}.tenant = ${j}.tenant AND ${r}.kind = ${j}.kind AND ${r}.group_key = ${j}.group_key AND ${r}.priority = ${j}.priority
+    AND ${r}.run_after = ${j}.run_after AND ${r}.seq = ${j}.seq`;
 }
 
 /** The ready row of each job of `source` (a CTE of new job rows whose status is 'queued'). */
 export function readyInsert(source: string): string {
-  return `INSERT INTO job_ready (tenant, kind, priority, run_after, seq, deadline_at)
-     SELECT tenant, kind, priority, run_after, seq, deadline_at FROM ${source} WHERE status = 'queued'`;
+  return `INSERT INTO job_ready (tenant, kind, group_key, priority, run_after, seq, deadline_at)
+     SELECT tenant, kind, group_key, priority, run_after, seq, deadline_at FROM ${source} WHERE status = 'queued'`;
 }
 
 /** The job_endings rows of the jobs of `source` (new job rows) that have just ended (migration 14). */

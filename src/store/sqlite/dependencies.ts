@@ -19,6 +19,7 @@ import type { JobStatus } from '../../core/states.js';
 import { DEPENDENCY_FAILED, lastErrorColumns } from '../lease-endings.js';
 import type { Availability } from '../store.js';
 import type { CounterMoves } from './counter-moves.js';
+import { insertReady } from './group-lease.js';
 import { expectOne } from './locked-rows.js';
 import type { Statements } from './queries.js';
 import { countedJob } from './rows.js';
@@ -42,6 +43,7 @@ interface ReleasedRow {
   readonly seq: number;
   readonly tenant: string;
   readonly kind: string;
+  readonly group_key: string;
   readonly priority: number;
   readonly run_after: number;
   readonly deadline_at: number | null;
@@ -54,16 +56,8 @@ interface ReleasedRow {
 
 /** A job that became queued (a release, a requeue): its ready row, and its counter move from `from`. */
 export function becameQueued(st: Statements, moves: CounterMoves, row: ReleasedRow, from: FlowRow['status'], fromFinishedAt: number | null): void {
-  st.readyInsert.run({
-    tenant: row.tenant,
-    kind: row.kind,
-    priority: row.priority,
-    runAfter: row.run_after,
-    seq: row.seq,
-    deadlineAt: row.deadline_at,
-    attempts: row.attempts,
-    epoch: row.epoch,
-  });
+  const ready = { tenant: row.tenant, kind: row.kind, groupKey: row.group_key, priority: row.priority, runAfter: row.run_after, seq: row.seq };
+  insertReady(st, { ...ready, deadlineAt: row.deadline_at, attempts: row.attempts, epoch: row.epoch }, 1);
   moves.moved(countedJob({ ...row, finished_at: fromFinishedAt }, from), countedJob(row, 'queued'));
 }
 

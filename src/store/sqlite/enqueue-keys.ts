@@ -14,6 +14,7 @@ import type { JobStatus } from '../../core/states.js';
 import type { EnqueueOutcome, EnqueueParams } from '../store.js';
 import type { CounterMoves } from './counter-moves.js';
 import { expectOne, reloadJobById } from './locked-rows.js';
+import { insertReady } from './group-lease.js';
 import type { Statements } from './queries.js';
 
 interface DedupeHolderRow {
@@ -21,6 +22,7 @@ interface DedupeHolderRow {
   readonly id: string;
   readonly tenant: string;
   readonly kind: string;
+  readonly group_key: string;
   readonly priority: number;
   readonly status: JobStatus;
   readonly epoch: number;
@@ -53,10 +55,11 @@ export function keyColumns(params: EnqueueParams, now: number): KeyColumns {
 }
 
 function moveReadyRow(st: Statements, holder: DedupeHolderRow, runAfter: number): void {
-  const key = { tenant: holder.tenant, kind: holder.kind, priority: holder.priority, seq: holder.seq };
+  const key = { tenant: holder.tenant, kind: holder.kind, groupKey: holder.group_key, priority: holder.priority, seq: holder.seq };
   const ready = st.readyDelete.get({ ...key, runAfter: holder.run_after }) as { deadline_at: number | null; attempts: number; epoch: number } | undefined;
   if (ready === undefined) throw new Error('a queued dedupe holder has no ready row');
-  st.readyInsert.run({ ...key, runAfter, deadlineAt: ready.deadline_at, attempts: ready.attempts, epoch: ready.epoch });
+  // The same group's job again: its queued count stays, and a parked group looks at the new run-after at the next lease.
+  insertReady(st, { ...key, runAfter, deadlineAt: ready.deadline_at, attempts: ready.attempts, epoch: ready.epoch }, 0);
 }
 
 /**

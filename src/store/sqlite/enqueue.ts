@@ -14,6 +14,7 @@ import { hasEnqueueKeys } from '../../core/dedupe.js';
 import { decideParentEnd, decideStart } from '../../core/dependencies.js';
 import { LeaseholdError } from '../../core/errors.js';
 import { crashPoint } from '../../core/fault-points.js';
+import { enqueuedGroupKey } from '../group-lease.js';
 import { newJobId } from '../../core/ids.js';
 import type { JobStatus } from '../../core/states.js';
 import { DEPENDENCY_FAILED, lastErrorColumns } from '../lease-endings.js';
@@ -21,6 +22,7 @@ import type { EnqueueOutcome, EnqueueParams, JobRecord } from '../store.js';
 import { keyFacts } from './dependencies.js';
 import { keyColumns, resolveEnqueueKeys } from './enqueue-keys.js';
 import { reloadJobById } from './locked-rows.js';
+import { insertReady } from './group-lease.js';
 import type { Statements } from './queries.js';
 import { lazyStatements } from './database.js';
 import { CounterMoves } from './counter-moves.js';
@@ -60,22 +62,28 @@ function newJobRow(params: EnqueueParams, now: number) {
     runAfter: params.runAfter ?? now,
     deadlineMs: params.deadlineMs,
     deadlineAt: params.deadlineMs === null ? null : now + params.deadlineMs,
+    groupKey: enqueuedGroupKey(params),
     now,
   };
 }
 
-/** A new queued job's ready row (migration 14): what the lease reads, in lease order. */
+/** A new queued job's ready row (migration 14): what the lease reads, in lease order; a grouped job counts in its group. */
 function readyRow(st: Statements, row: ReturnType<typeof newJobRow>, seq: number): void {
-  st.readyInsert.run({
-    tenant: row.tenant,
-    kind: row.kind,
-    priority: row.priority,
-    runAfter: row.runAfter,
-    seq,
-    deadlineAt: row.deadlineAt,
-    attempts: 0,
-    epoch: 0,
-  });
+  insertReady(
+    st,
+    {
+      tenant: row.tenant,
+      kind: row.kind,
+      groupKey: row.groupKey,
+      priority: row.priority,
+      runAfter: row.runAfter,
+      seq,
+      deadlineAt: row.deadlineAt,
+      attempts: 0,
+      epoch: 0,
+    },
+    1,
+  );
 }
 
 function insertedJob(
@@ -115,6 +123,7 @@ function insertedJob(
     checkpoint: null,
     result: null,
     concurrencyKey: params.concurrencyKey ?? null,
+    group: params.group ?? null,
     dependsOn: fields.dependsOn,
     children: [],
   };

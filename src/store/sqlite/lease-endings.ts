@@ -19,6 +19,7 @@ import { failureEnding, lastErrorColumns, resultTooLargeEnding, SUCCEEDED, type 
 import type { CompleteOutcome, CompleteParams, FailOutcome, FailParams } from '../store.js';
 import type { CounterMoves } from './counter-moves.js';
 import { settleEnded, type FlowEffects } from './dependencies.js';
+import { groupLeaseEnded, insertReady } from './group-lease.js';
 import { expectOne, lockJob } from './locked-rows.js';
 import type { Statements } from './queries.js';
 import { countedJob, toSnapshot, type SnapshotRow } from './rows.js';
@@ -31,6 +32,8 @@ interface EndedLease {
   readonly started_at: number;
   readonly cancel_requested: number;
   readonly effect_started_at: number | null;
+  /** The group the lease counted against (group-lease.ts); null for a lease of the plain path. */
+  readonly group_key: string | null;
 }
 
 /**
@@ -48,6 +51,7 @@ export function endLease(
 ): void {
   const lease = st.leaseEnd.get({ seq: row.seq, token, now, live: options.live ? 1 : 0 }) as EndedLease | undefined;
   if (lease === undefined) throw new Error('guarded lease end matched no lease; the snapshot and the guard disagree');
+  groupLeaseEnded(st, row.tenant, row.kind, lease.group_key);
   const queued = ending.status === 'queued';
   const runAfter = queued ? (options.runAfter ?? now) : row.run_after;
   const attempt = { seq: row.seq, epoch: lease.epoch, attempt: lease.attempt, workerId: lease.worker_id, startedAt: lease.started_at, now };
@@ -65,16 +69,8 @@ export function endLease(
   );
   st.attemptInsert.run({ ...attempt, outcome: ending.outcome, attemptCode: ending.attemptCode });
   if (queued) {
-    st.readyInsert.run({
-      tenant: row.tenant,
-      kind: row.kind,
-      priority: row.priority,
-      runAfter,
-      seq: row.seq,
-      deadlineAt: row.deadline_at,
-      attempts: lease.attempt,
-      epoch: lease.epoch,
-    });
+    const ready = { tenant: row.tenant, kind: row.kind, groupKey: row.group_key, priority: row.priority, runAfter, seq: row.seq };
+    insertReady(st, { ...ready, deadlineAt: row.deadline_at, attempts: lease.attempt, epoch: lease.epoch }, 1);
   }
   // row.started_at is the first start (the job's own, or this attempt's when it is the first).
   moves.moved(countedJob(row, 'running'), countedJob({ ...row, finished_at: queued ? row.finished_at : now }, ending.status));
@@ -176,6 +172,7 @@ function succeedAll(
     }
     moves.moved(countedJob(row, 'running'), countedJob({ ...row, finished_at: now }, SUCCEEDED.status));
     moves.attemptEnded(row.tenant, now - (row.attempt_started_at ?? now));
+    groupLeaseEnded(st, row.tenant, row.kind, row.lease_group);
   }
   settleEnded(
     st,

@@ -6,8 +6,9 @@
  * ids and payloads read by one more: the job rows are not written. A lease
  * without a kinds filter names the tenant's queued kinds first (a skip scan
  * of job_ready). When the statement leases nothing, a kind it may take can be
- * paused or limited, and the restricted path gives each candidate kind what
- * its limits allow (flow-limits.ts) and walks the kinds with those caps. The
+ * paused or limited or have groups, and the restricted path gives each
+ * candidate kind what its limits allow (flow-limits.ts) and walks the kinds
+ * with those caps, a kind with groups by its fair plan (group-lease.ts). The
  * write lock is held throughout, so no other process leases in between. The
  * counter rows move once per commit (counter-moves.ts).
  */
@@ -16,6 +17,7 @@ import { inReach, kindsFilter, leaseCaps, MAX_QUEUED_KINDS, windowsMoved } from 
 import { kindFlowState, type KindFlowColumns } from '../row-records.js';
 import type { LeasedJob, LeaseParams } from '../store.js';
 import type { CounterMoves } from './counter-moves.js';
+import { groupedKinds, leaseWithGroups } from './group-lease.js';
 import type { LeaseStatements } from './lease-statements.js';
 import type { Statements } from './queries.js';
 import { toLeasedJob, type LeasedJobRow, type LeaseRow } from './rows.js';
@@ -57,7 +59,8 @@ export function leaseInTx(st: Statements, leases: LeaseStatements, moves: Counte
 
 /** The ready rows of the leased jobs go, and the jobs' ids and payloads are read: one statement each for the batch. */
 function taken(st: Statements, moves: CounterMoves, tenant: string, rows: LeaseRow[], now: number): LeasedJob[] {
-  const keys = JSON.stringify(rows.map((row) => [row.kind, row.priority, row.run_after, row.seq]));
+  // A plain lease's ready rows have group_key ''; a fair lease's row names its group (group-lease.ts).
+  const keys = JSON.stringify(rows.map((row) => [row.kind, row.group_key ?? '', row.priority, row.run_after, row.seq]));
   const removed = st.readyDeleteMany.run({ tenant, rows: keys }).changes;
   if (removed !== rows.length) throw new Error(`the lease took ${rows.length} jobs but removed ${removed} ready rows`);
   const jobs = new Map((st.jobLeasedMany.all({ seqs: JSON.stringify(rows.map((row) => row.seq)) }) as LeasedJobRow[]).map((job) => [job.seq, job]));
@@ -71,17 +74,26 @@ function taken(st: Statements, moves: CounterMoves, tenant: string, rows: LeaseR
   });
 }
 
-/** The lease of a tenant with restricted kinds: each candidate kind capped by its limits, the rate windows moved by what was leased. */
+/**
+ * The lease of a tenant with restricted kinds or kinds with groups: each candidate kind capped by its limits, the
+ * kinds with groups leased by their fair plans (group-lease.ts), the rate windows moved by what was leased.
+ */
 function leaseRestricted(st: Statements, leases: LeaseStatements, moves: CounterMoves, bindings: LeaseBindings, kinds: readonly string[] | null): LeaseRow[] {
   // The running counts as stored, plus what this transaction has leased or ended and not yet written.
   const states = (st.kindFlowState.all({ tenant: bindings.tenant }) as KindFlowColumns[])
     .map(kindFlowState)
     .map((state) => ({ ...state, running: state.running + moves.pending(bindings.tenant, state.kind, 'running') }));
   const restricted = new Map(inReach(states, kinds).map((s) => [s.kind, s]));
-  if (restricted.size === 0) return [];
+  const grouped = groupedKinds(st, bindings.tenant, kinds);
+  if (restricted.size === 0 && grouped.size === 0) return [];
   const candidates = kinds ?? queuedKinds(st, bindings.tenant, MAX_QUEUED_KINDS);
   const caps = leaseCaps(candidates, restricted, bindings.max, bindings.now);
   if (caps.length === 0) return [];
+  if (caps.some((cap) => grouped.has(cap.kind))) {
+    const rows = leaseWithGroups(st, bindings, caps, grouped);
+    for (const window of windowsMoved(rows, restricted, bindings.now)) st.kindWindowSet.run({ tenant: bindings.tenant, ...window });
+    return rows;
+  }
   const capBindings = Object.fromEntries(
     caps.flatMap(({ kind, cap }, i) => [
       [`k${i}`, kind],

@@ -7,6 +7,7 @@
 
 import { OUTCOME_LIST, ROLE_LIST, STATUS_LIST, STATUS_LIST_V1 } from '../schema-lists.js';
 import { ATTEMPT_COUNTER_TRIGGERS, JOB_COUNTER_TRIGGERS, JOB_COUNTERS_SQL } from './counter-triggers.js';
+import { FAIR_SHARE_GROUPS_SQL } from './group-migration.js';
 
 export interface Migration {
   readonly version: number;
@@ -436,4 +437,5 @@ CREATE INDEX schedules_due ON schedules (next_at, tenant) WHERE next_at IS NOT N
     // queued). One more entry per enqueue, one fewer per lease.
     sql: 'CREATE INDEX job_ready_listing ON job_ready (tenant, seq);',
   },
+  { version: 16, name: 'fair_share_groups', sql: FAIR_SHARE_GROUPS_SQL },
 ];

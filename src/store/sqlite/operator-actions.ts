@@ -13,6 +13,7 @@ import { decideCancel, decideLeaseExpiry, decideReconcile, decideRequeue } from 
 import { CANCELLED_NOW, cancelOutcome, expiryEnding, lastErrorColumns, QUEUED_DEADLINE, reconcileEnding } from '../lease-endings.js';
 import type { CancelOutcome, JobRef, ReapOutcome, ReconcileOutcome, ReconcileParams, RequeueOutcome, RequeueParams } from '../store.js';
 import type { CounterMoves } from './counter-moves.js';
+import { readyRemoved } from './group-lease.js';
 import { becameQueued, restartDecision, settleEnded, type FlowEffects, type FlowRow } from './dependencies.js';
 import { endLease } from './lease-endings.js';
 import { expectOne, lockScoped, reloadJob } from './locked-rows.js';
@@ -66,8 +67,9 @@ export function cancelInTx(st: Statements, moves: CounterMoves, params: JobRef, 
   if (decision.kind === 'cancel_now') {
     expectOne(st.jobCancelNow.run({ seq: row.seq, now, status: CANCELLED_NOW.status, ...lastErrorColumns(CANCELLED_NOW) }).changes);
     if (row.status === 'queued') {
-      const ready = st.readyDelete.get({ tenant: row.tenant, kind: row.kind, priority: row.priority, runAfter: row.run_after, seq: row.seq });
-      if (ready === undefined) throw new Error('a queued job has no ready row');
+      const key = { tenant: row.tenant, kind: row.kind, groupKey: row.group_key, priority: row.priority, runAfter: row.run_after, seq: row.seq };
+      if (st.readyDelete.get(key) === undefined) throw new Error('a queued job has no ready row');
+      readyRemoved(st, row.tenant, row.kind, row.group_key, 1);
     }
     moves.moved(countedJob(row, row.status), countedJob({ ...row, finished_at: now }, CANCELLED_NOW.status));
     settleEnded(st, moves, [{ ...row, status: CANCELLED_NOW.status }], now, effects);
@@ -102,8 +104,9 @@ export function reapInTx(st: Statements, moves: CounterMoves, now: number, effec
       counts.requeued++;
     } else counts[decision.kind]++;
   }
-  const past = st.readyPastDeadline.all({ now }) as { seq: number }[];
+  const past = st.readyPastDeadline.all({ now }) as { seq: number; tenant: string; kind: string; group_key: string }[];
   if (past.length === 0) return counts;
+  for (const row of past) readyRemoved(st, row.tenant, row.kind, row.group_key, 1);
   const seqs = JSON.stringify(past.map((row) => row.seq));
   const expired = st.jobQueuedDeadline.all({ now, seqs, status: QUEUED_DEADLINE.status, ...lastErrorColumns(QUEUED_DEADLINE) }) as FlowRow[];
   if (expired.length !== past.length) throw new Error(`${past.length} ready rows past their deadline, ${expired.length} queued jobs ended`);

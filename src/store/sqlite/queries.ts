@@ -8,6 +8,7 @@
 import type { Statement } from 'better-sqlite3';
 import { MAX_LISTED_CHILDREN } from '../../core/dependencies.js';
 import { PURGEABLE_STATUSES } from '../../core/states.js';
+import { GROUP_SQL } from './group-queries.js';
 
 /**
  * The statuses that hold a concurrency key's turn (core/dependencies.ts holdsKeyTurn): the predicate of jobs_key_turn.
@@ -40,7 +41,7 @@ const JOB_AND_LEASE = `jobs j LEFT JOIN job_leases l ON l.seq = j.seq`;
 
 const JOB_COLUMNS = `j.seq, j.id, j.tenant, j.owner, j.kind, j.payload, j.max_attempts, j.priority,
   j.run_after, j.deadline_at, j.deadline_ms, j.created_at, j.finished_at, j.last_error_code, j.last_error_message, j.last_error_class,
-  j.progress, j.checkpoint_step, j.checkpoint_state, j.request_hash, j.concurrency_key, j.pending_parents, j.has_children, ${LIVE_COLUMNS},
+  j.progress, j.checkpoint_step, j.checkpoint_state, j.request_hash, j.concurrency_key, j.group_key, j.pending_parents, j.has_children, ${LIVE_COLUMNS},
   (SELECT json_group_array(id) FROM (SELECT p.id FROM job_dependencies d JOIN jobs p ON p.seq = d.parent_seq
     WHERE d.child_seq = j.seq ORDER BY d.parent_seq)) AS depends_on,
   (SELECT json_group_array(id) FROM (SELECT c.id FROM job_dependencies d JOIN jobs c ON c.seq = d.child_seq
@@ -51,14 +52,14 @@ const JOB_COLUMNS = `j.seq, j.id, j.tenant, j.owner, j.kind, j.payload, j.max_at
  * with what a transition moves in the counter rows (created_at, started_at, finished_at) and what a ready row holds.
  */
 const SNAPSHOT_COLUMNS = `j.seq, j.tenant, j.kind, j.max_attempts, j.priority, j.run_after, j.deadline_at, j.created_at, j.finished_at,
-  j.concurrency_key, j.has_children, l.started_at AS attempt_started_at, ${LIVE_COLUMNS}`;
+  j.concurrency_key, j.has_children, j.group_key, l.group_key AS lease_group, l.started_at AS attempt_started_at, ${LIVE_COLUMNS}`;
 
 const RESULT_COLUMNS = 'r.content_type AS result_content_type, r.body AS result_body, r.checksum AS result_checksum';
 
 /** What a listing reads: no payload, checkpoint state or result body, so a page costs its rows, not their contents. */
 const LIST_COLUMNS = `j.seq, j.id, j.tenant, j.owner, j.kind, j.max_attempts, j.priority,
   j.run_after, j.deadline_at, j.deadline_ms, j.created_at, j.finished_at, j.last_error_code, j.last_error_message, j.last_error_class,
-  j.progress, j.checkpoint_step, j.request_hash, j.concurrency_key, ${LIVE_COLUMNS},
+  j.progress, j.checkpoint_step, j.request_hash, j.concurrency_key, j.group_key, ${LIVE_COLUMNS},
   r.content_type AS result_content_type, r.size_bytes AS result_bytes`;
 
 /** The columns a transition's RETURNING gives: what settleEnded (dependencies.ts) and the counter moves need. */
@@ -77,27 +78,37 @@ export const QUEUED_KINDS = `WITH RECURSIVE k(kind) AS (
       SELECT (SELECT MIN(kind) FROM job_ready WHERE tenant = @tenant AND kind > k.kind) FROM k WHERE k.kind IS NOT NULL)`;
 
 /**
- * After `kinds` (a CTE of `k(kind)`), the (kind, priority) groups of @tenant's ready jobs of those kinds as rows
- * of `g(kind, priority)`, each kind's last row with priority NULL: a skip scan, two probes of job_ready's primary
- * key per group. Within a group the rows are in run_after order, so a group's first row is its earliest.
+ * After `kinds` (a CTE of `k(kind)`), the (kind, group, priority) ranges of @tenant's ready jobs of those kinds as
+ * rows of `g(kind, group_key, priority)`, each (kind, group)'s last row with priority NULL: a skip scan of
+ * job_ready's primary key, first over each kind's group keys (one for a kind without groups), then two probes
+ * per range. Within a range the rows are in run_after order, so its first row is its earliest.
  */
-export const READY_GROUPS = `g(kind, priority) AS (
-      SELECT k.kind, (SELECT MAX(priority) FROM job_ready WHERE tenant = @tenant AND kind = k.kind) FROM k WHERE k.kind IS NOT NULL
+export const READY_GROUPS = `gk(kind, group_key) AS (
+      SELECT k.kind, (SELECT MIN(group_key) FROM job_ready WHERE tenant = @tenant AND kind = k.kind) FROM k WHERE k.kind IS NOT NULL
       UNION ALL
-      SELECT g.kind, (SELECT MAX(priority) FROM job_ready WHERE tenant = @tenant AND kind = g.kind AND priority < g.priority)
+      SELECT gk.kind, (SELECT MIN(group_key) FROM job_ready WHERE tenant = @tenant AND kind = gk.kind AND group_key > gk.group_key)
+        FROM gk WHERE gk.group_key IS NOT NULL),
+    g(kind, group_key, priority) AS (
+      SELECT gk.kind, gk.group_key, (SELECT MAX(priority) FROM job_ready WHERE tenant = @tenant AND kind = gk.kind AND group_key = gk.group_key)
+        FROM gk WHERE gk.group_key IS NOT NULL
+      UNION ALL
+      SELECT g.kind, g.group_key,
+          (SELECT MAX(priority) FROM job_ready WHERE tenant = @tenant AND kind = g.kind AND group_key = g.group_key AND priority < g.priority)
         FROM g WHERE g.priority IS NOT NULL)`;
 
 /** A kind with a pause or a limit: the predicate of the kinds_flow index (migration 7), repeated so that queries use it. */
 const RESTRICTED = `(paused = 1 OR max_concurrent IS NOT NULL OR rate_limit IS NOT NULL)`;
 
 /**
- * The lease statements' guard: none of the kinds it may take is restricted. A probe of kinds_flow, which
- * holds no rows for a tenant without pauses or limits; when it finds one the statement leases nothing and
- * the store takes the restricted path (sqlite-store.ts leaseRestricted).
+ * The lease statements' guard: none of the kinds it may take is restricted or has groups. A probe of kinds_flow,
+ * which holds no rows for a tenant without pauses or limits, and one of group_clocks, which holds none for a
+ * tenant whose jobs have no groups; when either finds one the statement leases nothing and the store takes the
+ * restricted path (lease.ts leaseRestricted), which leases a kind with groups by its fair plan (group-lease.ts).
  */
 function unrestricted(kindsIn: string | null): string {
-  return `NOT EXISTS (SELECT 1 FROM kinds INDEXED BY kinds_flow WHERE tenant = @tenant${kindsIn === null ? '' : ` AND kind IN (${kindsIn})`}
-        AND ${RESTRICTED})`;
+  const ofKinds = kindsIn === null ? '' : ` AND kind IN (${kindsIn})`;
+  return `NOT EXISTS (SELECT 1 FROM kinds INDEXED BY kinds_flow WHERE tenant = @tenant${ofKinds} AND ${RESTRICTED})
+        AND NOT EXISTS (SELECT 1 FROM group_clocks WHERE tenant = @tenant${ofKinds})`;
 }
 
 export const SQL = {
@@ -113,10 +124,10 @@ export const SQL = {
 
   kindUpsert: `INSERT INTO kinds (tenant, kind, payload_schema, max_payload_bytes, max_attempts, lease_ms, backoff_base_ms,
       backoff_max_ms, deadline_ms, max_result_bytes, max_checkpoint_bytes, retention_succeeded_ms, retention_cancelled_ms,
-      retention_dead_ms, max_concurrent, rate_limit, rate_per_ms, updated_at)
+      retention_dead_ms, max_concurrent, rate_limit, rate_per_ms, group_rules, updated_at)
     VALUES (@tenant, @kind, @payloadSchema, @maxPayloadBytes, @maxAttempts, @leaseMs, @backoffBaseMs, @backoffMaxMs,
       @deadlineMs, @maxResultBytes, @maxCheckpointBytes, @retentionSucceededMs, @retentionCancelledMs, @retentionDeadMs,
-      @maxConcurrent, @rateLimit, @ratePerMs, @now)
+      @maxConcurrent, @rateLimit, @ratePerMs, @groupRules, @now)
     ON CONFLICT (tenant, kind) DO UPDATE SET payload_schema = excluded.payload_schema,
       max_payload_bytes = excluded.max_payload_bytes, max_attempts = excluded.max_attempts, lease_ms = excluded.lease_ms,
       backoff_base_ms = excluded.backoff_base_ms, backoff_max_ms = excluded.backoff_max_ms,
@@ -124,7 +135,7 @@ export const SQL = {
       max_checkpoint_bytes = excluded.max_checkpoint_bytes, retention_succeeded_ms = excluded.retention_succeeded_ms,
       retention_cancelled_ms = excluded.retention_cancelled_ms, retention_dead_ms = excluded.retention_dead_ms,
       max_concurrent = excluded.max_concurrent, rate_limit = excluded.rate_limit, rate_per_ms = excluded.rate_per_ms,
-      updated_at = excluded.updated_at
+      group_rules = excluded.group_rules, updated_at = excluded.updated_at
     RETURNING paused`,
   /** Pause or resume; the registration (and its updatedAt) stays as it was. */
   kindSetPaused: `UPDATE kinds SET paused = @paused WHERE tenant = @tenant AND kind = @kind RETURNING *`,
@@ -152,26 +163,27 @@ export const SQL = {
   jobByIdempotencyKey: `SELECT j.id, j.request_hash FROM jobs j WHERE j.tenant = ? AND j.owner = ? AND j.idempotency_key = ?`,
   /** A new queued job; its ready row follows (readyInsert). end_reserve: what its end will write (END_RESERVE_BYTES). */
   jobInsert: `INSERT INTO jobs (id, tenant, owner, idempotency_key, request_hash, kind, payload, payload_bytes, status,
-      max_attempts, priority, run_after, deadline_ms, deadline_at, created_at, end_reserve)
+      max_attempts, priority, run_after, deadline_ms, deadline_at, created_at, end_reserve, group_key)
     VALUES (@id, @tenant, @owner, @idempotencyKey, @requestHash, @kind, @payload, @payloadBytes, 'queued',
-      @maxAttempts, @priority, @runAfter, @deadlineMs, @deadlineAt, @now, zeroblob(${END_RESERVE_BYTES}))`,
+      @maxAttempts, @priority, @runAfter, @deadlineMs, @deadlineAt, @now, zeroblob(${END_RESERVE_BYTES}), @groupKey)`,
   /**
    * A job with dependsOn, a concurrencyKey, a dedupe or a unique key (enqueue.ts enqueueFlowJob): its status comes
    * from decideStart, and a job dead at once (dependency_failed) is finished at its acceptance.
    */
   jobInsertFlow: `INSERT INTO jobs (id, tenant, owner, idempotency_key, request_hash, kind, payload, payload_bytes, status,
       max_attempts, priority, run_after, deadline_ms, deadline_at, created_at, finished_at, last_error_code, last_error_message,
-      last_error_class, pending_parents, concurrency_key, dedupe_key, dedupe_until, unique_key, end_reserve)
+      last_error_class, pending_parents, concurrency_key, dedupe_key, dedupe_until, unique_key, end_reserve, group_key)
     VALUES (@id, @tenant, @owner, @idempotencyKey, @requestHash, @kind, @payload, @payloadBytes, @status,
       @maxAttempts, @priority, @runAfter, @deadlineMs, @deadlineAt, @now, CASE WHEN @status = 'dead' THEN @now END, @code, @message,
       @errorClass, @pendingParents, @concurrencyKey, @dedupeKey, @dedupeUntil, @uniqueKey,
-      CASE WHEN @status <> 'dead' THEN zeroblob(${END_RESERVE_BYTES}) END)
+      CASE WHEN @status <> 'dead' THEN zeroblob(${END_RESERVE_BYTES}) END, @groupKey)
     RETURNING seq`,
   /** A queued job that is not running: its ready row, in lease order (migration 14). */
-  readyInsert: `INSERT INTO job_ready (tenant, kind, priority, run_after, seq, deadline_at, attempts, epoch)
-    VALUES (@tenant, @kind, @priority, @runAfter, @seq, @deadlineAt, @attempts, @epoch)`,
+  readyInsert: `INSERT INTO job_ready (tenant, kind, group_key, priority, run_after, seq, deadline_at, attempts, epoch)
+    VALUES (@tenant, @kind, @groupKey, @priority, @runAfter, @seq, @deadlineAt, @attempts, @epoch)`,
   /** A queued job leaves the ready table (cancel, a dedupe merge's move): one entry, found by its whole key. */
-  readyDelete: `DELETE FROM job_ready WHERE tenant = @tenant AND kind = @kind AND priority = @priority AND run_after = @runAfter AND seq = @seq
+  readyDelete: `DELETE FROM job_ready
+    WHERE tenant = @tenant AND kind = @kind AND group_key = @groupKey AND priority = @priority AND run_after = @runAfter AND seq = @seq
     RETURNING deadline_at, attempts, epoch`,
   /** The named parents (@ids: a JSON array) the enqueuer may see. */
   jobParentsFind: `SELECT seq, id, status FROM jobs
@@ -203,9 +215,9 @@ export const SQL = {
   /** decideRelease's 'release': no parent pending and the key's turn. It becomes available now, or at its own later run-after (its ready row follows). */
   jobRelease: `UPDATE jobs SET status = 'queued', run_after = MAX(run_after, @now)
     WHERE seq = @seq AND status = 'waiting' AND pending_parents = 0
-    RETURNING seq, tenant, kind, priority, run_after, deadline_at, attempts, epoch, created_at, started_at, finished_at`,
+    RETURNING seq, tenant, kind, group_key, priority, run_after, deadline_at, attempts, epoch, created_at, started_at, finished_at`,
   /** The job of (tenant, owner, kind) that holds a dedupe key: one entry of jobs_dedupe_key (migration 13); a running one shows as running. */
-  jobDedupeHolder: `SELECT j.seq, j.id, j.tenant, j.kind, j.priority, CASE WHEN l.seq IS NULL THEN j.status ELSE 'running' END AS status,
+  jobDedupeHolder: `SELECT j.seq, j.id, j.tenant, j.kind, j.group_key, j.priority, CASE WHEN l.seq IS NULL THEN j.status ELSE 'running' END AS status,
       coalesce(l.epoch, j.epoch) AS epoch, j.created_at, j.run_after, j.dedupe_until, j.payload_bytes
     FROM jobs j INDEXED BY jobs_dedupe_key LEFT JOIN job_leases l ON l.seq = j.seq
     WHERE j.tenant = @tenant AND j.owner = @owner AND j.kind = @kind AND j.dedupe_key = @key`,
@@ -270,12 +282,12 @@ export const SQL = {
     ORDER BY j.seq DESC LIMIT @limit`,
 
   /**
-   * The leased jobs' ready rows (@rows: a JSON array of [kind, priority, run_after, seq]) leave job_ready: one
+   * The leased jobs' ready rows (@rows: a JSON array of [kind, group_key, priority, run_after, seq]) leave job_ready: one
    * statement for the batch, each row found by its whole key. The lease statement inserted their lease rows
    * first, in the same write transaction (lease-statements.ts).
    */
   readyDeleteMany: `DELETE FROM job_ready WHERE tenant = @tenant
-    AND (kind, priority, run_after, seq) IN (SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3 FROM json_each(@rows))`,
+    AND (kind, group_key, priority, run_after, seq) IN (SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4 FROM json_each(@rows))`,
   /** What a lease answers of each leased job (@seqs: a JSON array), and what its counter move needs. */
   jobLeasedMany: `SELECT seq, id, payload, max_attempts, checkpoint_step, checkpoint_state, created_at, started_at, finished_at
     FROM jobs WHERE seq IN (SELECT value FROM json_each(@seqs))`,
@@ -297,7 +309,7 @@ export const SQL = {
    * its attempt row write.
    */
   leaseEnd: `DELETE FROM job_leases WHERE seq = @seq AND token = @token AND (expires_at > @now) = @live
-    RETURNING epoch, attempt, worker_id, started_at, cancel_requested, effect_started_at`,
+    RETURNING epoch, attempt, worker_id, started_at, cancel_requested, effect_started_at, group_key`,
   /**
    * Applies an ending of src/store/lease-endings.ts to a job whose lease leaseEnd just removed: success, retry,
    * dead, cancelled, unknown; the attempt's values become the row's, and end_reserve gives its bytes back.
@@ -327,7 +339,7 @@ export const SQL = {
   attemptInsertMany: `INSERT INTO job_attempts (job_seq, epoch, attempt, worker_id, started_at, ended_at, outcome, error_code)
     SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 5, @now, @outcome, @attemptCode FROM json_each(@rows)`,
   /** Queued jobs past their deadline are never leased (the lease WHERE); the reaper takes their ready rows by job_ready_deadline. */
-  readyPastDeadline: `DELETE FROM job_ready WHERE deadline_at IS NOT NULL AND deadline_at <= @now RETURNING seq`,
+  readyPastDeadline: `DELETE FROM job_ready WHERE deadline_at IS NOT NULL AND deadline_at <= @now RETURNING seq, tenant, kind, group_key`,
   /** … and ends them with QUEUED_DEADLINE (@seqs: a JSON array). */
   jobQueuedDeadline: `UPDATE jobs SET status = @status, finished_at = @now,
       last_error_code = @code, last_error_message = @message, last_error_class = @errorClass, end_reserve = NULL
@@ -351,7 +363,7 @@ export const SQL = {
       deadline_at = CASE WHEN deadline_ms IS NULL THEN NULL ELSE @now + deadline_ms END,
       finished_at = NULL, lease_expires_at = NULL, cancel_requested = 0, effect_started_at = NULL
     WHERE seq = @seq AND status = @fromStatus
-    RETURNING seq, tenant, kind, priority, run_after, deadline_at, attempts, epoch, created_at, started_at, finished_at`,
+    RETURNING seq, tenant, kind, group_key, priority, run_after, deadline_at, attempts, epoch, created_at, started_at, finished_at`,
   /** A queued (not running) or waiting job cancelled; a queued one's ready row goes (readyDelete). */
   jobCancelNow: `UPDATE jobs SET status = @status, finished_at = @now, lease_expires_at = NULL, end_reserve = NULL,
       last_error_code = @code, last_error_message = @message, last_error_class = @errorClass
@@ -361,6 +373,7 @@ export const SQL = {
   jobReconcile: `UPDATE jobs SET status = @status, finished_at = @now,
       last_error_code = @code, last_error_message = @message, last_error_class = @errorClass
     WHERE seq = @seq AND status = 'unknown'`,
+  ...GROUP_SQL,
 } as const;
 
 export type QueryName = keyof typeof SQL;
@@ -383,7 +396,8 @@ export const STATS_SQL = {
   /** The earliest run_after of each (kind, priority) group of the tenant's ready jobs (READY_GROUPS), if it has passed. */
   statsOldestAvailable: `${QUEUED_KINDS}, ${READY_GROUPS}
     SELECT CASE WHEN oldest <= @now THEN oldest END AS oldest FROM (SELECT MIN((SELECT r.run_after FROM job_ready r
-      WHERE r.tenant = @tenant AND r.kind = g.kind AND r.priority = g.priority ORDER BY r.run_after LIMIT 1)) AS oldest FROM g WHERE g.priority IS NOT NULL)`,
+      WHERE r.tenant = @tenant AND r.kind = g.kind AND r.group_key = g.group_key AND r.priority = g.priority ORDER BY r.run_after LIMIT 1)) AS oldest
+      FROM g WHERE g.priority IS NOT NULL)`,
 } as const;
 
 /**
@@ -427,7 +441,7 @@ function leaseInsert(pick: string): string {
 export function jobLeaseKindsSql(kindCount: number, capped = false): string {
   const kinds = Array.from({ length: kindCount }, (_, i) => `@k${i}`);
   const walks = kinds.map(
-    (kind, i) => `SELECT * FROM (SELECT ${READY_PICK} FROM job_ready WHERE tenant = @tenant AND kind = ${kind} AND ${LEASABLE}
+    (kind, i) => `SELECT * FROM (SELECT ${READY_PICK} FROM job_ready WHERE tenant = @tenant AND kind = ${kind} AND group_key = '' AND ${LEASABLE}
         ORDER BY priority DESC, run_after, seq LIMIT ${capped ? `@m${i}` : '@max'})`,
   );
   const guard = capped ? '' : ` WHERE ${unrestricted(kinds.join(', '))}`;
@@ -438,5 +452,6 @@ export function jobLeaseKindsSql(kindCount: number, capped = false): string {
  * The lease of any kind for a tenant with more queued kinds than one statement walks (lease.ts): the tenant's
  * due ready rows sorted in lease order. It reads every due ready row of the tenant, so only that case takes it.
  */
-export const jobLeaseTenantSql = leaseInsert(`SELECT ${READY_PICK} FROM job_ready WHERE tenant = @tenant AND ${LEASABLE} AND ${unrestricted(null)}
+export const jobLeaseTenantSql =
+  leaseInsert(`SELECT ${READY_PICK} FROM job_ready WHERE tenant = @tenant AND group_key = '' AND ${LEASABLE} AND ${unrestricted(null)}
       ORDER BY priority DESC, run_after, seq LIMIT @max`);

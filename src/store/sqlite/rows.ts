@@ -43,6 +43,8 @@ export interface JobRow {
   checkpoint_state: string | null;
   request_hash: string;
   concurrency_key: string | null;
+  /** The job's group, '' without one (migration 16). */
+  group_key: string;
   pending_parents: number;
   has_children: number;
   /** JSON arrays of ids (queries.ts JOB_COLUMNS). */
@@ -70,6 +72,7 @@ export type SnapshotRow = Pick<
   | 'cancel_requested'
   | 'effect_started_at'
   | 'concurrency_key'
+  | 'group_key'
   | 'has_children'
   | 'created_at'
   | 'started_at'
@@ -77,6 +80,8 @@ export type SnapshotRow = Pick<
 > & {
   /** A running job's attempt start (its lease row's); null when it is not running (absent from JobRow's reads). */
   attempt_started_at?: number | null;
+  /** A running job's lease group (job_leases.group_key): the group its end frees a slot of; null for a lease of the plain path. */
+  lease_group?: string | null;
 };
 
 export interface JobWithResultRow extends JobRow {
@@ -102,6 +107,8 @@ export interface LeaseRow {
   attempt: number;
   token: string;
   expires_at: number;
+  /** The group the lease counts against (group-lease.ts); absent or null for the plain lease, whose ready rows have group_key ''. */
+  group_key?: string | null;
 }
 
 /** A leased job's row (SQL.jobLeasedMany). */

@@ -44,7 +44,7 @@ export abstract class StoreReads {
   ) {
     this.statsReader = new StatsReader(db.name, busyTimeoutMs);
     this.statements = prepareStatements(db);
-    this.nextDue = new NextDueReader(db);
+    this.nextDue = new NextDueReader(db, this.statements);
     this.retention = new RetentionStatements(db);
     this.schedules = new ScheduleStatements(db);
     this.cursorSecret = loadCursorSecret(db, this.statements);

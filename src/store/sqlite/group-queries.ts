@@ -1,0 +1,87 @@
+/**
+ * The statements of the fair lease among groups for SQLite (group-lease.ts,
+ * docs/FAIRNESS.md §4), by name; queries.ts adds them to SQL, so the store
+ * prepares them like the others. Only kinds with groups run them: a kind
+ * without has no group_clocks row, and the plain lease statements' guard
+ * keeps it off this path. Each statement that writes a group row applies one
+ * event of core/group-transitions.ts.
+ */
+
+/** A ready row the lease may take now: due, and not past its deadline (queries.ts LEASABLE, over alias r). */
+const LEASABLE = `r.run_after <= @now AND (r.deadline_at IS NULL OR r.deadline_at > @now)`;
+
+/** How many of a group's ready rows are leasable now, at most @max: a walk of its range of job_ready, never more than @max entries found. */
+const leasableOf = (group: string): string => `(SELECT count(*) FROM (SELECT 1 FROM job_ready r
+      WHERE r.tenant = @tenant AND r.kind = @kind AND r.group_key = ${group} AND ${LEASABLE} LIMIT @max))`;
+
+export const GROUP_SQL = {
+  /** A kind has groups from its first job with a group (or its first rules) on: its clock row sends its leases down the fair path. */
+  groupClockEnsure: `INSERT INTO group_clocks (tenant, kind) VALUES (@tenant, @kind) ON CONFLICT (tenant, kind) DO NOTHING`,
+  /** The tenant's kinds with groups, their virtual time and rules (read inside the lease's write transaction). */
+  groupClocks: `SELECT c.kind, c.virtual_time, k.group_rules FROM group_clocks c LEFT JOIN kinds k ON k.tenant = c.tenant AND k.kind = c.kind
+    WHERE c.tenant = @tenant`,
+  groupClockSet: `UPDATE group_clocks SET virtual_time = @virtualTime WHERE tenant = @tenant AND kind = @kind`,
+  /** A rebase of the kind's virtual time (core/fair-share.ts virtualTimeRebase): every finish tag of the kind moves down by @by. */
+  groupRebase: `UPDATE group_states SET finish_tag = MAX(0, finish_tag - @by) WHERE tenant = @tenant AND kind = @kind`,
+  /** Ready jobs of a group appeared (@n of them; 0 for a job that moved within it): counted, and the group looks again at the next lease. */
+  groupReadyAdded: `INSERT INTO group_states (tenant, kind, group_key, queued) VALUES (@tenant, @kind, @groupKey, @n)
+    ON CONFLICT (tenant, kind, group_key) DO UPDATE SET queued = queued + excluded.queued, wake_at = NULL`,
+  /** Ready jobs of a group left other than by a lease (cancel, deadline). */
+  groupReadyRemoved: `UPDATE group_states SET queued = MAX(0, queued - @n) WHERE tenant = @tenant AND kind = @kind AND group_key = @groupKey`,
+  /** Parked groups whose wake time has come go back into the candidate index, a bounded number per lease. */
+  groupWake: `UPDATE group_states SET wake_at = NULL WHERE tenant = @tenant AND kind = @kind AND group_key IN (
+      SELECT group_key FROM group_states INDEXED BY group_wakes WHERE tenant = @tenant AND kind = @kind AND wake_at <= @now LIMIT @limit)`,
+  /**
+   * The candidates in (finish tag, key) order, at most @budget, each with its leasable count (at most @max): a
+   * walk of group_candidates, which holds only groups with queued jobs and no hold.
+   */
+  groupCandidates: `SELECT g.group_key, g.finish_tag, g.running, g.window_start, g.window_count, ${leasableOf('g.group_key')} AS leasable
+    FROM group_states g INDEXED BY group_candidates
+    WHERE g.tenant = @tenant AND g.kind = @kind AND g.queued > 0 AND g.slot_held = 0 AND g.wake_at IS NULL
+    ORDER BY g.finish_tag, g.group_key LIMIT @budget`,
+  /** The ungrouped group of a kind with groups: its state row, if any, and its leasable count (it keeps no queued count). */
+  groupUngrouped: `SELECT '' AS group_key, s.finish_tag, s.running, s.window_start, s.window_count, ${leasableOf("''")} AS leasable
+    FROM (SELECT 1) LEFT JOIN group_states s ON s.tenant = @tenant AND s.kind = @kind AND s.group_key = ''`,
+  /** The earliest run_after among a group's ready jobs not past their deadline: when a group with none leasable comes back. */
+  groupEarliest: `SELECT MIN(r.run_after) AS run_after FROM job_ready r
+    WHERE r.tenant = @tenant AND r.kind = @kind AND r.group_key = @groupKey AND (r.deadline_at IS NULL OR r.deadline_at > @now)`,
+  /** A candidate that cannot give a job now leaves the index (core/group-transitions.ts candidateVerdict). */
+  groupPark: `UPDATE group_states SET slot_held = @slotHeld, wake_at = @wakeAt WHERE tenant = @tenant AND kind = @kind AND group_key = @groupKey`,
+  /**
+   * The first @n leasable ready rows of a group, in lease order (priority first): the jobs its share of the plan
+   * takes; with group_key '' and a kind without groups, the restricted path's walk of that kind up to its cap.
+   */
+  groupPick: `SELECT r.seq, r.kind, r.group_key, r.priority, r.run_after FROM job_ready r
+    WHERE r.tenant = @tenant AND r.kind = @kind AND r.group_key = @groupKey AND ${LEASABLE}
+    ORDER BY r.priority DESC, r.run_after, r.seq LIMIT @n`,
+  /**
+   * Takes the ready rows named by @rows (a JSON array of [kind, group_key, priority, run_after, seq, lease group]): a
+   * lease row each, as the plain lease statement writes it (queries.ts leaseInsert), with the group it counts
+   * against (NULL for a kind without groups). The store deletes the ready rows next (readyDeleteMany).
+   */
+  groupLeaseInsert: `INSERT INTO job_leases (seq, tenant, kind, priority, run_after, deadline_at, epoch, attempt, token, worker_id, started_at,
+      expires_at, group_key)
+    SELECT r.seq, @tenant, r.kind, r.priority, r.run_after, r.deadline_at, r.epoch + 1, r.attempts + 1, lh_token(), @workerId, @now,
+      CASE WHEN r.deadline_at IS NOT NULL AND r.deadline_at < @now + @leaseMs THEN r.deadline_at ELSE @now + @leaseMs END, x.value ->> 5
+    FROM json_each(@rows) x CROSS JOIN job_ready r ON r.tenant = @tenant AND r.kind = x.value ->> 0 AND r.group_key = x.value ->> 1
+      AND r.priority = x.value ->> 2 AND r.run_after = x.value ->> 3 AND r.seq = x.value ->> 4
+    RETURNING seq, kind, priority, run_after, deadline_at, epoch, attempt, token, expires_at, group_key`,
+  /** A group after a lease took @taken of its jobs: the plan's state and the hold it implies (holdAfterLease). */
+  groupLeased: `INSERT INTO group_states (tenant, kind, group_key, finish_tag, running, window_start, window_count, slot_held, wake_at)
+    VALUES (@tenant, @kind, @groupKey, @finishTag, @running, @windowStart, @windowCount, @slotHeld, @wakeAt)
+    ON CONFLICT (tenant, kind, group_key) DO UPDATE SET finish_tag = excluded.finish_tag, running = excluded.running,
+      window_start = excluded.window_start, window_count = excluded.window_count, queued = MAX(0, queued - @taken),
+      slot_held = excluded.slot_held, wake_at = excluded.wake_at`,
+  /** A lease of the group ended (complete, fail, expiry): its slot is free (core/fair-share.ts groupAfterFinish). */
+  groupFinished: `UPDATE group_states SET running = MAX(0, running - 1), slot_held = 0 WHERE tenant = @tenant AND kind = @kind AND group_key = @groupKey`,
+  /** The kind's rules changed: every hold of the kind is lifted, to be decided again at the next lease under the new rules. */
+  groupHoldsLift: `UPDATE group_states SET slot_held = 0, wake_at = NULL WHERE tenant = @tenant AND kind = @kind AND (slot_held = 1 OR wake_at IS NOT NULL)`,
+  /**
+   * What a parked long poll waits for in a kind with groups (next-due.ts): a candidate (due now), the earliest wake
+   * time of a parked group with queued jobs, and whether one waits for a slot.
+   */
+  groupNextDue: `SELECT EXISTS (SELECT 1 FROM group_states INDEXED BY group_candidates
+        WHERE tenant = @tenant AND kind = @kind AND queued > 0 AND slot_held = 0 AND wake_at IS NULL) AS candidate,
+      (SELECT MIN(wake_at) FROM group_states WHERE tenant = @tenant AND kind = @kind AND wake_at IS NOT NULL AND queued > 0) AS wake_at,
+      EXISTS (SELECT 1 FROM group_states WHERE tenant = @tenant AND kind = @kind AND slot_held = 1 AND queued > 0) AS slot_held`,
+} as const;

@@ -1,0 +1,244 @@
+/**
+ * Fair shares among groups on every backend (docs/FAIRNESS.md): a light group
+ * is not stuck behind a heavy one, weights set the shares, a group at its own
+ * maxConcurrent or rate is skipped while the others lease, the kind's own
+ * limits still cap the whole kind, priority orders jobs within a group, an
+ * idle group banks no credit, jobs without a group form one group, every end
+ * of a lease frees its group's slot, and a lease still works among many
+ * groups. Kinds without groups keep their plain lease (store-lease.test.ts).
+ */
+
+import { describe, expect, it } from 'vitest';
+import { parseGroupRules, type GroupLimitsConfig } from '../../src/core/fair-share.js';
+import type { KindRate } from '../../src/store/flow-limits.js';
+import type { LeasedJob, Store } from '../../src/store/store.js';
+import { kindParams } from '../support/kind-records.js';
+import {
+  backends,
+  ERROR,
+  expireLease,
+  getJob,
+  HOUR_BACKOFF,
+  IMMEDIATE_BACKOFF,
+  enqueue,
+  enqueueParams,
+  leaseParams,
+  shortenLease,
+  TENANT,
+  useBackend,
+} from './harness.js';
+
+const KIND = 'report';
+
+async function register(store: Store, groups: GroupLimitsConfig | null, limits: { maxConcurrent?: number; rate?: KindRate } = {}): Promise<void> {
+  const parsed = groups === null ? null : parseGroupRules(groups);
+  if (parsed !== null && !parsed.ok) throw new Error(parsed.problems.join('; '));
+  await store.kindUpsert({ ...kindParams(TENANT, KIND, null), ...limits, groups: parsed === null ? null : parsed.rules });
+}
+
+/** `count` jobs of `group` (null: no group), enqueued in one batch. */
+async function fill(store: Store, group: string | null, count: number, overrides: { priority?: number; runAfter?: number } = {}): Promise<void> {
+  const name = group ?? 'none';
+  await store.jobEnqueueMany(
+    Array.from({ length: count }, (_, i) => enqueueParams(`${name}-${i}-${Math.random()}`, { kind: KIND, group, payload: { group: name, i }, ...overrides })),
+  );
+}
+
+function groupOf(job: LeasedJob): string {
+  return (job.payload as { group: string }).group;
+}
+
+/** Leases one job at a time, `count` times, and answers each job's group. */
+async function leaseEach(store: Store, count: number): Promise<string[]> {
+  const groups: string[] = [];
+  for (let i = 0; i < count; i++) {
+    const [job] = await store.jobLease(leaseParams({ max: 1, kinds: [KIND] }));
+    if (job === undefined) break;
+    groups.push(groupOf(job));
+  }
+  return groups;
+}
+
+function tally(groups: readonly string[]): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const group of groups) counts[group] = (counts[group] ?? 0) + 1;
+  return counts;
+}
+
+describe.each(backends)('store conformance ($label): fair shares among groups', (factory) => {
+  const backend = useBackend(factory);
+
+  it('skew: a light group enqueued after a heavy backlog is leased within the first leases, with or without a kinds filter', async () => {
+    const store = backend.store;
+    await fill(store, 'heavy', 200);
+    await fill(store, 'light', 5);
+    const first = await leaseEach(store, 10);
+    expect(first.filter((group) => group === 'light')).toHaveLength(5);
+    // A batch lease without a kinds filter shares the same way.
+    await fill(store, 'light', 4);
+    const batch = await store.jobLease(leaseParams({ max: 8 }));
+    expect(tally(batch.map(groupOf))).toEqual({ heavy: 4, light: 4 });
+  });
+
+  it('answers the group of a job (null without one) in jobGet and jobList', async () => {
+    const store = backend.store;
+    const grouped = await enqueue(store, 'g', { kind: KIND, group: 'customer-7' });
+    const plain = await enqueue(store, 'p', { kind: KIND });
+    expect(grouped.group).toBe('customer-7');
+    expect((await getJob(store, grouped.id)).group).toBe('customer-7');
+    expect((await getJob(store, plain.id)).group).toBeNull();
+    const page = await store.jobList({ scope: { tenant: TENANT }, limit: 10 });
+    expect(Object.fromEntries(page.jobs.map((job) => [job.id, job.group]))).toEqual({ [grouped.id]: 'customer-7', [plain.id]: null });
+  });
+
+  it('stores a kind’s groups and answers them', async () => {
+    const store = backend.store;
+    await register(store, { maxConcurrent: 2, rate: { limit: 5, perMs: 1_000 }, weights: { gold: 3, '': 0.5 } });
+    const kind = await store.kindGet({ tenant: TENANT, kind: KIND });
+    expect(kind?.groups?.maxConcurrent).toBe(2);
+    expect(kind?.groups?.rate).toEqual({ limit: 5, perMs: 1_000 });
+    expect([...(kind?.groups?.weights ?? [])]).toEqual([
+      ['', 0.5],
+      ['gold', 3],
+    ]);
+    await register(store, null);
+    expect((await store.kindGet({ tenant: TENANT, kind: KIND }))?.groups).toBeNull();
+  });
+
+  it('weights: a group of weight 3 gets three leases for each of a group of weight 1 while both wait', async () => {
+    const store = backend.store;
+    await register(store, { weights: { gold: 3 } });
+    await fill(store, 'gold', 60);
+    await fill(store, 'plain', 60);
+    expect(tally(await leaseEach(store, 40))).toEqual({ gold: 30, plain: 10 });
+  });
+
+  it('per-group maxConcurrent: a full group is skipped while the others lease, and its end frees the slot', async () => {
+    const store = backend.store;
+    await register(store, { maxConcurrent: 2 });
+    await fill(store, 'a', 10);
+    await fill(store, 'b', 10);
+    await fill(store, 'c', 1);
+    const leased = await store.jobLease(leaseParams({ max: 10, kinds: [KIND] }));
+    expect(tally(leased.map(groupOf))).toEqual({ a: 2, b: 2, c: 1 });
+    expect(await store.jobLease(leaseParams({ max: 10, kinds: [KIND] }))).toEqual([]);
+    // A slot held is what a parked poll waits for.
+    expect(await store.jobNextDue({ tenant: TENANT, kinds: [KIND] })).toMatchObject({ slotHeld: true });
+    const a = leased.find((job) => groupOf(job) === 'a');
+    if (a === undefined) throw new Error('no job of a');
+    expect(await store.jobComplete({ tenant: TENANT, id: a.id, token: a.token })).toMatchObject({ kind: 'completed' });
+    expect((await store.jobLease(leaseParams({ max: 10, kinds: [KIND] }))).map(groupOf)).toEqual(['a']);
+  });
+
+  it('the kind’s own maxConcurrent caps the whole kind, shared among the groups', async () => {
+    const store = backend.store;
+    await register(store, { maxConcurrent: 5 }, { maxConcurrent: 4 });
+    await fill(store, 'a', 10);
+    await fill(store, 'b', 10);
+    const leased = await store.jobLease(leaseParams({ max: 10, kinds: [KIND] }));
+    expect(tally(leased.map(groupOf))).toEqual({ a: 2, b: 2 });
+    expect(await store.jobLease(leaseParams({ max: 10 }))).toEqual([]);
+  });
+
+  it('per-group rate: each group starts at most `limit` jobs per window, and the others still lease', async () => {
+    const store = backend.store;
+    await register(store, { rate: { limit: 2, perMs: 3_600_000 } });
+    await fill(store, 'a', 5);
+    await fill(store, 'b', 5);
+    const first = await store.jobLease(leaseParams({ max: 3, kinds: [KIND] }));
+    expect(first).toHaveLength(3);
+    const second = await store.jobLease(leaseParams({ max: 10, kinds: [KIND] }));
+    expect(tally([...first, ...second].map(groupOf))).toEqual({ a: 2, b: 2 });
+    for (const job of [...first, ...second]) await store.jobComplete({ tenant: TENANT, id: job.id, token: job.token });
+    expect(await store.jobLease(leaseParams({ max: 10 }))).toEqual([]);
+    await fill(store, 'c', 1);
+    expect((await store.jobLease(leaseParams({ max: 10 }))).map(groupOf)).toEqual(['c']);
+    const due = await store.jobNextDue({ tenant: TENANT, kinds: [KIND] });
+    expect(due?.runAfter).toBeGreaterThan((await store.now()) + 3_000_000);
+  });
+
+  it('priority orders the jobs within a group, not across groups', async () => {
+    const store = backend.store;
+    await fill(store, 'a', 1, { priority: 0 });
+    await fill(store, 'a', 1, { priority: 9 });
+    await fill(store, 'a', 1, { priority: 5 });
+    await fill(store, 'b', 3, { priority: -5 });
+    const leased: LeasedJob[] = [];
+    for (let i = 0; i < 6; i++) leased.push(...(await store.jobLease(leaseParams({ max: 1, kinds: [KIND] }))));
+    expect(leased.map(groupOf)).toEqual(['a', 'b', 'a', 'b', 'a', 'b']);
+    const priorities = await Promise.all(leased.filter((job) => groupOf(job) === 'a').map(async (job) => (await getJob(store, job.id)).priority));
+    expect(priorities).toEqual([9, 5, 0]);
+  });
+
+  it('an idle group banks no credit: a group that comes back shares evenly instead of catching up', async () => {
+    const store = backend.store;
+    await fill(store, 'steady', 100);
+    expect(tally(await leaseEach(store, 30))).toEqual({ steady: 30 });
+    await fill(store, 'returning', 30);
+    const after = tally(await leaseEach(store, 20));
+    expect(after.returning).toBeGreaterThanOrEqual(9);
+    expect(after.returning).toBeLessThanOrEqual(11);
+  });
+
+  it('jobs without a group form one group of their own beside the named ones', async () => {
+    const store = backend.store;
+    await fill(store, 'a', 50);
+    await fill(store, 'b', 50);
+    await fill(store, null, 50);
+    expect(tally(await leaseEach(store, 30))).toEqual({ a: 10, b: 10, none: 10 });
+  });
+
+  it('every end of a lease frees its group’s slot: complete, fail with a retry, fail for good, expiry, a cancelled run', async () => {
+    const store = backend.store;
+    await register(store, { maxConcurrent: 1 });
+    await fill(store, 'a', 8);
+    const next = async (): Promise<LeasedJob> => {
+      const jobs = await store.jobLease(leaseParams({ max: 5, kinds: [KIND], leaseMs: 60_000 }));
+      expect(jobs).toHaveLength(1);
+      expect(await store.jobLease(leaseParams({ max: 5, kinds: [KIND] }))).toEqual([]);
+      return jobs[0] as LeasedJob;
+    };
+    let job = await next();
+    await store.jobComplete({ tenant: TENANT, id: job.id, token: job.token });
+    job = await next();
+    await store.jobFail({ tenant: TENANT, id: job.id, token: job.token, error: ERROR, retryable: true, backoff: HOUR_BACKOFF });
+    job = await next();
+    await store.jobFail({ tenant: TENANT, id: job.id, token: job.token, error: ERROR, retryable: false, backoff: IMMEDIATE_BACKOFF });
+    job = await next();
+    await expireLease(store, await shortenLease(store, job));
+    job = await next();
+    expect(await store.jobCancel({ scope: { tenant: TENANT }, id: job.id })).toMatchObject({ kind: 'cancel_requested' });
+    expect(await store.jobFail({ tenant: TENANT, id: job.id, token: job.token, error: ERROR, retryable: true, backoff: IMMEDIATE_BACKOFF })).toMatchObject({
+      status: 'cancelled',
+    });
+    await next();
+  });
+
+  it('a cancelled queued job leaves its group’s count, and a group with only delayed jobs waits without holding the others', async () => {
+    const store = backend.store;
+    const cancelled = await enqueue(store, 'c', { kind: KIND, group: 'gone' });
+    expect(await store.jobCancel({ scope: { tenant: TENANT }, id: cancelled.id })).toMatchObject({ kind: 'cancelled' });
+    const later = (await store.now()) + 3_600_000;
+    await fill(store, 'delayed', 3, { runAfter: later });
+    await fill(store, 'now', 2);
+    expect(tally((await store.jobLease(leaseParams({ max: 10, kinds: [KIND] }))).map(groupOf))).toEqual({ now: 2 });
+    expect(await store.jobLease(leaseParams({ max: 10, kinds: [KIND] }))).toEqual([]);
+    expect((await store.jobNextDue({ tenant: TENANT, kinds: [KIND] }))?.runAfter).toBe(later);
+  });
+
+  it('a lease among many groups and many jobs takes a full batch, one job from each of the groups with the smallest tags', async () => {
+    const store = backend.store;
+    const groups = 300;
+    await store.jobEnqueueMany(
+      Array.from({ length: groups * 10 }, (_, i) =>
+        enqueueParams(`many-${i}`, { kind: KIND, group: `g${String(i % groups).padStart(3, '0')}`, payload: { group: `g${i % groups}`, i } }),
+      ),
+    );
+    const leased = await store.jobLease(leaseParams({ max: 16, kinds: [KIND] }));
+    expect(leased).toHaveLength(16);
+    expect(new Set(leased.map(groupOf)).size).toBe(16);
+    // The next lease goes on with the groups not yet served, not back to the first ones.
+    const again = await store.jobLease(leaseParams({ max: 16 }));
+    expect(new Set([...leased, ...again].map(groupOf)).size).toBe(32);
+  });
+});
