@@ -7,12 +7,29 @@
 import type { DestinationStream, Logger } from 'pino';
 import { logRedaction } from '../core/log-redaction.js';
 
+/** Info and debug lines wait at most this long (or until LOG_BATCH_BYTES gather) before they are written. */
+export const LOG_FLUSH_MS = 100;
+const LOG_BATCH_BYTES = 8_192;
+/** pino's numeric level of `warn`: lines at or above it are written at once. */
+const WARN_LEVEL = 40;
+
 export async function cliLogger(name: string, level: string, destination?: DestinationStream): Promise<Logger> {
   const { pino } = await import('pino');
-  const options = { name, level, redact: logRedaction() };
-  // Asynchronous writes to stdout: lines that arrive while a write is in flight go out together in the
-  // next one, so a busy coordinator's per-job lines (leased, completed) cost a few syscalls per batch
-  // instead of one blocking write each (a synchronous stdout halved end-to-end throughput in
-  // `npm run bench`). pino flushes what is pending when the process exits.
-  return pino(options, destination ?? pino.destination({ dest: 1, sync: false }));
+  const options = {
+    name,
+    level,
+    redact: logRedaction(),
+    hooks: {
+      // Warnings and errors are written at once: an operator (or a crash) must not lose them to the batch.
+      logMethod(this: Logger, args: Parameters<Logger['info']>, method: Logger['info'], levelNumber: number) {
+        method.apply(this, args);
+        if (levelNumber >= WARN_LEVEL) this.flush();
+      },
+    },
+  };
+  // Batched asynchronous writes to stdout: a busy coordinator logs two lines per job (leased, completed),
+  // and one write each, even asynchronous, cost the event loop and woke whatever reads stdout once per
+  // line. Lines gather until LOG_BATCH_BYTES or LOG_FLUSH_MS, whichever comes first; pino flushes what
+  // is pending when the process exits (a SIGKILL loses at most the last LOG_FLUSH_MS of info lines).
+  return pino(options, destination ?? pino.destination({ dest: 1, sync: false, minLength: LOG_BATCH_BYTES, periodicFlush: LOG_FLUSH_MS }));
 }

@@ -64,6 +64,7 @@ export const serveCommand: Command = {
       { db: describeDb(db), backend: store.backend, config, ...(sqliteBusyTimeoutMs === undefined ? {} : { sqliteBusyTimeoutMs }) },
       `listening on ${listeningUrl(app, host)}`,
     );
+    logger.flush(); // Whoever started the process waits for this line.
     await untilSignal(logger);
     await closeAll(app, store, logger);
     return 0;

@@ -70,11 +70,13 @@ export const workerCommand: Command = {
         process.exit(1);
       }
       logger.info({ signal }, 'stopping: no new leases, waiting for running handlers');
+      logger.flush();
       void worker.stop();
     };
     process.on('SIGINT', onSignal);
     process.on('SIGTERM', onSignal);
     logger.info({ workerId: worker.workerId, kinds: Object.keys(handlers), concurrency }, 'worker started');
+    logger.flush(); // Whoever started the process may wait for this line.
     try {
       await worker.run();
     } finally {
