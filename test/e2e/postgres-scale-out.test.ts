@@ -1,7 +1,7 @@
 /**
  * Scale-out over PostgreSQL: two `leasehold serve` processes on different
  * ports over one database (a fresh schema), four `leasehold worker` processes
- * split between them, 5,000 jobs enqueued through both. Every handler
+ * split between them, 3,000 jobs enqueued through both. Every handler
  * execution appends to an effects ledger. So that leases really change
  * hands, one worker (2 s leases) is SIGKILLed a quarter of the way through;
  * the jobs it held come back when their leases expire and the other three
@@ -35,7 +35,7 @@ import { waitFor } from '../support/wait-for.js';
 import { DATABASE_URL, startPgDeployment, type PgDeployment } from './postgres-deployment.js';
 import { byJobId, readJsonLines } from '../support/json-lines.js';
 
-const JOBS = 5_000;
+const JOBS = 3_000;
 const WORKERS = 4;
 /** The worker that is killed; its short leases bring its jobs back soon. */
 const VICTIM = 3;
@@ -96,7 +96,7 @@ describe.skipIf(DATABASE_URL === '')('scale-out over PostgreSQL (DATABASE_URL)',
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it('commits each of 5,000 jobs exactly once with 2 coordinators and 4 workers, never leasing a job to two live owners', async () => {
+  it('commits each of 3,000 jobs exactly once with 2 coordinators and 4 workers, never leasing a job to two live owners', async () => {
     const started = performance.now();
     // Keys go straight into the schema (what `leasehold keys create --db` does), sparing two CLI start-ups.
     store = await PostgresStore.connect({ connectionString: deployment.db, poolSize: 8 });

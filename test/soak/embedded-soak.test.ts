@@ -15,7 +15,7 @@ import { formatEmbeddedSummary, runEmbeddedSoak } from '../../bench/soak-embedde
 
 it('loses no accepted job and commits each result once while the application and two workers on one SQLite file are killed', async () => {
   // A held transaction stays open 300 ms, so a kill on its line lands inside it even on a loaded machine.
-  const summary = await runEmbeddedSoak({ durationMs: 30_000, seed: 7, killGapMs: [1_000, 2_000], txHoldMs: 300, drainTimeoutMs: 30_000 });
+  const summary = await runEmbeddedSoak({ durationMs: 20_000, seed: 7, killGapMs: [1_000, 2_000], txHoldMs: 300, drainTimeoutMs: 30_000 });
   process.stdout.write(`${formatEmbeddedSummary(summary)}\n`);
 
   // The chaos happened: each kind of kill at least once (the seed puts all four in the first round of five).

@@ -11,7 +11,7 @@ import { expect, it } from 'vitest';
 import { formatSummary, runSoak } from '../../bench/soak.js';
 
 it('loses no acknowledged job and commits each result once while workers and the coordinator are killed (SQLite)', async () => {
-  const summary = await runSoak({ durationMs: 35_000, seed: 42, killGapMs: [1_500, 3_000], drainTimeoutMs: 25_000 });
+  const summary = await runSoak({ durationMs: 24_000, seed: 42, killGapMs: [1_500, 3_000], drainTimeoutMs: 25_000 });
   // The table goes to the test output: the figures of this run, for the reliability notes.
   process.stdout.write(`${formatSummary(summary)}\n`);
 
