@@ -16,16 +16,20 @@
  *   two coordinators' leases of one kind with groups take turns.
  * - group_states: per group its finish tag, running leases, rate window,
  *   queued count and holds; times in epoch milliseconds (bigint), as the plan
- *   computes them. The key is COLLATE "C", so the candidate index orders
- *   keys by code point, as core/fair-share.ts compareGroupKeys does.
+ *   computes them.
+ *
+ * Every group_key column is COLLATE "C": the candidate index orders keys by
+ * code point, as core/fair-share.ts compareGroupKeys does, and a join of two
+ * of them (a group row and its range of job_ready) compares in one collation,
+ * which is the one job_ready_order is built in, so it is an index seek.
  */
 
 export const FAIR_SHARE_GROUPS_SQL = `
-ALTER TABLE jobs ADD COLUMN group_key text NOT NULL DEFAULT '';
-ALTER TABLE job_ready ADD COLUMN group_key text NOT NULL DEFAULT '';
+ALTER TABLE jobs ADD COLUMN group_key text COLLATE "C" NOT NULL DEFAULT '';
+ALTER TABLE job_ready ADD COLUMN group_key text COLLATE "C" NOT NULL DEFAULT '';
 DROP INDEX job_ready_order;
 CREATE INDEX job_ready_order ON job_ready (tenant, kind, group_key, priority DESC, run_after, seq) INCLUDE (deadline_at);
-ALTER TABLE job_leases ADD COLUMN group_key text;
+ALTER TABLE job_leases ADD COLUMN group_key text COLLATE "C";
 ALTER TABLE kinds ADD COLUMN group_rules json;
 CREATE TABLE group_clocks (
   tenant       text   NOT NULL,
