@@ -3,8 +3,9 @@
 // seen since it opened (kept while you move between pages); throughput is the
 // change in finished counts between two samples. The acceptance and
 // completion ratios come from the SLI counters of GET /metrics (since the
-// coordinator started), read every 15 s. The registered kinds (GET /kinds)
-// are listed with their limits and a Pause / Resume button each.
+// coordinator started), read every 15 s, with the busiest groups' waiting and
+// running jobs (docs/FAIRNESS.md). The registered kinds (GET /kinds) are
+// listed with their limits and a Pause / Resume button each.
 
 import { api } from './api.js';
 import { lineChart } from './charts.js';
@@ -64,6 +65,59 @@ export function sliCounters(text) {
     }
   }
   return sums;
+}
+
+/** `name="value"` pairs of a sample's labels, unescaped. */
+function labelsOf(text) {
+  const labels = {};
+  for (const [, name, value] of (text ?? '').matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)) {
+    labels[name] = value.replace(/\\(.)/g, (_, c) => (c === 'n' ? '\n' : c));
+  }
+  return labels;
+}
+
+/**
+ * The per-group gauges of GET /metrics (leasehold_group_jobs_waiting and _running): the busiest groups of each
+ * tenant, and the rest summed under kind and group `*`. Rows of { kind, group, waiting, running }, busiest first.
+ */
+export function groupGauges(text) {
+  const rows = new Map();
+  for (const line of text.split('\n')) {
+    const match = /^leasehold_group_jobs_(waiting|running)\{([^}]*)\} ([0-9.eE+-]+)$/.exec(line);
+    if (match === null) continue;
+    const labels = labelsOf(match[2]);
+    const key = `${labels.kind}\u0000${labels.group}`;
+    const row = rows.get(key) ?? { kind: labels.kind ?? '', group: labels.group ?? '', waiting: 0, running: 0 };
+    row[match[1]] += Number(match[3]) || 0;
+    rows.set(key, row);
+  }
+  return [...rows.values()].sort((a, b) => b.waiting + b.running - (a.waiting + a.running));
+}
+
+function renderGroups(box, rows) {
+  clear(box);
+  if (rows.length === 0) return;
+  box.append(
+    h('h2', {}, 'Busiest groups'),
+    h(
+      'div',
+      { class: 'scroll' },
+      h(
+        'table',
+        { class: 'grid-table', 'data-testid': 'groups' },
+        h('thead', {}, h('tr', {}, ['kind', 'group', 'waiting', 'running'].map((name) => h('th', { scope: 'col' }, name)))),
+        h(
+          'tbody',
+          {},
+          rows.map((row) =>
+            row.group === '*'
+              ? h('tr', {}, h('th', { scope: 'row', colspan: '2' }, 'all other groups'), h('td', { class: 'num' }, String(row.waiting)), h('td', { class: 'num' }, String(row.running)))
+              : h('tr', {}, h('th', { scope: 'row' }, row.kind), h('td', {}, row.group), h('td', { class: 'num' }, String(row.waiting)), h('td', { class: 'num' }, String(row.running))),
+          ),
+        ),
+      ),
+    ),
+  );
 }
 
 function ratio(good, all) {
@@ -166,6 +220,10 @@ function limitsText(kind) {
   const parts = [];
   if (kind.maxConcurrent !== null) parts.push(`at most ${kind.maxConcurrent} at once`);
   if (kind.rate !== null) parts.push(`${kind.rate.limit} per ${formatAge(kind.rate.perMs)}`);
+  const groups = kind.groups ?? null;
+  if (groups !== null && groups.maxConcurrent !== undefined) parts.push(`at most ${groups.maxConcurrent} at once per group`);
+  if (groups !== null && groups.rate !== undefined) parts.push(`${groups.rate.limit} per ${formatAge(groups.rate.perMs)} per group`);
+  if (groups !== null && groups.weights !== undefined) parts.push(`${Object.keys(groups.weights).length} group weights`);
   return parts.length === 0 ? '–' : parts.join(', ');
 }
 
@@ -212,8 +270,9 @@ export function renderOverview(main) {
   const view = statsView(statsBox);
   const kindBox = h('section', { class: 'kinds' });
   const registryBox = h('section', { class: 'kinds', 'data-testid': 'registry' });
+  const groupBox = h('section', { class: 'kinds', 'data-testid': 'group-box' });
   const updated = h('p', { class: 'note', 'data-testid': 'updated' });
-  main.append(h('h1', {}, 'Overview'), updated, statsBox, kindBox, registryBox);
+  main.append(h('h1', {}, 'Overview'), updated, statsBox, kindBox, groupBox, registryBox);
   let stopped = false;
   let statsTimer;
   let kindTimer;
@@ -254,8 +313,9 @@ export function renderOverview(main) {
 
   async function pollSli() {
     try {
-      const sums = sliCounters(await api.text('/metrics'));
-      if (!stopped) view.showSli(sums);
+      const text = await api.text('/metrics');
+      if (!stopped) view.showSli(sliCounters(text));
+      if (!stopped) renderGroups(groupBox, groupGauges(text));
     } catch {
       // A coordinator without /metrics: the ratio tiles stay at –.
     }

@@ -86,12 +86,27 @@ function queueFamilies(queue: QueueGauges): Family[] {
       type: 'counter',
       samples: per((r) => r.leaseExpirations),
     },
+    ...groupFamilies(queue),
     {
       name: 'leasehold_database_size_bytes',
       help: "Bytes the store holds (SQLite: the file's pages; PostgreSQL: its schema's tables with indexes and TOAST)",
       type: 'gauge',
       samples: [{ name: '', labels: {}, value: queue.databaseBytes }],
     },
+  ];
+}
+
+/** Per group: the tenant's busiest groups one by one, the rest summed under kind and group `*` (queue-gauges.ts). */
+function groupFamilies(queue: QueueGauges): Family[] {
+  const samples = (pick: (g: { waiting: number; running: number }) => number): Sample[] =>
+    queue.tenants.flatMap((row) => [
+      ...row.groups.top.map((g) => ({ name: '', labels: { tenant: row.tenant, kind: g.kind, group: g.group }, value: pick(g) })),
+      ...(row.groups.rest.groups > 0 ? [{ name: '', labels: { tenant: row.tenant, kind: '*', group: '*' }, value: pick(row.groups.rest) }] : []),
+    ]);
+  const which = 'by tenant, kind and group: the 20 groups of a tenant with the most jobs waiting or running, the rest summed as kind and group *';
+  return [
+    { name: 'leasehold_group_jobs_waiting', help: `Queued jobs of a group, ${which}`, type: 'gauge', samples: samples((g) => g.waiting) },
+    { name: 'leasehold_group_jobs_running', help: `Running jobs of a group, ${which}`, type: 'gauge', samples: samples((g) => g.running) },
   ];
 }
 

@@ -6,12 +6,17 @@
  * counter rows the store keeps (instead of TenantStats, which counts a
  * tenant's jobs) changes this file and nothing else.
  *
+ * Per group (docs/FAIRNESS.md), the tenant's GROUP_SERIES_PER_TENANT groups
+ * with the most jobs waiting or running, and the rest summed under kind and
+ * group `*`, so that a scrape's series stay bounded however many groups wait.
+ *
  * TenantStats has no per-kind counts, so the kind label is `*` (all kinds);
  * and its `queued` count includes delayed jobs not yet due, so
  * leasehold_jobs_available is queued jobs, due or not.
  */
 
 import { JOB_STATUSES, type JobStatus } from '../core/states.js';
+import type { GroupStats } from '../store/group-lease.js';
 import type { Store } from '../store/store.js';
 
 /** The kind label of a count over all of a tenant's kinds. */
@@ -27,7 +32,11 @@ export interface TenantGauges {
   readonly storageBytes: number;
   /** Expired leases applied since the tenant's first job (a counter the store keeps). */
   readonly leaseExpirations: number;
+  readonly groups: GroupStats;
 }
+
+/** Groups of one tenant GET /metrics shows one by one; the others are summed. */
+export const GROUP_SERIES_PER_TENANT = 20;
 
 export interface QueueGauges {
   readonly tenants: readonly TenantGauges[];
@@ -47,6 +56,7 @@ export async function readQueueGauges(store: Store, tenants: readonly string[]):
       oldestAvailableAgeSeconds: stats.oldestAvailableAgeMs === null ? null : stats.oldestAvailableAgeMs / 1000,
       storageBytes: stats.storageBytes,
       leaseExpirations: stats.leaseExpirations,
+      groups: await store.groupStats({ tenant, limit: GROUP_SERIES_PER_TENANT }),
     });
   }
   return { tenants: rows, databaseBytes: await store.databaseSize() };

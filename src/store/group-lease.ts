@@ -152,3 +152,38 @@ export function groupedKindDue(facts: GroupedDueFacts, rules: GroupRules, now: n
   }
   return { first: times.length === 0 ? null : Math.min(...times), slotHeld };
 }
+
+/** One group's jobs as GET /metrics shows them (group rows' queued and running counts). */
+export interface GroupGauge {
+  readonly kind: string;
+  readonly group: string;
+  readonly waiting: number;
+  readonly running: number;
+}
+
+/**
+ * A tenant's groups with jobs waiting or running: the `limit` with the most, and the rest summed, so a scrape's
+ * series stay bounded however many groups there are. The jobs without a group are not among them (the tenant's
+ * own gauges count every job).
+ */
+export interface GroupStats {
+  readonly top: readonly GroupGauge[];
+  readonly rest: { readonly groups: number; readonly waiting: number; readonly running: number };
+}
+
+/** GroupStats from the top rows and the tenant's totals as a backend read them. */
+export function groupStatsOf(
+  top: readonly { readonly kind: string; readonly group_key: string; readonly queued: number | string; readonly running: number | string }[],
+  totals: { readonly groups: number | string; readonly queued: number | string; readonly running: number | string } | undefined,
+): GroupStats {
+  const gauges = top.map((row) => ({ kind: row.kind, group: row.group_key, waiting: Number(row.queued), running: Number(row.running) }));
+  const sum = (pick: (gauge: GroupGauge) => number): number => gauges.reduce((total, gauge) => total + pick(gauge), 0);
+  return {
+    top: gauges,
+    rest: {
+      groups: Math.max(0, Number(totals?.groups ?? 0) - gauges.length),
+      waiting: Math.max(0, Number(totals?.queued ?? 0) - sum((g) => g.waiting)),
+      running: Math.max(0, Number(totals?.running ?? 0) - sum((g) => g.running)),
+    },
+  };
+}

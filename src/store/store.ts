@@ -17,6 +17,7 @@ import type { BackoffPolicy } from '../core/backoff.js';
 import type { FailureClass } from '../core/failure-classes.js';
 import type { JobStatus } from '../core/states.js';
 import type { AttemptOutcome } from '../core/transitions.js';
+import type { GroupStats } from './group-lease.js';
 import type { NextDue, NextDueParams } from './next-due.js';
 import type { JobPurgeCountParams, JobPurgeOutcome, JobPurgeParams } from './retention.js';
 import type {
@@ -326,6 +327,8 @@ export interface Store {
    */
   reclaimSpace(): Promise<boolean>;
   stats(params: { readonly tenant: string }): Promise<TenantStats>;
+  /** The tenant's groups with the most jobs waiting or running, at most `limit`, and the rest summed (GET /metrics). */
+  groupStats(params: { readonly tenant: string; readonly limit: number }): Promise<GroupStats>;
   /** Bytes the store holds by the database's own bookkeeping, no scan (SQLite: the file's pages; PostgreSQL: its schema's tables, indexes and TOAST). */
   databaseSize(): Promise<number>;
 

@@ -103,6 +103,34 @@ describe.each(backends)('groups over HTTP ($name)', (backend) => {
     expect((await putKind(h.app, h.keys.admin, 'report', { groups: bounds })).statusCode).toBe(200);
   });
 
+  it('GET /metrics shows the busiest groups’ waiting and running jobs, and sums the rest under group *', async () => {
+    const token = 'scrape-token-0123456789-abcdefghijklmnop';
+    const scraping = await startCoordinator({ metricsToken: token }, { backend });
+    try {
+      const jobs = [
+        ...Array.from({ length: 5 }, (_, i) => ({ kind: 'report', payload: {}, group: 'big', idempotencyKey: `big-${i}` })),
+        // 25 more groups of one job each: 20 series per tenant at most, so 6 of these go into the rest.
+        ...Array.from({ length: 25 }, (_, i) => ({ kind: 'report', payload: {}, group: `small-${String(i).padStart(2, '0')}`, idempotencyKey: `s-${i}` })),
+        { kind: 'report', payload: {}, idempotencyKey: 'none' },
+      ];
+      expect((await post(scraping.app, scraping.keys.producer, '/jobs/batch', { jobs })).statusCode).toBeLessThan(300);
+      const leased = await lease(scraping.app, scraping.keys.worker, { max: 2, kinds: ['report'] });
+      expect(leased).toHaveLength(2);
+      const text = (await scraping.app.inject({ method: 'GET', url: '/metrics', headers: bearer(token) })).body;
+      const samples = (name: string): string[] => text.split('\n').filter((line) => line.startsWith(`${name}{`));
+      const waiting = samples('leasehold_group_jobs_waiting');
+      expect(waiting).toHaveLength(21);
+      // The lease took one job of the first two groups in key order (every group starts level): big, then small-00.
+      expect(waiting).toContain(`leasehold_group_jobs_waiting{tenant="t1",kind="report",group="big"} 4`);
+      expect(samples('leasehold_group_jobs_running')).toContain(`leasehold_group_jobs_running{tenant="t1",kind="report",group="big"} 1`);
+      const rest = waiting.find((line) => line.includes('group="*"'));
+      expect(rest).toMatch(/kind="\*",group="\*"\} 6$/);
+      expect(text).toContain('# TYPE leasehold_group_jobs_running gauge');
+    } finally {
+      await scraping.close();
+    }
+  });
+
   it('leases a light group’s jobs among the first ones behind a heavy backlog, and skips a group at its limit', async () => {
     expect((await putKind(h.app, h.keys.admin, 'report', { groups: { maxConcurrent: 3 } })).statusCode).toBe(200);
     const batch = (group: string, n: number) =>

@@ -113,6 +113,7 @@ export class FlakyStore implements Store {
   reclaimSpace: Store['reclaimSpace'] = () => this.guard('reclaimSpace', undefined, () => this.inner.reclaimSpace());
   stats: Store['stats'] = (p) => this.guard('stats', p, () => this.inner.stats(p));
   databaseSize: Store['databaseSize'] = () => this.guard('databaseSize', undefined, () => this.inner.databaseSize());
+  groupStats: Store['groupStats'] = (p) => this.guard('groupStats', p, () => this.inner.groupStats(p));
   // Synchronous and changes nothing: a subscription is not a store call that can fail.
   watchAvailable: Store['watchAvailable'] = (listener) => this.inner.watchAvailable(listener);
   watchFinished: Store['watchFinished'] = (listener) => this.inner.watchFinished(listener);

@@ -5,8 +5,8 @@
  * enqueue, filter the job list, open a job and requeue it from the keyboard,
  * run a bulk requeue by filter after its confirmation, requeue a selection,
  * see a hostile payload and error message rendered as text, follow a job's
- * parents and children, and pause and
- * resume a registered kind from the overview. The key
+ * parents and children, pause and resume a registered kind from the
+ * overview, and see the busiest groups. The key
  * never appears in a URL, the page raises no Content-Security-Policy
  * violation, and a phone-wide screen does not scroll sideways. Screenshots go
  * to reports/ui/ (git-ignored).
@@ -285,6 +285,16 @@ describe('the dashboard in Chromium', () => {
     await page.getByRole('button', { name: 'Resume report' }).click();
     await page.getByRole('button', { name: 'Pause report' }).waitFor();
     expect((await live.client('admin').getKind('report')).paused).toBe(false);
+  });
+
+  it('shows the busiest groups with their waiting and running jobs, and a kind’s group limits', async () => {
+    await live.client('admin').putKind('report', { maxConcurrent: 3, groups: { maxConcurrent: 2 } });
+    await live.client('producer').enqueue({ kind: 'report', payload: {}, group: 'customer-7' });
+    await page.goto(`${live.url}/ui#/`);
+    const groups = page.getByTestId('groups');
+    await groups.waitFor();
+    expect(await groups.textContent()).toContain('customer-7');
+    expect(await page.getByTestId('kind-registry').textContent()).toContain('at most 2 at once per group');
   });
 
   it('sent the key in no URL and raised no CSP violation or script error', () => {

@@ -202,3 +202,17 @@ export const GROUP_NEXT_DUE = namedQuery(
           (SELECT min(wake_at) FROM group_states WHERE tenant = $1 AND kind = $2 AND wake_at IS NOT NULL AND queued > 0)::float8 AS wake_at,
           EXISTS (SELECT 1 FROM group_states WHERE tenant = $1 AND kind = $2 AND slot_held AND queued > 0) AS slot_held`,
 );
+
+/** GET /metrics: the tenant's groups with the most jobs waiting or running, at most $2 (group-lease.ts GroupStats). */
+export const GROUP_TOP = namedQuery(
+  'lh_group_top',
+  `SELECT kind, group_key, queued, running FROM group_states
+    WHERE tenant = $1 AND group_key <> '' AND (queued > 0 OR running > 0) ORDER BY queued + running DESC, kind, group_key LIMIT $2`,
+);
+
+/** … and the tenant's totals, of which the rest is what the top does not show. */
+export const GROUP_TOTALS = namedQuery(
+  'lh_group_totals',
+  `SELECT count(*)::int AS groups, coalesce(sum(queued), 0)::float8 AS queued, coalesce(sum(running), 0)::float8 AS running FROM group_states
+    WHERE tenant = $1 AND group_key <> '' AND (queued > 0 OR running > 0)`,
+);

@@ -7,6 +7,7 @@
  */
 
 import { isJobId } from '../../core/ids.js';
+import { groupStatsOf, type GroupStats } from '../group-lease.js';
 import { listPage, openCursor } from '../list-cursor.js';
 import type { NextDue, NextDueParams } from '../next-due.js';
 import type { JobPurgeCountParams } from '../retention.js';
@@ -117,6 +118,12 @@ export abstract class StoreReads {
 
   async databaseSize(): Promise<number> {
     return (await this.one<{ bytes: number }>(C.DATABASE_SIZE, [])).bytes;
+  }
+
+  async groupStats(params: { readonly tenant: string; readonly limit: number }): Promise<GroupStats> {
+    type Top = { kind: string; group_key: string; queued: number; running: number };
+    const top = (await this.db.query<Top>(bind(Q.GROUP_TOP, [params.tenant, params.limit]))).rows;
+    return groupStatsOf(top, await this.first<{ groups: number; queued: number; running: number }>(Q.GROUP_TOTALS, [params.tenant]));
   }
 
   async stats(params: { readonly tenant: string }): Promise<S.TenantStats> {

@@ -84,4 +84,10 @@ export const GROUP_SQL = {
         WHERE tenant = @tenant AND kind = @kind AND queued > 0 AND slot_held = 0 AND wake_at IS NULL) AS candidate,
       (SELECT MIN(wake_at) FROM group_states WHERE tenant = @tenant AND kind = @kind AND wake_at IS NOT NULL AND queued > 0) AS wake_at,
       EXISTS (SELECT 1 FROM group_states WHERE tenant = @tenant AND kind = @kind AND slot_held = 1 AND queued > 0) AS slot_held`,
+  /** GET /metrics: the tenant's groups with the most jobs waiting or running (group-lease.ts GroupStats). */
+  groupTop: `SELECT kind, group_key, queued, running FROM group_states
+    WHERE tenant = @tenant AND group_key <> '' AND (queued > 0 OR running > 0) ORDER BY queued + running DESC, kind, group_key LIMIT @limit`,
+  /** … and the tenant's totals, of which the rest is what the top does not show. */
+  groupTotals: `SELECT count(*) AS groups, coalesce(sum(queued), 0) AS queued, coalesce(sum(running), 0) AS running FROM group_states
+    WHERE tenant = @tenant AND group_key <> '' AND (queued > 0 OR running > 0)`,
 } as const;

@@ -12,6 +12,7 @@
 import type { Database as Db } from 'better-sqlite3';
 import type { Clock } from '../../core/clock.js';
 import { StoreUnavailableError } from '../../core/errors.js';
+import { groupStatsOf, type GroupStats } from '../group-lease.js';
 import { listPage, openCursor } from '../list-cursor.js';
 import type { NextDue, NextDueParams } from '../next-due.js';
 import type { JobPurgeCountParams } from '../retention.js';
@@ -152,6 +153,15 @@ export abstract class StoreReads {
 
   async databaseSize(): Promise<number> {
     return this.read(() => (this.statements.databaseSize.get() as { bytes: number }).bytes);
+  }
+
+  async groupStats(params: { readonly tenant: string; readonly limit: number }): Promise<GroupStats> {
+    return this.read(() =>
+      groupStatsOf(
+        this.statements.groupTop.all(params) as { kind: string; group_key: string; queued: number; running: number }[],
+        this.statements.groupTotals.get({ tenant: params.tenant }) as { groups: number; queued: number; running: number },
+      ),
+    );
   }
 
   protected read<T>(operation: () => T): T {
