@@ -226,6 +226,53 @@ describe.each(backends)('store conformance ($label): fair shares among groups', 
     expect((await store.jobNextDue({ tenant: TENANT, kinds: [KIND] }))?.runAfter).toBe(later);
   });
 
+  it('holds each group’s maxConcurrent across two stores over one database leasing at once', async () => {
+    const store = backend.store;
+    const peer = await backend.instance.openPeer();
+    await register(store, { maxConcurrent: 2 });
+    for (const group of ['a', 'b', 'c', 'd', 'e']) await fill(store, group, 10);
+    const leases = await Promise.all(
+      Array.from({ length: 12 }, (_, i) => (i % 2 === 0 ? store : peer).jobLease(leaseParams({ max: 3, kinds: [KIND], workerId: `w${i}` }))),
+    );
+    expect(tally(leases.flat().map(groupOf))).toEqual({ a: 2, b: 2, c: 2, d: 2, e: 2 });
+  });
+
+  it('leaves no group waiting or running once every job has run, after concurrent enqueues, leases, retries and completions', async () => {
+    const store = backend.store;
+    const peer = await backend.instance.openPeer();
+    await register(store, { maxConcurrent: 3 });
+    const groups = ['a', 'b', 'c', 'd', 'e', 'f'];
+    const total = 120;
+    const enqueues = Array.from({ length: 6 }, (_, batch) =>
+      (batch % 2 === 0 ? store : peer).jobEnqueueMany(
+        Array.from({ length: total / 6 }, (_, i) =>
+          enqueueParams(`mix-${batch}-${i}`, { kind: KIND, group: groups[(batch + i) % groups.length] as string, payload: { group: 'x', i } }),
+        ),
+      ),
+    );
+    const succeeded = new Set<string>();
+    let failures = 0;
+    const loop = async (on: Store, worker: string): Promise<void> => {
+      for (let idle = 0; succeeded.size < total && idle < 2_000; ) {
+        const jobs = await on.jobLease(leaseParams({ max: 4, kinds: [KIND], workerId: worker }));
+        if (jobs.length === 0) {
+          idle += 1;
+          await new Promise((resolve) => setImmediate(resolve));
+          continue;
+        }
+        for (const job of jobs) {
+          if (failures < 10 && job.attempt === 1 && job.id.endsWith('0')) {
+            failures += 1;
+            await on.jobFail({ tenant: TENANT, id: job.id, token: job.token, error: ERROR, retryable: true, backoff: IMMEDIATE_BACKOFF });
+          } else if ((await on.jobComplete({ tenant: TENANT, id: job.id, token: job.token })).kind === 'completed') succeeded.add(job.id);
+        }
+      }
+    };
+    await Promise.all([...enqueues, loop(store, 'w1'), loop(peer, 'w2'), loop(store, 'w3')]);
+    expect(succeeded.size).toBe(total);
+    expect(await store.groupStats({ tenant: TENANT, limit: 10 })).toEqual({ top: [], rest: { groups: 0, waiting: 0, running: 0 } });
+  });
+
   it('a lease among many groups and many jobs takes a full batch, one job from each of the groups with the smallest tags', async () => {
     const store = backend.store;
     const groups = 300;

@@ -39,6 +39,9 @@ type Picked = PickedRow & { readonly ready_ctid: string };
 interface Park {
   readonly group: string;
   readonly hold: GroupHoldColumns;
+  /** The counts the park was decided on (GROUP_PARK's guard). */
+  readonly running: number;
+  readonly queued: number;
 }
 
 async function pick(tx: TxClient, tenant: string, kind: string, group: string, n: number): Promise<Picked[]> {
@@ -49,7 +52,8 @@ async function pick(tx: TxClient, tenant: string, kind: string, group: string, n
 async function candidatesOf(tx: TxClient, tenant: string, grouped: GroupedKind, max: number, now: number): Promise<{ taken: GroupCandidate[]; parks: Park[] }> {
   const kind = grouped.kind;
   await tx.query(bind(Q.GROUP_WAKE, [tenant, kind, now, GROUP_WAKES_PER_LEASE]));
-  const rows = (await tx.query<GroupStateColumns & { leasable: number }>(bind(Q.GROUP_CANDIDATES, [tenant, kind, max, candidateBudget(max)]))).rows;
+  type Row = GroupStateColumns & { leasable: number; running: number; queued: number };
+  const rows = (await tx.query<Row>(bind(Q.GROUP_CANDIDATES, [tenant, kind, max, candidateBudget(max)]))).rows;
   const taken: GroupCandidate[] = [];
   const parks: Park[] = [];
   for (const row of rows) {
@@ -61,7 +65,7 @@ async function candidatesOf(tx: TxClient, tenant: string, grouped: GroupedKind, 
         : ((await tx.query<{ run_after: number | null }>(bind(Q.GROUP_EARLIEST, [tenant, kind, row.group_key]))).rows[0]?.run_after ?? null);
     const verdict = candidateVerdict(state, grouped.rules, now, row.leasable, earliest);
     if (verdict.kind === 'take') taken.push({ state, available: verdict.available });
-    else parks.push({ group: row.group_key, hold: verdict.hold });
+    else parks.push({ group: row.group_key, hold: verdict.hold, running: row.running, queued: row.queued });
   }
   const ungrouped = (await tx.query<GroupStateColumns & { leasable: number }>(bind(Q.GROUP_UNGROUPED, [tenant, kind, max]))).rows[0];
   if (ungrouped !== undefined && ungrouped.leasable > 0) taken.push({ state: groupStateOf(ungrouped), available: ungrouped.leasable });
@@ -89,13 +93,14 @@ async function applyPlan(tx: TxClient, tenant: string, grouped: GroupedKind, pla
   const kind = grouped.kind;
   const writes: { group: string; write: () => Promise<unknown> }[] = parks.map((park) => ({
     group: park.group,
-    write: () => tx.query(bind(Q.GROUP_PARK, [tenant, kind, park.group, park.hold.slotHeld, park.hold.wakeAt])),
+    write: () => tx.query(bind(Q.GROUP_PARK, [tenant, kind, park.group, park.hold.slotHeld, park.hold.wakeAt, park.running, park.queued])),
   }));
   for (const state of plan?.groups ?? []) {
     const hold = holdAfterLease(state, grouped.rules, now);
     // The ungrouped group keeps no queued count.
     const taken = state.group === '' ? 0 : (plan?.taken.get(state.group) ?? 0);
-    const values = [tenant, kind, state.group, state.finishTag, state.running, state.windowStart, state.windowCount, hold.slotHeld, hold.wakeAt, taken];
+    const leased = plan?.taken.get(state.group) ?? 0;
+    const values = [tenant, kind, state.group, state.finishTag, leased, state.windowStart, state.windowCount, hold.slotHeld, hold.wakeAt, taken];
     writes.push({ group: state.group, write: () => tx.query(bind(Q.GROUP_LEASED, values)) });
   }
   writes.sort((a, b) => compareGroupKeys(a.group, b.group));

@@ -111,7 +111,7 @@ export const GROUP_WAKE = namedQuery(
 /** The candidates in (finish tag, key) order, at most $4, each with its leasable count, at most $3: a walk of group_candidates. */
 export const GROUP_CANDIDATES = namedQuery(
   'lh_group_candidates',
-  `SELECT g.group_key, g.finish_tag::float8 AS finish_tag, g.running, g.window_start::float8 AS window_start, g.window_count, c.leasable
+  `SELECT g.group_key, g.finish_tag::float8 AS finish_tag, g.running, g.window_start::float8 AS window_start, g.window_count, g.queued, c.leasable
      FROM group_states g CROSS JOIN LATERAL (SELECT count(*)::int AS leasable FROM (SELECT 1 FROM job_ready r
             WHERE r.tenant = g.tenant AND r.kind = g.kind AND r.group_key = g.group_key AND ${LEASABLE} LIMIT $3) x) c
     WHERE g.tenant = $1 AND g.kind = $2 AND g.queued > 0 AND NOT g.slot_held AND g.wake_at IS NULL
@@ -134,9 +134,15 @@ export const GROUP_EARLIEST = namedQuery(
     WHERE r.tenant = $1 AND r.kind = $2 AND r.group_key = $3 AND (r.deadline_at IS NULL OR r.deadline_at > now())`,
 );
 
+/**
+ * A candidate that cannot give a job now leaves the index, guarded by the running ($6) and queued ($7) counts it was
+ * decided on: an end or an enqueue that committed since (they do not wait for the kind's clock lock) leaves it a
+ * candidate, to be decided again at the next lease, rather than parked on a stale decision.
+ */
 export const GROUP_PARK = namedQuery(
   'lh_group_park',
-  `UPDATE group_states SET slot_held = $4, wake_at = $5::bigint WHERE tenant = $1 AND kind = $2 AND group_key = $3`,
+  `UPDATE group_states SET slot_held = $4, wake_at = $5::bigint
+    WHERE tenant = $1 AND kind = $2 AND group_key = $3 AND running = $6 AND queued = $7`,
 );
 
 /** A group's first $4 leasable ready rows in lease order, locked (SKIP LOCKED: a cancel or the reaper may hold one). */
@@ -179,12 +185,16 @@ export const GROUP_LEASE_INSERT = namedQuery(
    SELECT ${JOB_COLUMNS} FROM leased l JOIN taken j ON j.seq = l.job_seq`,
 );
 
-/** A group after a lease took $10 of its jobs: the plan's state and the hold it implies (holdAfterLease). */
+/**
+ * A group after a lease took $5 of its jobs ($10 of them counted in queued): the plan's finish tag and rate window,
+ * which only leases write (under the clock lock), the running count moved by what it leased (ends move it beside
+ * the lease, so it is never written whole), and the hold the plan's state implies (holdAfterLease).
+ */
 export const GROUP_LEASED = namedQuery(
   'lh_group_leased',
   `INSERT INTO group_states AS g (tenant, kind, group_key, finish_tag, running, window_start, window_count, slot_held, wake_at)
    VALUES ($1, $2, $3, $4::bigint, $5, $6::bigint, $7, $8, $9::bigint)
-   ON CONFLICT (tenant, kind, group_key) DO UPDATE SET finish_tag = EXCLUDED.finish_tag, running = EXCLUDED.running,
+   ON CONFLICT (tenant, kind, group_key) DO UPDATE SET finish_tag = EXCLUDED.finish_tag, running = g.running + EXCLUDED.running,
      window_start = EXCLUDED.window_start, window_count = EXCLUDED.window_count, queued = GREATEST(0, g.queued - $10),
      slot_held = EXCLUDED.slot_held, wake_at = EXCLUDED.wake_at`,
 );

@@ -84,7 +84,7 @@ type Candidate = GroupCandidate;
 function candidatesOf(st: Statements, tenant: string, grouped: GroupedKind, max: number, now: number): Candidate[] {
   const kind = grouped.kind;
   st.groupWake.run({ tenant, kind, now, limit: GROUP_WAKES_PER_LEASE });
-  const rows = st.groupCandidates.all({ tenant, kind, now, max, budget: candidateBudget(max) }) as (GroupStateColumns & { leasable: number })[];
+  const rows = st.groupCandidates.all({ tenant, kind, now, max, budget: candidateBudget(max) }) as (GroupStateColumns & { leasable: number; queued: number })[];
   const taken: Candidate[] = [];
   for (const row of rows) {
     if (taken.length >= max) break;
@@ -93,7 +93,10 @@ function candidatesOf(st: Statements, tenant: string, grouped: GroupedKind, max:
       row.leasable > 0 ? null : ((st.groupEarliest.get({ tenant, kind, groupKey: row.group_key, now }) as { run_after: number | null }).run_after ?? null);
     const verdict = candidateVerdict(state, grouped.rules, now, row.leasable, earliest);
     if (verdict.kind === 'take') taken.push({ state, available: verdict.available });
-    else st.groupPark.run({ tenant, kind, groupKey: row.group_key, slotHeld: verdict.hold.slotHeld ? 1 : 0, wakeAt: verdict.hold.wakeAt });
+    else {
+      const hold = { slotHeld: verdict.hold.slotHeld ? 1 : 0, wakeAt: verdict.hold.wakeAt };
+      st.groupPark.run({ tenant, kind, groupKey: row.group_key, ...hold, running: row.running, queued: row.queued });
+    }
   }
   const ungrouped = st.groupUngrouped.get({ tenant, kind, now, max }) as GroupStateColumns & { leasable: number };
   if (ungrouped.leasable > 0) taken.push({ state: groupStateOf(ungrouped), available: ungrouped.leasable });
@@ -114,7 +117,7 @@ function applyPlan(st: Statements, tenant: string, grouped: GroupedKind, plan: G
       kind,
       groupKey: state.group,
       finishTag: state.finishTag,
-      running: state.running,
+      leased: plan.taken.get(state.group) ?? 0,
       windowStart: state.windowStart,
       windowCount: state.windowCount,
       slotHeld: hold.slotHeld ? 1 : 0,

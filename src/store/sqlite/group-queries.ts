@@ -35,7 +35,7 @@ export const GROUP_SQL = {
    * The candidates in (finish tag, key) order, at most @budget, each with its leasable count (at most @max): a
    * walk of group_candidates, which holds only groups with queued jobs and no hold.
    */
-  groupCandidates: `SELECT g.group_key, g.finish_tag, g.running, g.window_start, g.window_count, ${leasableOf('g.group_key')} AS leasable
+  groupCandidates: `SELECT g.group_key, g.finish_tag, g.running, g.window_start, g.window_count, g.queued, ${leasableOf('g.group_key')} AS leasable
     FROM group_states g INDEXED BY group_candidates
     WHERE g.tenant = @tenant AND g.kind = @kind AND g.queued > 0 AND g.slot_held = 0 AND g.wake_at IS NULL
     ORDER BY g.finish_tag, g.group_key LIMIT @budget`,
@@ -45,8 +45,13 @@ export const GROUP_SQL = {
   /** The earliest run_after among a group's ready jobs not past their deadline: when a group with none leasable comes back. */
   groupEarliest: `SELECT MIN(r.run_after) AS run_after FROM job_ready r
     WHERE r.tenant = @tenant AND r.kind = @kind AND r.group_key = @groupKey AND (r.deadline_at IS NULL OR r.deadline_at > @now)`,
-  /** A candidate that cannot give a job now leaves the index (core/group-transitions.ts candidateVerdict). */
-  groupPark: `UPDATE group_states SET slot_held = @slotHeld, wake_at = @wakeAt WHERE tenant = @tenant AND kind = @kind AND group_key = @groupKey`,
+  /**
+   * A candidate that cannot give a job now leaves the index (core/group-transitions.ts candidateVerdict), guarded by
+   * the running and queued counts it was decided on: an end or an enqueue that moved them since (PostgreSQL's run
+   * beside the lease) leaves it a candidate, to be decided again at the next lease.
+   */
+  groupPark: `UPDATE group_states SET slot_held = @slotHeld, wake_at = @wakeAt
+    WHERE tenant = @tenant AND kind = @kind AND group_key = @groupKey AND running = @running AND queued = @queued`,
   /**
    * The first @n leasable ready rows of a group, in lease order (priority first): the jobs its share of the plan
    * takes; with group_key '' and a kind without groups, the restricted path's walk of that kind up to its cap.
@@ -66,10 +71,14 @@ export const GROUP_SQL = {
     FROM json_each(@rows) x CROSS JOIN job_ready r ON r.tenant = @tenant AND r.kind = x.value ->> 0 AND r.group_key = x.value ->> 1
       AND r.priority = x.value ->> 2 AND r.run_after = x.value ->> 3 AND r.seq = x.value ->> 4
     RETURNING seq, kind, priority, run_after, deadline_at, epoch, attempt, token, expires_at, group_key`,
-  /** A group after a lease took @taken of its jobs: the plan's state and the hold it implies (holdAfterLease). */
+  /**
+   * A group after a lease took @leased of its jobs (@taken of them counted in queued): the plan's finish tag and rate
+   * window, which only leases write, the running count moved by what it leased (ends move it beside a PostgreSQL
+   * lease), and the hold the plan's state implies (holdAfterLease).
+   */
   groupLeased: `INSERT INTO group_states (tenant, kind, group_key, finish_tag, running, window_start, window_count, slot_held, wake_at)
-    VALUES (@tenant, @kind, @groupKey, @finishTag, @running, @windowStart, @windowCount, @slotHeld, @wakeAt)
-    ON CONFLICT (tenant, kind, group_key) DO UPDATE SET finish_tag = excluded.finish_tag, running = excluded.running,
+    VALUES (@tenant, @kind, @groupKey, @finishTag, @leased, @windowStart, @windowCount, @slotHeld, @wakeAt)
+    ON CONFLICT (tenant, kind, group_key) DO UPDATE SET finish_tag = excluded.finish_tag, running = running + excluded.running,
       window_start = excluded.window_start, window_count = excluded.window_count, queued = MAX(0, queued - @taken),
       slot_held = excluded.slot_held, wake_at = excluded.wake_at`,
   /** A lease of the group ended (complete, fail, expiry): its slot is free (core/fair-share.ts groupAfterFinish). */
