@@ -45,7 +45,7 @@ const BATCH_BODY_LIMIT = 512 * 1024;
 /** Runs per endpoint; the whole file stays well under a minute on two busy cores. */
 /** LEASEHOLD_FUZZ_SCALE multiplies the runs for a longer hunt. */
 const SCALE = Number(process.env['LEASEHOLD_FUZZ_SCALE'] ?? '') || 1;
-const RUNS: Record<string, number> = { sqlite: 45 * SCALE, postgres: 20 * SCALE };
+const RUNS: Record<string, number> = { sqlite: 30 * SCALE, postgres: 15 * SCALE };
 
 const SCHEMAS: Readonly<Record<string, TSchema>> = {
   'POST /jobs': EnqueueRequest,

@@ -17,7 +17,7 @@ import { checkAnswer, shortReport, storeSnapshot, Tally, World, type SentRequest
 
 /** LEASEHOLD_FUZZ_SCALE multiplies the runs for a longer hunt. */
 const SCALE = Number(process.env['LEASEHOLD_FUZZ_SCALE'] ?? '') || 1;
-const RUNS: Record<string, number> = { sqlite: 120 * SCALE, postgres: 50 * SCALE };
+const RUNS: Record<string, number> = { sqlite: 80 * SCALE, postgres: 35 * SCALE };
 const tally = new Tally();
 /** What an idempotency key may not hold (NUL, unpaired surrogates). */
 const UNSTORABLE = /[\u0000\ud800-\udfff]/u;
