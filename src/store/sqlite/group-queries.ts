@@ -7,12 +7,20 @@
  * event of core/group-transitions.ts.
  */
 
+/*
+ * Every LIMIT here is a scalar subquery of its parameter, `LIMIT (SELECT @n)`: SQLite's planner reads the value of
+ * a bound LIMIT (STAT4), which expires the prepared statement at every run with another value, so that it is
+ * prepared again (lease-statements.ts says what that cost the plain lease); a subquery's value it does not read.
+ * Measured on a walk like groupPick's (2,000 rows in 50 groups, 20,000 runs): 16.7 µs a run with the bound
+ * LIMIT, 6.6 µs with the subquery, 8.7 µs with the LIMIT written in the text.
+ */
+
 /** A ready row the lease may take now: due, and not past its deadline (queries.ts LEASABLE, over alias r). */
 const LEASABLE = `r.run_after <= @now AND (r.deadline_at IS NULL OR r.deadline_at > @now)`;
 
 /** How many of a group's ready rows are leasable now, at most @max: a walk of its range of job_ready, never more than @max entries found. */
 const leasableOf = (group: string): string => `(SELECT count(*) FROM (SELECT 1 FROM job_ready r
-      WHERE r.tenant = @tenant AND r.kind = @kind AND r.group_key = ${group} AND ${LEASABLE} LIMIT @max))`;
+      WHERE r.tenant = @tenant AND r.kind = @kind AND r.group_key = ${group} AND ${LEASABLE} LIMIT (SELECT @max)))`;
 
 export const GROUP_SQL = {
   /** A kind has groups from its first job with a group (or its first rules) on: its clock row sends its leases down the fair path. */
@@ -30,7 +38,7 @@ export const GROUP_SQL = {
   groupReadyRemoved: `UPDATE group_states SET queued = MAX(0, queued - @n) WHERE tenant = @tenant AND kind = @kind AND group_key = @groupKey`,
   /** Parked groups whose wake time has come go back into the candidate index, a bounded number per lease. */
   groupWake: `UPDATE group_states SET wake_at = NULL WHERE tenant = @tenant AND kind = @kind AND group_key IN (
-      SELECT group_key FROM group_states INDEXED BY group_wakes WHERE tenant = @tenant AND kind = @kind AND wake_at <= @now LIMIT @limit)`,
+      SELECT group_key FROM group_states INDEXED BY group_wakes WHERE tenant = @tenant AND kind = @kind AND wake_at <= @now LIMIT (SELECT @limit))`,
   /**
    * The candidates in (finish tag, key) order, at most @budget, each with its leasable count (at most @max): a
    * walk of group_candidates, which holds only groups with queued jobs and no hold.
@@ -38,7 +46,7 @@ export const GROUP_SQL = {
   groupCandidates: `SELECT g.group_key, g.finish_tag, g.running, g.window_start, g.window_count, g.queued, ${leasableOf('g.group_key')} AS leasable
     FROM group_states g INDEXED BY group_candidates
     WHERE g.tenant = @tenant AND g.kind = @kind AND g.queued > 0 AND g.slot_held = 0 AND g.wake_at IS NULL
-    ORDER BY g.finish_tag, g.group_key LIMIT @budget`,
+    ORDER BY g.finish_tag, g.group_key LIMIT (SELECT @budget)`,
   /** The ungrouped group of a kind with groups: its state row, if any, and its leasable count (it keeps no queued count). */
   groupUngrouped: `SELECT '' AS group_key, s.finish_tag, s.running, s.window_start, s.window_count, ${leasableOf("''")} AS leasable
     FROM (SELECT 1) LEFT JOIN group_states s ON s.tenant = @tenant AND s.kind = @kind AND s.group_key = ''`,
@@ -58,7 +66,7 @@ export const GROUP_SQL = {
    */
   groupPick: `SELECT r.seq, r.kind, r.group_key, r.priority, r.run_after FROM job_ready r
     WHERE r.tenant = @tenant AND r.kind = @kind AND r.group_key = @groupKey AND ${LEASABLE}
-    ORDER BY r.priority DESC, r.run_after, r.seq LIMIT @n`,
+    ORDER BY r.priority DESC, r.run_after, r.seq LIMIT (SELECT @n)`,
   /**
    * Takes the ready rows named by @rows (a JSON array of [kind, group_key, priority, run_after, seq, lease group]): a
    * lease row each, as the plain lease statement writes it (queries.ts leaseInsert), with the group it counts
@@ -95,7 +103,7 @@ export const GROUP_SQL = {
       EXISTS (SELECT 1 FROM group_states WHERE tenant = @tenant AND kind = @kind AND slot_held = 1 AND queued > 0) AS slot_held`,
   /** GET /metrics: the tenant's groups with the most jobs waiting or running (group-lease.ts GroupStats). */
   groupTop: `SELECT kind, group_key, queued, running FROM group_states
-    WHERE tenant = @tenant AND group_key <> '' AND (queued > 0 OR running > 0) ORDER BY queued + running DESC, kind, group_key LIMIT @limit`,
+    WHERE tenant = @tenant AND group_key <> '' AND (queued > 0 OR running > 0) ORDER BY queued + running DESC, kind, group_key LIMIT (SELECT @limit)`,
   /** … and the tenant's totals, of which the rest is what the top does not show. */
   groupTotals: `SELECT count(*) AS groups, coalesce(sum(queued), 0) AS queued, coalesce(sum(running), 0) AS running FROM group_states
     WHERE tenant = @tenant AND group_key <> '' AND (queued > 0 OR running > 0)`,
