@@ -140,6 +140,31 @@ describe.each(backends)('store conformance ($label): fair shares among groups', 
     expect(await store.jobLease(leaseParams({ max: 10 }))).toEqual([]);
   });
 
+  it('the kind’s own rate caps the whole kind, shared among the groups, and moves the kind’s window', async () => {
+    const store = backend.store;
+    await register(store, null, { rate: { limit: 3, perMs: 3_600_000 } });
+    await fill(store, 'a', 5);
+    await fill(store, 'b', 5);
+    const leased = await store.jobLease(leaseParams({ max: 10, kinds: [KIND] }));
+    expect(leased).toHaveLength(3);
+    expect(new Set(leased.map(groupOf))).toEqual(new Set(['a', 'b']));
+    expect(await store.jobLease(leaseParams({ max: 10 }))).toEqual([]);
+    expect((await store.jobNextDue({ tenant: TENANT, kinds: [KIND] }))?.runAfter).toBeGreaterThan((await store.now()) + 3_000_000);
+  });
+
+  it('a lease that reaches a kind with groups and one without takes from both, in lease order across them', async () => {
+    const store = backend.store;
+    await fill(store, 'heavy', 20, { priority: 1 });
+    await store.jobEnqueueMany(Array.from({ length: 20 }, (_, i) => enqueueParams(`plain-${i}`, { kind: 'email', payload: { group: 'email', i } })));
+    // Priority 1 first across kinds, as without groups: the kind with groups gives its plan's jobs.
+    expect((await store.jobLease(leaseParams({ max: 4 }))).map(groupOf)).toEqual(['heavy', 'heavy', 'heavy', 'heavy']);
+    await fill(store, 'light', 2, { priority: 1 });
+    const both = await store.jobLease(leaseParams({ max: 30 }));
+    expect(tally(both.map(groupOf))).toEqual({ heavy: 16, light: 2, email: 12 });
+    // The kind without groups still takes the plain lease with a filter of its own.
+    expect(await store.jobLease(leaseParams({ max: 30, kinds: ['email'] }))).toHaveLength(8);
+  });
+
   it('per-group rate: each group starts at most `limit` jobs per window, and the others still lease', async () => {
     const store = backend.store;
     await register(store, { rate: { limit: 2, perMs: 3_600_000 } });
