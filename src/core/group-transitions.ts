@@ -19,7 +19,11 @@
  * - a job of the group leaves running (complete, fail, expiry): running − 1 and
  *   the slot hold lifted (groupAfterFinish);
  * - the kind's rules change: every hold of the kind lifted, to be decided
- *   again under the new rules.
+ *   again under the new rules;
+ * - the reaper finds the row idle (nothing queued or running) and saying
+ *   nothing a new row would not (fair-share.ts isGroupStateForgettable): the
+ *   row is deleted, guarded by the values it was decided on, so the table
+ *   holds only the groups active recently.
  *
  * The ungrouped group (key '') of a grouped kind has a state row but no queued
  * count: its ready rows are probed directly at each lease (one index seek), so
@@ -60,6 +64,9 @@ export function candidateVerdict(state: GroupState, rules: GroupRules, now: numb
   // Only delayed jobs: back when the first comes due. None that a lease could take: look again a little later.
   return { kind: 'park', hold: { slotHeld: false, wakeAt: earliest === null ? now + GROUP_RECHECK_MS : Math.max(earliest, now + 1) } };
 }
+
+/** Most idle group rows one reaper pass looks at (and forgets those it may). */
+export const GROUP_FORGET_BATCH = 200;
 
 /** Most parked rows whose wake time has come that one lease puts back into the candidate index. */
 export const GROUP_WAKES_PER_LEASE = 256;

@@ -17,7 +17,17 @@
 
 import { canonicalJson } from '../core/canonical-json.js';
 import { LeaseholdError } from '../core/errors.js';
-import { groupKeyOf, isGroupName, newGroupState, parseGroupRules, type GroupLimitsConfig, type GroupRules, type GroupState } from '../core/fair-share.js';
+import {
+  groupKeyOf,
+  isGroupName,
+  isGroupStateForgettable,
+  newGroupState,
+  NO_GROUP_RULES,
+  parseGroupRules,
+  type GroupLimitsConfig,
+  type GroupRules,
+  type GroupState,
+} from '../core/fair-share.js';
 import { holdAfterLease } from '../core/group-transitions.js';
 import type { EnqueueParams } from './job-records.js';
 
@@ -187,3 +197,19 @@ export function groupStatsOf(
     },
   };
 }
+
+/** An idle group row as the reaper reads it (GROUP_IDLE), with its kind's virtual time and rules. */
+export interface IdleGroupColumns extends GroupStateColumns {
+  readonly tenant: string;
+  readonly kind: string;
+  readonly virtual_time: number | string;
+  readonly group_rules: unknown;
+}
+
+/** Whether the reaper may delete an idle group row now (fair-share.ts isGroupStateForgettable). */
+export function isIdleGroupForgettable(row: IdleGroupColumns, now: number): boolean {
+  return isGroupStateForgettable(groupStateOf(row), Number(row.virtual_time), decodeGroupRules(row.group_rules) ?? NO_GROUP_RULES, now);
+}
+
+/** Where the reaper's walk of idle group rows goes on from: after this key, or from the start. */
+export type IdleGroupCursor = { readonly tenant: string; readonly kind: string; readonly group: string } | null;

@@ -13,15 +13,34 @@
  * happens is retried by database.ts).
  *
  * The statements that move ready rows and end leases keep the group rows in
- * CTEs of their own (group-queries.ts readyCounted, readyUncounted, leasesFreed).
+ * CTEs of their own (group-queries.ts readyCounted, readyUncounted, leasesFreed);
+ * the reaper forgets idle group rows (forgetIdleGroups).
  */
 
 import { newLeaseToken } from '../../core/ids.js';
 import { compareGroupKeys, planGroupLease, virtualTimeRebase, NO_GROUP_RULES, type GroupCandidate, type GroupLeasePlan } from '../../core/fair-share.js';
-import { candidateBudget, candidateVerdict, GROUP_WAKES_PER_LEASE, holdAfterLease, type GroupHoldColumns } from '../../core/group-transitions.js';
+import {
+  candidateBudget,
+  candidateVerdict,
+  GROUP_FORGET_BATCH,
+  GROUP_WAKES_PER_LEASE,
+  holdAfterLease,
+  type GroupHoldColumns,
+} from '../../core/group-transitions.js';
 import type { LeaseCap } from '../flow-limits.js';
-import { decodeGroupRules, groupStateOf, mergeLeaseStreams, rowsOfPicks, type GroupedKind, type GroupStateColumns, type PickedRow } from '../group-lease.js';
-import type { TxClient } from './database.js';
+import {
+  decodeGroupRules,
+  groupStateOf,
+  isIdleGroupForgettable,
+  mergeLeaseStreams,
+  rowsOfPicks,
+  type GroupedKind,
+  type GroupStateColumns,
+  type IdleGroupColumns,
+  type IdleGroupCursor,
+  type PickedRow,
+} from '../group-lease.js';
+import type { PgDatabase, TxClient } from './database.js';
 import * as Q from './queries.js';
 import type { JobRow } from './rows.js';
 import { bind } from './sql-fragments.js';
@@ -157,4 +176,21 @@ export async function leaseWithGroups(
   const rows = (await tx.query<JobRow>(bind(Q.GROUP_LEASE_INSERT, values))).rows;
   if (rows.length !== chosen.length) throw new Error(`the fair lease chose ${chosen.length} jobs but took ${rows.length}`);
   return rows;
+}
+
+/**
+ * One reaper pass over idle group rows (nothing queued or running) from `after`, as SQLite's: forgets those that
+ * say nothing a new row would not, each by a guarded delete (a row an enqueue or a lease moved since stays).
+ */
+export async function forgetIdleGroups(db: PgDatabase, after: IdleGroupCursor): Promise<{ readonly forgotten: number; readonly next: IdleGroupCursor }> {
+  const from = [after?.tenant ?? '', after?.kind ?? '', after?.group ?? '', GROUP_FORGET_BATCH];
+  const rows = (await db.query<IdleGroupColumns & { now_ms: number }>(bind(Q.GROUP_IDLE, from))).rows;
+  let forgotten = 0;
+  for (const row of rows) {
+    if (!isIdleGroupForgettable(row, row.now_ms)) continue;
+    const values = [row.tenant, row.kind, row.group_key, row.finish_tag, row.window_count, row.window_start];
+    forgotten += (await db.query(bind(Q.GROUP_FORGET, values))).rowCount ?? 0;
+  }
+  const last = rows[rows.length - 1];
+  return { forgotten, next: rows.length < GROUP_FORGET_BATCH || last === undefined ? null : { tenant: last.tenant, kind: last.kind, group: last.group_key } };
 }

@@ -9,7 +9,7 @@
  */
 
 import { countJobs, jobTerms } from './counter-triggers.js';
-import { interval, JOB_COLUMNS, namedQuery } from './sql-fragments.js';
+import { interval, JOB_COLUMNS, namedQuery, NOW_MS } from './sql-fragments.js';
 
 const LEASABLE = `r.run_after <= now() AND (r.deadline_at IS NULL OR r.deadline_at > now())`;
 
@@ -211,6 +211,27 @@ export const GROUP_NEXT_DUE = namedQuery(
   `SELECT EXISTS (SELECT 1 FROM group_states WHERE tenant = $1 AND kind = $2 AND queued > 0 AND NOT slot_held AND wake_at IS NULL) AS candidate,
           (SELECT min(wake_at) FROM group_states WHERE tenant = $1 AND kind = $2 AND wake_at IS NOT NULL AND queued > 0)::float8 AS wake_at,
           EXISTS (SELECT 1 FROM group_states WHERE tenant = $1 AND kind = $2 AND slot_held AND queued > 0) AS slot_held`,
+);
+
+/**
+ * The reaper's walk of idle group rows (nothing queued or running), after a cursor ($1, $2, $3; all of tenants),
+ * at most $4, with their kinds' virtual time and rules, and the clock: what isGroupStateForgettable decides by.
+ */
+export const GROUP_IDLE = namedQuery(
+  'lh_group_idle',
+  `SELECT g.tenant, g.kind, g.group_key, g.finish_tag::float8 AS finish_tag, g.running, g.window_start::float8 AS window_start, g.window_count,
+          c.virtual_time::float8 AS virtual_time, k.group_rules, ${NOW_MS}
+     FROM group_states g JOIN group_clocks c ON c.tenant = g.tenant AND c.kind = g.kind
+     LEFT JOIN kinds k ON k.tenant = g.tenant AND k.kind = g.kind
+    WHERE g.queued = 0 AND g.running = 0 AND (g.tenant, g.kind, g.group_key) > ($1::text, $2::text, $3::text COLLATE "C")
+    ORDER BY g.tenant, g.kind, g.group_key LIMIT $4`,
+);
+
+/** An idle row forgotten, guarded by the values it was decided on (a row an enqueue or a lease moved since stays). */
+export const GROUP_FORGET = namedQuery(
+  'lh_group_forget',
+  `DELETE FROM group_states WHERE tenant = $1 AND kind = $2 AND group_key = $3 AND queued = 0 AND running = 0
+     AND finish_tag = $4::bigint AND window_count = $5 AND window_start IS NOT DISTINCT FROM $6::bigint`,
 );
 
 /** GET /metrics: the tenant's groups with the most jobs waiting or running, at most $2 (group-lease.ts GroupStats). */

@@ -13,6 +13,8 @@
  * (availability.ts). The reads are its base class's (store-reads.ts).
  */
 
+import { forgetIdleGroups } from './group-lease.js';
+import type { IdleGroupCursor } from '../group-lease.js';
 import type pg from 'pg';
 import { isJobId } from '../../core/ids.js';
 import { systemRandom, type Random } from '../../core/random.js';
@@ -74,6 +76,8 @@ export class PostgresStore extends StoreReads implements S.Store {
   private closed = false;
   private readonly leases: Leases;
   private readonly statistics: JobsStatistics;
+  /** Where the reaper's next pass over idle group rows starts (group-lease.ts forgetIdleGroups). */
+  private idleGroups: IdleGroupCursor = null;
 
   private readonly schema: string;
 
@@ -325,6 +329,8 @@ export class PostgresStore extends StoreReads implements S.Store {
       total.deadlineExpired += counts.deadlineExpired;
       if (counts.leases < REAP_BATCH && counts.deadlineExpired < REAP_BATCH) break;
     }
+    // A bounded pass over idle group rows, going on from where the last one stopped.
+    this.idleGroups = (await forgetIdleGroups(this.db, this.idleGroups)).next;
     // The reaper's tick also keeps the planner's statistics of jobs fresh (statistics.ts). They only steer plans,
     // so a failure to refresh them (the next tick tries again) must not fail the reap that already committed.
     await this.statistics.refresh().catch(() => false);

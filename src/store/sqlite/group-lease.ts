@@ -14,13 +14,25 @@
  * taken groups' rows and the kind's virtual time are written with the leases.
  *
  * Also here: every insert of a ready row (insertReady), which counts a
- * grouped job in its group, and the end of a lease of a group (groupLeaseEnded).
+ * grouped job in its group, the end of a lease of a group (groupLeaseEnded),
+ * and the reaper's pass that forgets idle group rows (forgetIdleGroups).
  */
 
 import { planGroupLease, virtualTimeRebase, NO_GROUP_RULES, type GroupCandidate, type GroupLeasePlan } from '../../core/fair-share.js';
-import { candidateBudget, candidateVerdict, GROUP_WAKES_PER_LEASE, holdAfterLease } from '../../core/group-transitions.js';
+import { candidateBudget, candidateVerdict, GROUP_FORGET_BATCH, GROUP_WAKES_PER_LEASE, holdAfterLease } from '../../core/group-transitions.js';
 import type { LeaseCap } from '../flow-limits.js';
-import { decodeGroupRules, groupStateOf, mergeLeaseStreams, rowsOfPicks, type GroupedKind, type GroupStateColumns, type PickedRow } from '../group-lease.js';
+import {
+  decodeGroupRules,
+  groupStateOf,
+  isIdleGroupForgettable,
+  mergeLeaseStreams,
+  rowsOfPicks,
+  type GroupedKind,
+  type GroupStateColumns,
+  type IdleGroupColumns,
+  type IdleGroupCursor,
+  type PickedRow,
+} from '../group-lease.js';
 import type { Statements } from './queries.js';
 import type { LeaseRow } from './rows.js';
 
@@ -166,4 +178,21 @@ export function leaseWithGroups(st: Statements, bindings: LeaseBindings, caps: r
   const leased = st.groupLeaseInsert.all({ ...bindings, rows }) as LeaseRow[];
   if (leased.length !== chosen.length) throw new Error(`the fair lease chose ${chosen.length} jobs but took ${leased.length}`);
   return leased;
+}
+
+/**
+ * One reaper pass over idle group rows (nothing queued or running) from `after`: forgets those that say nothing a
+ * new row would not (isIdleGroupForgettable), each by a guarded delete; answers where the next pass goes on from.
+ */
+export function forgetIdleGroups(st: Statements, now: number, after: IdleGroupCursor): { readonly forgotten: number; readonly next: IdleGroupCursor } {
+  const from = { tenant: after?.tenant ?? '', kind: after?.kind ?? '', groupKey: after?.group ?? '' };
+  const rows = st.groupIdle.all({ ...from, limit: GROUP_FORGET_BATCH }) as IdleGroupColumns[];
+  let forgotten = 0;
+  for (const row of rows) {
+    if (!isIdleGroupForgettable(row, now)) continue;
+    const key = { tenant: row.tenant, kind: row.kind, groupKey: row.group_key };
+    forgotten += st.groupForget.run({ ...key, finishTag: row.finish_tag, windowCount: row.window_count, windowStart: row.window_start }).changes;
+  }
+  const last = rows[rows.length - 1];
+  return { forgotten, next: rows.length < GROUP_FORGET_BATCH || last === undefined ? null : { tenant: last.tenant, kind: last.kind, group: last.group_key } };
 }

@@ -17,8 +17,10 @@
  *   leases down the fair path (the plain statements' guard probes it).
  * - group_states: per (tenant, kind, group) the finish tag, running leases, rate
  *   window, queued count and holds (core/group-transitions.ts); group_candidates
- *   holds the rows a lease may take from, in (finish tag, key) order, and
- *   group_wakes the parked rows by when they come back.
+ *   holds the rows a lease may take from, in (finish tag, key) order,
+ *   group_wakes the parked rows by when they come back, and group_idle the
+ *   rows with nothing queued or running, which the reaper forgets once they
+ *   say nothing a new row would not (group-lease.ts forgetIdleGroups).
  */
 
 export const FAIR_SHARE_GROUPS_SQL = `
@@ -64,4 +66,5 @@ CREATE TABLE group_states (
 ) WITHOUT ROWID;
 CREATE INDEX group_candidates ON group_states (tenant, kind, finish_tag, group_key) WHERE queued > 0 AND slot_held = 0 AND wake_at IS NULL;
 CREATE INDEX group_wakes ON group_states (tenant, kind, wake_at) WHERE wake_at IS NOT NULL;
+CREATE INDEX group_idle ON group_states (tenant, kind, group_key) WHERE queued = 0 AND running = 0;
 `;

@@ -101,6 +101,18 @@ export const GROUP_SQL = {
         WHERE tenant = @tenant AND kind = @kind AND queued > 0 AND slot_held = 0 AND wake_at IS NULL) AS candidate,
       (SELECT MIN(wake_at) FROM group_states WHERE tenant = @tenant AND kind = @kind AND wake_at IS NOT NULL AND queued > 0) AS wake_at,
       EXISTS (SELECT 1 FROM group_states WHERE tenant = @tenant AND kind = @kind AND slot_held = 1 AND queued > 0) AS slot_held`,
+  /**
+   * The reaper's walk of idle group rows (nothing queued or running), from a cursor, with their kinds' virtual
+   * time and rules: what isGroupStateForgettable decides by.
+   */
+  groupIdle: `SELECT g.tenant, g.kind, g.group_key, g.finish_tag, g.running, g.window_start, g.window_count, c.virtual_time, k.group_rules
+    FROM group_states g INDEXED BY group_idle JOIN group_clocks c ON c.tenant = g.tenant AND c.kind = g.kind
+      LEFT JOIN kinds k ON k.tenant = g.tenant AND k.kind = g.kind
+    WHERE g.queued = 0 AND g.running = 0 AND (g.tenant, g.kind, g.group_key) > (@tenant, @kind, @groupKey)
+    ORDER BY g.tenant, g.kind, g.group_key LIMIT (SELECT @limit)`,
+  /** An idle row forgotten, guarded by the values it was decided on. */
+  groupForget: `DELETE FROM group_states WHERE tenant = @tenant AND kind = @kind AND group_key = @groupKey AND queued = 0 AND running = 0
+    AND finish_tag = @finishTag AND window_count = @windowCount AND window_start IS @windowStart`,
   /** GET /metrics: the tenant's groups with the most jobs waiting or running (group-lease.ts GroupStats). */
   groupTop: `SELECT kind, group_key, queued, running FROM group_states
     WHERE tenant = @tenant AND group_key <> '' AND (queued > 0 OR running > 0) ORDER BY queued + running DESC, kind, group_key LIMIT (SELECT @limit)`,

@@ -31,6 +31,8 @@ import type { GroupCommit } from './group-commit.js';
 import { markEffectStarted, renewLease, storeCheckpoint } from './guarded-statements.js';
 import { completeInTx, completeManyInTx, failInTx } from './lease-endings.js';
 import { cancelInTx, reapInTx, reconcileInTx, requeueInTx } from './operator-actions.js';
+import { forgetIdleGroups } from './group-lease.js';
+import type { IdleGroupCursor } from '../group-lease.js';
 import { setKindPausedInTx, upsertKindInTx } from './kinds.js';
 import { leaseInTx } from './lease.js';
 import { CounterMoves } from './counter-moves.js';
@@ -71,6 +73,8 @@ export class SqliteStore extends StoreReads implements S.Store {
   private readonly stopHearingCommits: () => void;
   /** What the write transaction moves in the counter rows, applied by the group commit before COMMIT. */
   private readonly moves = new CounterMoves(this.statements);
+  /** Where the reaper's next pass over idle group rows starts (group-lease.ts forgetIdleGroups). */
+  private idleGroups: IdleGroupCursor = null;
 
   private constructor(
     db: Db,
@@ -265,6 +269,8 @@ export class SqliteStore extends StoreReads implements S.Store {
   async jobReapExpired(): Promise<S.ReapOutcome> {
     const counts = await this.writeFlow((now, effects) => reapInTx(this.statements, this.moves, now, effects));
     if (reapFinishedSome(counts)) this.watchers.announceFinished(null);
+    // A bounded pass over idle group rows, in a write of its own, going on from where the last one stopped.
+    this.idleGroups = (await this.write((now) => forgetIdleGroups(this.statements, now, this.idleGroups))).next;
     return counts;
   }
 
