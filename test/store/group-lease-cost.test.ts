@@ -73,7 +73,15 @@ describe('fair lease cost among many groups (sqlite)', () => {
       expect(pick).toMatch(/SEARCH r USING PRIMARY KEY \(tenant=\? AND kind=\? AND group_key=\?/);
       const wake = sqlitePlan(db, SQL.groupWake, { ...bindings, limit: 256 });
       expect(wake).toMatch(/group_wakes/);
-      for (const plan of [candidates, ungrouped, pick, wake]) expect(plan).not.toMatch(/SCAN (g|r|job_ready|group_states)\b|TEMP B-TREE/);
+      // A group's earliest ready job (a parked candidate's wake, next-due's ungrouped jobs): its first row of each priority.
+      const earliest = sqlitePlan(db, SQL.groupEarliest, bindings);
+      expect(earliest).toMatch(/SEARCH job_ready USING PRIMARY KEY \(tenant=\? AND kind=\? AND group_key=\? AND priority<\?\)/);
+      // What a parked poll waits for: a probe of each partial index of the group rows.
+      const due = sqlitePlan(db, SQL.groupNextDue, bindings);
+      for (const index of ['group_candidates', 'group_wakes', 'group_slots']) expect(due).toContain(`USING INDEX ${index}`);
+      for (const plan of [candidates, ungrouped, pick, wake, earliest, due]) {
+        expect(plan).not.toMatch(/SCAN (g|r|job_ready|group_states)\b|TEMP B-TREE/);
+      }
     } finally {
       db.close();
     }
@@ -104,6 +112,11 @@ describe.skipIf(url === '')('fair lease cost among many groups (postgres)', () =
     // Each candidate row, and at most MAX entries of its range (plus the one that ends each walk).
     expect(sum(read)).toBeLessThanOrEqual(budget * (MAX + 2));
     expect(sum(read)).toBeLessThan(3_000);
+  });
+
+  it('finds a group’s earliest ready job and what a parked poll waits for without reading a backlog', async () => {
+    expect(sum(await jobRowsRead(client, Q.GROUP_EARLIEST.text, [TENANT, KIND, 'heavy'], tables))).toBeLessThanOrEqual(8);
+    expect(sum(await jobRowsRead(client, Q.GROUP_NEXT_DUE.text, [TENANT, KIND], tables))).toBeLessThanOrEqual(8);
   });
 
   it('reads at most max rows of the ungrouped group and of a picked group, however long their backlogs', async () => {

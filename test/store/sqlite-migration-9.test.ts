@@ -67,7 +67,7 @@ describe('SQLite migration 9 (dependencies_and_keys) on a version-8 database', (
         // Migration 15: the queued jobs' listing by seq.
         added.push('index job_ready_listing');
         // Migration 16: the fair lease's group rows and kinds' clocks (group-migration.ts).
-        added.push('table group_clocks', 'table group_states', 'index group_candidates', 'index group_wakes', 'index group_idle');
+        added.push('table group_clocks', 'table group_states', 'index group_candidates', 'index group_wakes', 'index group_idle', 'index group_slots');
         dropped.push(
           ...['job_counters_update', 'job_counters_delete', 'attempt_counters_end', 'attempt_counters_delete'].map((t) => `trigger ${t}`),
           ...[

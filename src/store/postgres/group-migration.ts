@@ -17,7 +17,8 @@
  * - group_states: per group its finish tag, running leases, rate window,
  *   queued count and holds; times in epoch milliseconds (bigint), as the plan
  *   computes them. group_idle holds the rows with nothing queued or running,
- *   which the reaper forgets once they say nothing a new row would not.
+ *   which the reaper forgets once they say nothing a new row would not, and
+ *   group_slots the groups held at their maxConcurrent (next-due.ts).
  *
  * Every group_key column is COLLATE "C": the candidate index orders keys by
  * code point, as core/fair-share.ts compareGroupKeys does, and a join of two
@@ -54,4 +55,5 @@ CREATE TABLE group_states (
 CREATE INDEX group_candidates ON group_states (tenant, kind, finish_tag, group_key) WHERE queued > 0 AND NOT slot_held AND wake_at IS NULL;
 CREATE INDEX group_wakes ON group_states (tenant, kind, wake_at) WHERE wake_at IS NOT NULL;
 CREATE INDEX group_idle ON group_states (tenant, kind, group_key) WHERE queued = 0 AND running = 0;
+CREATE INDEX group_slots ON group_states (tenant, kind) WHERE slot_held;
 `;

@@ -127,11 +127,17 @@ export const GROUP_UNGROUPED = namedQuery(
      FROM (SELECT 1) o LEFT JOIN group_states s ON s.tenant = $1 AND s.kind = $2 AND s.group_key = ''`,
 );
 
-/** The earliest run_after (ms) among a group's ready jobs not past their deadline. */
+/** The earliest run_after (ms) among a group's ready jobs not past their deadline: a skip scan of its priorities, as SQLite's. */
 export const GROUP_EARLIEST = namedQuery(
   'lh_group_earliest',
-  `SELECT floor(extract(epoch FROM min(r.run_after)) * 1000)::float8 AS run_after FROM job_ready r
-    WHERE r.tenant = $1 AND r.kind = $2 AND r.group_key = $3 AND (r.deadline_at IS NULL OR r.deadline_at > now())`,
+  `WITH RECURSIVE p(priority) AS (
+     SELECT (SELECT max(priority) FROM job_ready WHERE tenant = $1 AND kind = $2 AND group_key = $3)
+     UNION ALL
+     SELECT (SELECT max(priority) FROM job_ready WHERE tenant = $1 AND kind = $2 AND group_key = $3 AND priority < p.priority)
+       FROM p WHERE p.priority IS NOT NULL)
+   SELECT floor(extract(epoch FROM min((SELECT r.run_after FROM job_ready r WHERE r.tenant = $1 AND r.kind = $2 AND r.group_key = $3
+            AND r.priority = p.priority AND (r.deadline_at IS NULL OR r.deadline_at > now()) ORDER BY r.run_after LIMIT 1))) * 1000)::float8 AS run_after
+     FROM p WHERE p.priority IS NOT NULL`,
 );
 
 /**

@@ -20,7 +20,8 @@
  *   holds the rows a lease may take from, in (finish tag, key) order,
  *   group_wakes the parked rows by when they come back, and group_idle the
  *   rows with nothing queued or running, which the reaper forgets once they
- *   say nothing a new row would not (group-lease.ts forgetIdleGroups).
+ *   say nothing a new row would not (group-lease.ts forgetIdleGroups);
+ *   group_slots the groups held at their maxConcurrent (next-due.ts).
  */
 
 export const FAIR_SHARE_GROUPS_SQL = `
@@ -67,4 +68,5 @@ CREATE TABLE group_states (
 CREATE INDEX group_candidates ON group_states (tenant, kind, finish_tag, group_key) WHERE queued > 0 AND slot_held = 0 AND wake_at IS NULL;
 CREATE INDEX group_wakes ON group_states (tenant, kind, wake_at) WHERE wake_at IS NOT NULL;
 CREATE INDEX group_idle ON group_states (tenant, kind, group_key) WHERE queued = 0 AND running = 0;
+CREATE INDEX group_slots ON group_states (tenant, kind) WHERE slot_held = 1;
 `;

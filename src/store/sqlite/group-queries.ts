@@ -50,9 +50,18 @@ export const GROUP_SQL = {
   /** The ungrouped group of a kind with groups: its state row, if any, and its leasable count (it keeps no queued count). */
   groupUngrouped: `SELECT '' AS group_key, s.finish_tag, s.running, s.window_start, s.window_count, ${leasableOf("''")} AS leasable
     FROM (SELECT 1) LEFT JOIN group_states s ON s.tenant = @tenant AND s.kind = @kind AND s.group_key = ''`,
-  /** The earliest run_after among a group's ready jobs not past their deadline: when a group with none leasable comes back. */
-  groupEarliest: `SELECT MIN(r.run_after) AS run_after FROM job_ready r
-    WHERE r.tenant = @tenant AND r.kind = @kind AND r.group_key = @groupKey AND (r.deadline_at IS NULL OR r.deadline_at > @now)`,
+  /**
+   * The earliest run_after among a group's ready jobs not past their deadline: when a group with none leasable comes
+   * back. A skip scan of the group's range, its first row of each priority (the range is in run_after order within one).
+   */
+  groupEarliest: `WITH RECURSIVE p(priority) AS (
+      SELECT (SELECT MAX(priority) FROM job_ready WHERE tenant = @tenant AND kind = @kind AND group_key = @groupKey)
+      UNION ALL
+      SELECT (SELECT MAX(priority) FROM job_ready WHERE tenant = @tenant AND kind = @kind AND group_key = @groupKey AND priority < p.priority)
+        FROM p WHERE p.priority IS NOT NULL)
+    SELECT MIN((SELECT r.run_after FROM job_ready r WHERE r.tenant = @tenant AND r.kind = @kind AND r.group_key = @groupKey
+      AND r.priority = p.priority AND (r.deadline_at IS NULL OR r.deadline_at > @now) ORDER BY r.run_after LIMIT 1)) AS run_after
+    FROM p WHERE p.priority IS NOT NULL`,
   /**
    * A candidate that cannot give a job now leaves the index (core/group-transitions.ts candidateVerdict), guarded by
    * the running and queued counts it was decided on: an end or an enqueue that moved them since (PostgreSQL's run
@@ -100,7 +109,7 @@ export const GROUP_SQL = {
   groupNextDue: `SELECT EXISTS (SELECT 1 FROM group_states INDEXED BY group_candidates
         WHERE tenant = @tenant AND kind = @kind AND queued > 0 AND slot_held = 0 AND wake_at IS NULL) AS candidate,
       (SELECT MIN(wake_at) FROM group_states WHERE tenant = @tenant AND kind = @kind AND wake_at IS NOT NULL AND queued > 0) AS wake_at,
-      EXISTS (SELECT 1 FROM group_states WHERE tenant = @tenant AND kind = @kind AND slot_held = 1 AND queued > 0) AS slot_held`,
+      EXISTS (SELECT 1 FROM group_states INDEXED BY group_slots WHERE tenant = @tenant AND kind = @kind AND slot_held = 1 AND queued > 0) AS slot_held`,
   /**
    * The reaper's walk of idle group rows (nothing queued or running), from a cursor, with their kinds' virtual
    * time and rules: what isGroupStateForgettable decides by.
