@@ -112,6 +112,7 @@ export function todayJobBindings(n: number, payload: string, now: number): Recor
     deadlineMs: null,
     deadlineAt: null,
     now,
+    groupKey: '',
   };
 }
 
@@ -140,7 +141,7 @@ export async function openToday(path: string): Promise<FloorDb> {
   const leases = new Map<number, Statement>();
   const enqueueAll = enqueueWith(db, (job, payload, now) => {
     const seq = Number(insert.run(todayJobBindings(job.n, payload, now)).lastInsertRowid);
-    ready.run({ tenant: TENANT, kind: KIND, priority: 0, runAfter: now, seq, deadlineAt: null, attempts: 0, epoch: 0 });
+    ready.run({ tenant: TENANT, kind: KIND, groupKey: '', priority: 0, runAfter: now, seq, deadlineAt: null, attempts: 0, epoch: 0 });
   });
   return withPairedCommit(db, {
     enqueue: enqueueAll,
@@ -162,7 +163,7 @@ export async function openToday(path: string): Promise<FloorDb> {
           token: string;
         }[];
         if (rows.length === 0) return [];
-        const keys = JSON.stringify(rows.map((row) => [row.kind, row.priority, row.run_after, row.seq]));
+        const keys = JSON.stringify(rows.map((row) => [row.kind, '', row.priority, row.run_after, row.seq]));
         if (unready.run({ tenant: TENANT, rows: keys }).changes !== rows.length) throw new Error('ready rows left behind');
         const ids = new Map((leasedJobs.all({ seqs: JSON.stringify(rows.map((row) => row.seq)) }) as { seq: number; id: string }[]).map((j) => [j.seq, j.id]));
         count.run(TENANT, KIND, 'queued', -rows.length, 0, 0, 0, 0, 0, 0);

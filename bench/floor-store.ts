@@ -55,7 +55,7 @@ export async function enqueueRate(drops: readonly string[], jobs: number, perCom
         lookup.get('bench', '', key);
         const bindings = todayJobBindings(n, `{"n":${n}}`, now);
         const seq = Number(insert.run(bindings).lastInsertRowid);
-        ready.run({ tenant: 'bench', kind: 'noop', priority: 0, runAfter: now, seq, deadlineAt: null, attempts: 0, epoch: 0 });
+        ready.run({ tenant: 'bench', kind: 'noop', groupKey: '', priority: 0, runAfter: now, seq, deadlineAt: null, attempts: 0, epoch: 0 });
       }
       jobCounter.run('bench', 'noop', 'queued', i, 0, 0, 0, 0, 0, 0);
       storage.run('bench', 8 * i, 0, 0, 0);
