@@ -5,7 +5,7 @@
  * once. Scaled down from the simulation's, with the bounds each one exists
  * for:
  *
- *   skew        a heavy group of 400 jobs, then a light group of 10 once the
+ *   skew        a heavy group of 1,200 jobs, then a light group of 10 once the
  *               heavy ones run: the light group's first job starts within 2%
  *               of the makespan of its enqueue, its last within 10%.
  *   trickle     a heavy backlog of 400, and one light job every 40 ms: each
@@ -46,7 +46,7 @@ interface Deployment {
   readonly admin: LeaseholdClient;
   /** Enqueues `count` jobs of `group`, numbered from `from`; resolves at their 202 with performance.now(). */
   enqueue(group: string, from: number, count: number): Promise<number>;
-  /** Enqueues these jobs in one request, in this order. */
+  /** Enqueues these jobs in this order, in requests of 1,000. */
   enqueueAll(jobs: readonly (readonly [group: string, i: number])[]): Promise<void>;
   /** Handler starts in the order they happened. */
   readonly starts: Start[];
@@ -100,7 +100,12 @@ describe.each(backends)('the fair-share scenarios with real workers over HTTP ($
     });
     running = worker.run();
     const enqueueAll = async (jobs: readonly (readonly [string, number])[]): Promise<void> => {
-      await producer.enqueueBatch(jobs.map(([group, i]) => ({ kind: KIND, payload: { group, i }, group, idempotencyKey: `${group}-${i}` })));
+      // POST /jobs/batch takes at most 1,000 jobs.
+      for (let from = 0; from < jobs.length; from += 1_000) {
+        await producer.enqueueBatch(
+          jobs.slice(from, from + 1_000).map(([group, i]) => ({ kind: KIND, payload: { group, i }, group, idempotencyKey: `${group}-${i}` })),
+        );
+      }
     };
     return {
       admin: client(h.keys.admin),
@@ -115,6 +120,14 @@ describe.each(backends)('the fair-share scenarios with real workers over HTTP ($
     };
   }
 
+  /** Enqueues `count` jobs of group heavy and waits until they fill the slots; answers when it began. */
+  async function heavyRunning(d: Deployment, count: number): Promise<number> {
+    const begin = performance.now();
+    await d.enqueue('heavy', 0, count);
+    await waitFor('the heavy group to be running', async () => d.starts.length >= SLOTS, { timeoutMs: 10_000, intervalMs: 5 });
+    return begin;
+  }
+
   async function allFinished(d: Deployment, total: number): Promise<void> {
     await waitFor('every job to finish', async () => d.finished() >= total, { timeoutMs: 50_000, intervalMs: 20 });
     expect(d.starts).toHaveLength(total);
@@ -122,12 +135,10 @@ describe.each(backends)('the fair-share scenarios with real workers over HTTP ($
   }
 
   it('skew: starts the light group’s first job within 2% of the makespan of its enqueue', { timeout: 60_000 }, async () => {
-    const HEAVY = 400;
+    const HEAVY = 1_200;
     const LIGHT = 10;
     const d = await deploy();
-    const begin = performance.now();
-    await d.enqueue('heavy', 0, HEAVY);
-    await waitFor('the heavy group to be running', async () => d.starts.length >= SLOTS, { timeoutMs: 10_000, intervalMs: 5 });
+    const begin = await heavyRunning(d, HEAVY);
     const lightSent = performance.now();
     await d.enqueue('light', 0, LIGHT);
     await allFinished(d, HEAVY + LIGHT);
@@ -146,9 +157,7 @@ describe.each(backends)('the fair-share scenarios with real workers over HTTP ($
     const HEAVY = 400;
     const LIGHT = 10;
     const d = await deploy();
-    const begin = performance.now();
-    await d.enqueue('heavy', 0, HEAVY);
-    await waitFor('the heavy group to be running', async () => d.starts.length >= SLOTS, { timeoutMs: 10_000, intervalMs: 5 });
+    const begin = await heavyRunning(d, HEAVY);
     const sent: number[] = [];
     for (let i = 0; i < LIGHT; i++) {
       sent.push(performance.now());

@@ -40,7 +40,9 @@ export async function startPgDeployment(): Promise<PgDeployment> {
   const processes: RunningProcess[] = [];
   const clients: LeaseholdClient[] = [];
 
-  const LEASE_ATTEMPT = ['%FOR UPDATE SKIP LOCKED%', '%unnest($2::text[]) AS kind%', 'WITH RECURSIVE k(kind)%'];
+  // pg_stat_activity keeps the first track_activity_query_size bytes (1 KiB by default) of a statement, so the
+  // lease statements are told by how they begin (lease-queries.ts: `WITH flow AS (` or, capped, `WITH picked AS (`).
+  const LEASE_ATTEMPT = ['WITH flow AS (%', 'WITH picked AS (%', '%FOR UPDATE SKIP LOCKED%', '%unnest($2::text[]) AS kind%', 'WITH RECURSIVE k(kind)%'];
 
   /** Connections of this schema's stores, whose last statement matches `pattern`, now idle. */
   const idleWith = async (...patterns: string[]): Promise<number> => {

@@ -236,12 +236,14 @@ describe.each(targets)('Worker over a Queue, on the store directly ($name)', (ta
     const { queue } = await open();
     const job = await queue.enqueue({ kind: 'slow', payload: {}, idempotencyKey: 's' });
     const transport = queue.workerTransport;
+    // Renewed every third of the lease: with 500 ms a renewal may come 330 ms late (a loaded CI machine's
+    // event loop) and still keep it; 200 ms left 130 ms, which a full suite on two cores sometimes took.
     const worker = new Worker({
       queue,
-      leaseMs: 200,
+      leaseMs: 500,
       handlers: {
         slow: async (ctx: JobContext<unknown>) => {
-          await new Promise((resolve) => setTimeout(resolve, 800));
+          await new Promise((resolve) => setTimeout(resolve, 1_600));
           return { aborted: ctx.signal.aborted };
         },
       },

@@ -29,8 +29,8 @@ const LEASERS = 200;
  * LEASEHOLD_RACE_ROUNDS=500 runs the full count on every backend.
  */
 const ROUNDS_OVERRIDE = Number(process.env['LEASEHOLD_RACE_ROUNDS'] ?? '') || undefined;
-const STORE_ROUNDS: Record<string, number> = { sqlite: ROUNDS_OVERRIDE ?? 500, postgres: ROUNDS_OVERRIDE ?? 150 };
-const HTTP_ROUNDS: Record<string, number> = { sqlite: 40, postgres: 12 };
+const STORE_ROUNDS: Record<string, number> = { sqlite: ROUNDS_OVERRIDE ?? 500, postgres: ROUNDS_OVERRIDE ?? 100 };
+const HTTP_ROUNDS: Record<string, number> = { sqlite: 25, postgres: 8 };
 const LONG_POLL_ROUNDS = 3;
 const PEERS = 3;
 
