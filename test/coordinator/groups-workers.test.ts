@@ -10,12 +10,12 @@
  *               of the makespan of its enqueue, its last within 10%.
  *   trickle     a heavy backlog of 400, and one light job every 40 ms: each
  *               light job starts within a tenth of the heavy backlog's time.
- *   sybil       one customer's 240 jobs over 24 groups of weight 1/24 each
- *               against an honest group's 240 of weight 1: the honest group
- *               gets about half the starts, not 1/25 of them.
- *   heavy-idle  steady (400 jobs) and returning (60) share the slots until
+ *   sybil       one customer's 160 jobs over 16 groups of weight 1/16 each
+ *               against an honest group's 160 of weight 1: the honest group
+ *               gets about half the starts, not 1/17 of them.
+ *   heavy-idle  steady (330 jobs) and returning (40) share the slots until
  *               returning drains; steady runs alone; returning comes back
- *               with 150 jobs and gets about half, not every slot until it
+ *               with 100 jobs and gets about half, not every slot until it
  *               has "caught up" (an idle group banks nothing).
  *
  * Shares are counted in the order the handlers started, so they do not
@@ -174,8 +174,8 @@ describe.each(backends)('the fair-share scenarios with real workers over HTTP ($
     );
   });
 
-  it('sybil: a customer spread over 24 groups weighing 1/24 each gets about one share against an honest group', { timeout: 60_000 }, async () => {
-    const SYBILS = 24;
+  it('sybil: a customer spread over 16 groups weighing 1/16 each gets about one share against an honest group', { timeout: 60_000 }, async () => {
+    const SYBILS = 16;
     const PER_SYBIL = 10;
     const HONEST = SYBILS * PER_SYBIL;
     const d = await deploy();
@@ -197,9 +197,9 @@ describe.each(backends)('the fair-share scenarios with real workers over HTTP ($
   });
 
   it('heavy-idle: a group that comes back after idling gets about half, not the slots it did not use', { timeout: 60_000 }, async () => {
-    const STEADY = 400;
-    const FIRST = 60;
-    const RETURN = 150;
+    const STEADY = 330;
+    const FIRST = 40;
+    const RETURN = 100;
     const d = await deploy();
     await d.enqueue('steady', 0, STEADY);
     await d.enqueue('returning', 0, FIRST);
@@ -207,9 +207,9 @@ describe.each(backends)('the fair-share scenarios with real workers over HTTP ($
       timeoutMs: 20_000,
       intervalMs: 5,
     });
-    // Steady runs alone for a while: about 80 of its jobs.
+    // Steady runs alone for a while: about 60 of its jobs.
     const alone = d.starts.length;
-    await waitFor('steady to run alone', async () => d.starts.length >= alone + 80, { timeoutMs: 20_000, intervalMs: 5 });
+    await waitFor('steady to run alone', async () => d.starts.length >= alone + 60, { timeoutMs: 20_000, intervalMs: 5 });
     const back = d.starts.length;
     await d.enqueue('returning', FIRST, RETURN);
     await allFinished(d, STEADY + FIRST + RETURN);
@@ -217,7 +217,7 @@ describe.each(backends)('the fair-share scenarios with real workers over HTTP ($
     const after = d.starts.slice(back);
     const window = after.slice(0, after.findLastIndex((s) => s.group === 'returning') + 1);
     const returning = shareOf(window, (group) => group === 'returning');
-    // With banked credit it would take every slot until level: a share near 100% of its first 80 starts.
+    // With banked credit it would take every slot until level: a share near 100% of its first 60 starts.
     expect(returning, `returning share ${(100 * returning).toFixed(1)}% of ${window.length} starts`).toBeLessThan(0.6);
     expect(returning).toBeGreaterThan(0.4);
   });
