@@ -137,13 +137,13 @@ export class PostgresStore extends StoreReads implements S.Store {
   async kindUpsert(params: S.KindUpsertParams): Promise<S.KindRecord> {
     const record = await upsertKind(this.db, params);
     // A new limit (or none) may admit jobs that were held back: parked polls of the kind lease again.
-    this.announce([{ tenant: params.tenant, kind: params.kind }]);
+    this.watchers.announceAvailable([{ tenant: params.tenant, kind: params.kind }]);
     return record;
   }
 
   async kindSetPaused(params: S.KindPauseParams): Promise<S.KindRecord | null> {
     const record = await setKindPaused(this.db, params);
-    if (record !== null && !params.paused) this.announce([{ tenant: params.tenant, kind: params.kind }]);
+    if (record !== null && !params.paused) this.watchers.announceAvailable([{ tenant: params.tenant, kind: params.kind }]);
     return record;
   }
 
@@ -160,7 +160,7 @@ export class PostgresStore extends StoreReads implements S.Store {
   async scheduleFire(params: Sch.ScheduleFireParams): Promise<Sch.ScheduleFireOutcome> {
     const fired = await this.db.transaction((tx) => fireInTx(tx, params));
     if (fired.kind === 'stale') return fired;
-    this.announce(fired.available);
+    this.watchers.announceAvailable(fired.available);
     return { kind: 'fired', outcomes: fired.outcomes };
   }
 
@@ -217,7 +217,7 @@ export class PostgresStore extends StoreReads implements S.Store {
       // under load (a pool that cannot hand out a connection) do not set off a lease by every parked poll.
       const kinds = kindsFilter(params.kinds);
       if (kinds === null) this.watchers.announceEveryone();
-      else this.announce(kinds.map((kind) => ({ tenant: params.tenant, kind })));
+      else this.watchers.announceAvailable(kinds.map((kind) => ({ tenant: params.tenant, kind })));
       throw error;
     }
   }
@@ -281,8 +281,8 @@ export class PostgresStore extends StoreReads implements S.Store {
   async jobFail(params: S.FailParams): Promise<S.FailOutcome> {
     if (!isJobId(params.id)) return { kind: 'rejected', code: 'not_found' };
     const { outcome, kind } = await this.flowing((tx, effects) => failInTx(tx, params, this.random, effects));
-    if (outcome.kind === 'failed' && outcome.status === 'queued' && !outcome.replayed) this.announce([{ tenant: params.tenant, kind }]);
-    this.announceFinished(finishedByFailure(params, outcome));
+    if (outcome.kind === 'failed' && outcome.status === 'queued' && !outcome.replayed) this.watchers.announceAvailable([{ tenant: params.tenant, kind }]);
+    this.watchers.announceFinished(finishedByFailure(params, outcome));
     return outcome;
   }
 
@@ -306,14 +306,14 @@ export class PostgresStore extends StoreReads implements S.Store {
   async jobCancel(params: S.JobRef): Promise<S.CancelOutcome> {
     if (!isJobId(params.id)) return { kind: 'rejected', code: 'not_found' };
     const outcome = await this.flowing((tx, effects) => cancelInTx(tx, params, effects));
-    this.announceFinished(finishedByOperator(params, outcome));
+    this.watchers.announceFinished(finishedByOperator(params, outcome));
     return outcome;
   }
 
   async jobReconcile(params: S.ReconcileParams): Promise<S.ReconcileOutcome> {
     if (!isJobId(params.id)) return { kind: 'rejected', code: 'not_found' };
     const outcome = await this.flowing((tx, effects) => reconcileInTx(tx, params, effects));
-    this.announceFinished(finishedByOperator(params, outcome));
+    this.watchers.announceFinished(finishedByOperator(params, outcome));
     return outcome;
   }
 
@@ -322,11 +322,7 @@ export class PostgresStore extends StoreReads implements S.Store {
     // Bounded, so one call cannot run forever while leases keep expiring.
     for (let round = 0; round < 20; round++) {
       const counts = await this.reap();
-      total.requeued += counts.requeued;
-      total.dead += counts.dead;
-      total.unknown += counts.unknown;
-      total.cancelled += counts.cancelled;
-      total.deadlineExpired += counts.deadlineExpired;
+      for (const key of Object.keys(total) as (keyof typeof total)[]) total[key] += counts[key];
       if (counts.leases < REAP_BATCH && counts.deadlineExpired < REAP_BATCH) break;
     }
     // A bounded pass over idle group rows, going on from where the last one stopped.
@@ -355,7 +351,7 @@ export class PostgresStore extends StoreReads implements S.Store {
   /** Applies due lease expiries and passed deadlines of every tenant, one batch, in one transaction. */
   private async reap(): Promise<ReapCounts> {
     const counts = await this.flowing((tx, effects) => reapInTx(tx, null, REAP_BATCH, effects));
-    if (reapFinishedSome(counts)) this.announceFinished(null);
+    if (reapFinishedSome(counts)) this.watchers.announceFinished(null);
     return counts;
   }
 
@@ -365,12 +361,8 @@ export class PostgresStore extends StoreReads implements S.Store {
     params: readonly S.CompleteParams[],
     outcome: S.CompleteOutcome | readonly S.CompleteOutcome[],
   ): S.CompleteOutcome | readonly S.CompleteOutcome[] {
-    this.announceFinished(finishedByCompletion(params, Array.isArray(outcome) ? outcome : [outcome as S.CompleteOutcome]));
+    this.watchers.announceFinished(finishedByCompletion(params, Array.isArray(outcome) ? outcome : [outcome as S.CompleteOutcome]));
     return outcome;
-  }
-
-  private announceFinished(jobs: readonly S.FinishedJob[] | null): void {
-    this.watchers.announceFinished(jobs);
   }
 
   /** Enqueue inside the application's own transaction on its own connection (a library Queue's enqueueInTransaction). */
@@ -381,7 +373,7 @@ export class PostgresStore extends StoreReads implements S.Store {
   private async insert(items: readonly PreparedEnqueue[]): Promise<readonly S.EnqueueOutcome[]> {
     // A job with parents or a key locks them and inserts row by row: one transaction for the whole batch.
     const inserted = items.some(hasFlow) ? await this.db.transaction((tx) => insertJobs(tx, items)) : await insertJobs(this.db, items);
-    this.announce(inserted.available);
+    this.watchers.announceAvailable(inserted.available);
     return inserted.outcomes;
   }
 
@@ -395,13 +387,9 @@ export class PostgresStore extends StoreReads implements S.Store {
       effects = flowEffects();
       return work(tx, effects);
     });
-    this.announce(distinctAvailability(effects.available));
-    if (effects.cascaded) this.announceFinished(null);
+    this.watchers.announceAvailable(distinctAvailability(effects.available));
+    if (effects.cascaded) this.watchers.announceFinished(null);
     return result;
-  }
-
-  private announce(jobs: readonly S.Availability[]): void {
-    this.watchers.announceAvailable(jobs);
   }
 }
 
