@@ -34,6 +34,7 @@ import {
   type PickedRow,
 } from '../group-lease.js';
 import type { Statements } from './queries.js';
+import type { LeaseBindings } from './lease-statements.js';
 import type { LeaseRow } from './rows.js';
 
 /** A ready row's values (SQL.readyInsert). */
@@ -82,22 +83,12 @@ export function groupedKinds(st: Statements, tenant: string, kinds: readonly str
   return grouped;
 }
 
-interface LeaseBindings {
-  readonly tenant: string;
-  readonly workerId: string;
-  readonly leaseMs: number;
-  readonly max: number;
-  readonly now: number;
-}
-
-type Candidate = GroupCandidate;
-
 /** The candidates of a kind with groups for a lease of up to `max` of its jobs; parks those that cannot give one. */
-function candidatesOf(st: Statements, tenant: string, grouped: GroupedKind, max: number, now: number): Candidate[] {
+function candidatesOf(st: Statements, tenant: string, grouped: GroupedKind, max: number, now: number): GroupCandidate[] {
   const kind = grouped.kind;
   st.groupWake.run({ tenant, kind, now, limit: GROUP_WAKES_PER_LEASE });
   const rows = st.groupCandidates.all({ tenant, kind, now, max, budget: candidateBudget(max) }) as (GroupStateColumns & { leasable: number; queued: number })[];
-  const taken: Candidate[] = [];
+  const taken: GroupCandidate[] = [];
   for (const row of rows) {
     if (taken.length >= max) break;
     const state = groupStateOf(row);
@@ -152,7 +143,7 @@ function applyPlan(st: Statements, tenant: string, grouped: GroupedKind, plan: G
 export function leaseWithGroups(st: Statements, bindings: LeaseBindings, caps: readonly LeaseCap[], grouped: ReadonlyMap<string, GroupedKind>): LeaseRow[] {
   const { tenant, now } = bindings;
   const streams: PickedRow[][] = [];
-  const planned = new Map<string, { readonly grouped: GroupedKind; readonly candidates: Candidate[] }>();
+  const planned = new Map<string, { readonly grouped: GroupedKind; readonly candidates: GroupCandidate[] }>();
   for (const { kind, cap } of caps) {
     const ofKind = grouped.get(kind);
     if (ofKind === undefined) {

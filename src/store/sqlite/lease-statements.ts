@@ -16,6 +16,15 @@
 import type { Database as Db, Statement } from 'better-sqlite3';
 import { jobLeaseKindsSql, jobLeaseTenantSql, withLeaseMax } from './queries.js';
 
+/** What a lease statement binds, shared by the plain lease (lease.ts) and the fair one (group-lease.ts). */
+export interface LeaseBindings {
+  readonly tenant: string;
+  readonly workerId: string;
+  readonly leaseMs: number;
+  readonly max: number;
+  readonly now: number;
+}
+
 /** How many unrestricted lease statements are kept prepared. */
 const KEPT = 256;
 

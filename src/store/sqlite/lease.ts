@@ -18,20 +18,12 @@ import { kindFlowState, type KindFlowColumns } from '../row-records.js';
 import type { LeasedJob, LeaseParams } from '../store.js';
 import type { CounterMoves } from './counter-moves.js';
 import { groupedKinds, leaseWithGroups } from './group-lease.js';
-import type { LeaseStatements } from './lease-statements.js';
+import type { LeaseBindings, LeaseStatements } from './lease-statements.js';
 import type { Statements } from './queries.js';
 import { toLeasedJob, type LeasedJobRow, type LeaseRow } from './rows.js';
 
 /** Most kinds one lease statement walks; a tenant with more queued kinds is leased by the tenant-wide walk. */
 export const KINDS_PER_LEASE = 64;
-
-interface LeaseBindings {
-  readonly tenant: string;
-  readonly workerId: string;
-  readonly leaseMs: number;
-  readonly max: number;
-  readonly now: number;
-}
 
 /** @k0, @k1, … for the lease statements of a kinds filter. */
 function kindBindings(distinctKinds: readonly string[]): Record<string, string> {
