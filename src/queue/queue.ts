@@ -49,7 +49,6 @@ import {
   ScheduleParams,
   WAIT_END_STATUSES,
   type Attempt,
-  type EnqueueBatchItem,
   type EnqueueBatchResult,
   type EnqueueResponse,
   type Job,
@@ -65,47 +64,14 @@ import type { Database as SqliteHandle } from 'better-sqlite3';
 import type pg from 'pg';
 import { partCheck } from './call-checks.js';
 import { DirectWorkerTransport } from './direct-worker.js';
+import { wireFields, type KindPayloads, type QueueJob } from './queue-job.js';
 
-/** Payload types by kind name; `Record<string, unknown>` accepts any kind and payload. */
-export type KindPayloads = Record<string, unknown>;
-
-/** The fields of a QueueJob that differ from the wire's item of POST /jobs/batch, or that want a word here. */
-interface QueueJobFields<Kinds extends KindPayloads, N extends keyof Kinds & string> {
-  readonly kind: N;
-  readonly payload: Kinds[N];
-  /** Required: the same key with the same job returns the existing job; with another job, idempotency_conflict. */
-  readonly idempotencyKey: EnqueueBatchItem['idempotencyKey'];
-  /** Not before this time (RFC 3339 text or a Date). */
-  readonly runAfter?: EnqueueBatchItem['runAfter'] | Date;
-  /** Parent job ids: the job waits until all have succeeded, and is dead with dependency_failed when one ends dead or cancelled. */
-  readonly dependsOn?: Readonly<NonNullable<EnqueueBatchItem['dependsOn']>>;
-}
-
-/**
- * One job to enqueue: an item of POST /jobs/batch (the fields of POST /jobs with the idempotency key beside
- * them), taken from the protocol's type, with the payload typed by its kind. A field added to the wire is a
- * field here.
- */
-export type QueueJob<Kinds extends KindPayloads, Name extends keyof Kinds & string = keyof Kinds & string> = {
-  [N in Name]: QueueJobFields<Kinds, N> & Readonly<Omit<EnqueueBatchItem, keyof QueueJobFields<Kinds, N>>>;
-}[Name];
+export type { KindPayloads, QueueJob } from './queue-job.js';
 
 /** How the opened backend enqueues inside an application's own transaction (open-queue.ts builds it). */
 export interface TransactionalEnqueue {
   readonly sqlite?: (db: SqliteHandle, params: EnqueueParams) => EnqueueOutcome;
   readonly pg?: (client: pg.ClientBase, params: EnqueueParams) => Promise<EnqueueOutcome>;
-}
-
-/** A job as the wire carries it: `runAfter` as RFC 3339 text, `dependsOn` as a plain array. */
-function wireFields<Kinds extends KindPayloads>(
-  job: QueueJob<Kinds>,
-): Omit<QueueJob<Kinds>, 'runAfter' | 'dependsOn'> & { readonly runAfter?: string; readonly dependsOn?: string[] } {
-  const { runAfter, dependsOn, ...fields } = job;
-  return {
-    ...fields,
-    ...(runAfter === undefined ? {} : { runAfter: runAfter instanceof Date ? runAfter.toISOString() : runAfter }),
-    ...(dependsOn === undefined ? {} : { dependsOn: [...dependsOn] }),
-  };
 }
 
 function isSqliteHandle(tx: SqliteHandle | pg.ClientBase): tx is SqliteHandle {
