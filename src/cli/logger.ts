@@ -8,10 +8,8 @@ import type { DestinationStream, Logger } from 'pino';
 import { logRedaction } from '../core/log-redaction.js';
 
 /** Info and debug lines wait at most this long (or until LOG_BATCH_BYTES gather) before they are written. */
-export const LOG_FLUSH_MS = 100;
+const LOG_FLUSH_MS = 100;
 const LOG_BATCH_BYTES = 8_192;
-/** pino's numeric level of `warn`: lines at or above it are written at once. */
-const WARN_LEVEL = 40;
 
 export async function cliLogger(name: string, level: string, destination?: DestinationStream): Promise<Logger> {
   const { pino } = await import('pino');
@@ -23,7 +21,7 @@ export async function cliLogger(name: string, level: string, destination?: Desti
       // Warnings and errors are written at once: an operator (or a crash) must not lose them to the batch.
       logMethod(this: Logger, args: Parameters<Logger['info']>, method: Logger['info'], levelNumber: number) {
         method.apply(this, args);
-        if (levelNumber >= WARN_LEVEL) this.flush();
+        if (levelNumber >= this.levels.values['warn']!) this.flush();
       },
     },
   };
