@@ -8,17 +8,24 @@
  * without `lease` answers as before, without `jobs`.
  */
 
-import type { FastifyInstance } from 'fastify';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { backends, bearer, drainAfterAll, enqueue, errorCode, lease, post, startCoordinator, type Harness, type LeasedWire } from '../support/http-fixtures.js';
+import {
+  backends,
+  bearer,
+  drainAfterAll,
+  enqueue,
+  errorCode,
+  lease,
+  post,
+  putKind,
+  startCoordinator,
+  type Harness,
+  type LeasedWire,
+} from '../support/http-fixtures.js';
 
 interface CarriedAnswer {
   results: Array<{ id: string; status: string; code?: string }>;
   jobs?: LeasedWire[];
-}
-
-function putKind(app: FastifyInstance, key: string, kind: string, body: Record<string, unknown>) {
-  return app.inject({ method: 'PUT', url: `/kinds/${kind}`, headers: bearer(key), payload: body });
 }
 
 async function enqueueJobs(h: Harness, kind: string, count: number, key = h.keys.producer): Promise<string[]> {

@@ -21,6 +21,7 @@ import {
   get,
   lease,
   post,
+  putKind,
   startCoordinator,
   type Harness,
   type LeasedWire,
@@ -29,10 +30,6 @@ import { observingLeases } from '../support/observing-leases.js';
 
 /** Hand-overs of the one maxConcurrent slot in the freed-slot test: one to warm up, four counted. */
 const HAND_OVERS = 5;
-
-function putKind(app: FastifyInstance, key: string, kind: string, body: Record<string, unknown>) {
-  return app.inject({ method: 'PUT', url: `/kinds/${kind}`, headers: bearer(key), payload: body });
-}
 
 describe.each(backends)('per-kind flow control over HTTP ($name)', (backend) => {
   let h: Harness;

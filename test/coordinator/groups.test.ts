@@ -9,14 +9,9 @@
  * and a group at its own maxConcurrent is skipped while the others lease.
  */
 
-import type { FastifyInstance } from 'fastify';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { MAX_GROUP_WEIGHTS } from '../../src/core/fair-share.js';
-import { backends, bearer, drainAfterAll, enqueue, errorCode, get, lease, post, startCoordinator, type Harness } from '../support/http-fixtures.js';
-
-function putKind(app: FastifyInstance, key: string, kind: string, body: Record<string, unknown>) {
-  return app.inject({ method: 'PUT', url: `/kinds/${kind}`, headers: bearer(key), payload: body });
-}
+import { backends, bearer, drainAfterAll, enqueue, errorCode, get, lease, post, putKind, startCoordinator, type Harness } from '../support/http-fixtures.js';
 
 describe.each(backends)('groups over HTTP ($name)', (backend) => {
   let h: Harness;

@@ -212,6 +212,11 @@ export function post(app: FastifyInstance, key: string, url: string, payload?: u
   return app.inject({ method: 'POST', url, headers: bearer(key), ...(payload === undefined ? {} : { payload: payload as object }) });
 }
 
+/** PUT /kinds/{kind} with `body` as the kind's definition. */
+export function putKind(app: FastifyInstance, key: string, kind: string, body: Record<string, unknown>): Promise<LightMyRequestResponse> {
+  return app.inject({ method: 'PUT', url: `/kinds/${kind}`, headers: bearer(key), payload: body });
+}
+
 export function get(app: FastifyInstance, key: string, url: string): Promise<LightMyRequestResponse> {
   return app.inject({ method: 'GET', url, headers: bearer(key) });
 }
