@@ -36,6 +36,8 @@
  * (weights of 0.01 on each make the 100 weigh one share together).
  */
 
+import { type RateWindow, rateWindowAt } from './rate-window.js';
+
 /** The longest group name, in UTF-16 code units. */
 export const GROUP_MAX_LENGTH = 255;
 
@@ -151,10 +153,10 @@ export function groupJobCost(rules: GroupRules, group: string): number {
   return Math.max(1, Math.round(VIRTUAL_COST_PER_JOB / weight));
 }
 
-/** The group's rate window in effect at `now`: the stored one while it lasts, otherwise a fresh one from now. */
-export function currentGroupWindow(state: GroupState, rules: GroupRules, now: number): { readonly start: number; readonly count: number } {
-  if (rules.rate === null || state.windowStart === null || now >= state.windowStart + rules.rate.perMs) return { start: now, count: 0 };
-  return { start: state.windowStart, count: state.windowCount };
+/** The group's rate window in effect at `now` (rate-window.ts); a group without a rate has none, so a fresh one. */
+export function currentGroupWindow(state: GroupState, rules: GroupRules, now: number): RateWindow {
+  if (rules.rate === null) return { start: now, count: 0 };
+  return rateWindowAt(state, rules.rate.perMs, now);
 }
 
 /** How many more jobs the group's own limits let it start now (Infinity without limits). */

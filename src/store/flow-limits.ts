@@ -7,12 +7,13 @@
  * the write lock held on SQLite) and asks leaseAllowance how many of its jobs
  * this lease may take; kinds without rules never reach this file.
  *
- * The rate uses fixed windows: a window opens at the first lease after the
- * previous window ended and admits `limit` leases until `perMs` later. Over any
- * run of whole windows no more than `limit` leases start per `perMs`; two
- * windows that meet may start up to 2 × limit within one `perMs` around their
- * border (docs/design/kinds.md §12.2, per-kind limits).
+ * The rate uses fixed windows on a grid (core/rate-window.ts): each admits
+ * `limit` leases; over any run of whole windows no more than `limit` leases
+ * start per `perMs`; two windows that meet may start up to 2 × limit within one
+ * `perMs` around their border (docs/design/kinds.md §12.2, per-kind limits).
  */
+
+import { type RateWindow, rateWindowAt } from '../core/rate-window.js';
 
 export interface KindRate {
   readonly limit: number;
@@ -40,10 +41,10 @@ export function isRestricted(rules: KindFlowRules): boolean {
   return rules.paused || rules.maxConcurrent !== null || rules.rate !== null;
 }
 
-/** The window in effect at `now`: the stored one while it lasts, otherwise a fresh one that starts now. */
-export function currentWindow(state: KindFlowState, now: number): { readonly start: number; readonly count: number } {
-  if (state.rate === null || state.windowStart === null || now >= state.windowStart + state.rate.perMs) return { start: now, count: 0 };
-  return { start: state.windowStart, count: state.windowCount };
+/** The window in effect at `now` (core/rate-window.ts); a kind without a rate has none, so a fresh one. */
+export function currentWindow(state: KindFlowState, now: number): RateWindow {
+  if (state.rate === null) return { start: now, count: 0 };
+  return rateWindowAt(state, state.rate.perMs, now);
 }
 
 /** How many of the kind's jobs a lease of up to `max` may take now: 0 while paused, at its concurrency or its rate. */

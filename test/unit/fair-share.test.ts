@@ -189,7 +189,7 @@ describe('each group\u2019s own limits', () => {
     expect(groupAfterFinish(newGroupState('a')).running).toBe(0);
   });
 
-  it('admits rate.limit leases per fixed window of each group, opening a new window at the first lease after one ends', () => {
+  it('admits rate.limit leases per fixed window of each group, the windows on a grid from the first lease', () => {
     const rated = rules({ rate: { limit: 3, perMs: 1_000 } });
     const first = planGroupLease({ virtualTime: 0, rules: rated, candidates: [candidate('a'), candidate('b')], max: 8, now: 100 });
     expect(groupsOf(first.picks)).toEqual(['a', 'b', 'a', 'b', 'a', 'b']);
@@ -200,6 +200,10 @@ describe('each group\u2019s own limits', () => {
     const next = planGroupLease({ virtualTime: first.virtualTime, rules: rated, candidates: [{ state: a, available: 5 }], max: 2, now: 1_100 });
     expect(next.groups[0]).toMatchObject({ windowStart: 1_100, windowCount: 2 });
     expect(groupHold(next.groups[0] as GroupState, rated, 1_100)).toEqual({ kind: 'none' });
+    // A late lease falls in the grid's window: the one after it is still due at 3_100.
+    const late = planGroupLease({ virtualTime: next.virtualTime, rules: rated, candidates: [{ state: a, available: 5 }], max: 3, now: 2_170 });
+    expect(late.groups[0]).toMatchObject({ windowStart: 2_100, windowCount: 3 });
+    expect(groupHold(late.groups[0] as GroupState, rated, 2_200)).toEqual({ kind: 'rate', admitsAt: 3_100 });
     // Without a rate the window columns are left as they were.
     expect(planGroupLease({ virtualTime: 0, rules: NO_GROUP_RULES, candidates: [{ state: a, available: 1 }], max: 1, now: 5_000 }).groups[0]).toMatchObject({
       windowStart: 100,

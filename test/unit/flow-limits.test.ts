@@ -35,10 +35,15 @@ describe('flow limits', () => {
     expect(leaseAllowance({ ...base, maxConcurrent: 2, rate: { limit: 4, perMs: 1_000 } }, 1, 0)).toBe(1);
   });
 
-  it('moves the window: counts within it, opens a new one at the first lease after it ended', () => {
+  it('moves the window: counts within it, opens the next window of its grid after it ended', () => {
     const rated: KindFlowState = { ...base, rate: { limit: 4, perMs: 1_000 }, windowStart: 100, windowCount: 2 };
     expect(windowAfter(rated, 1, 500)).toEqual({ start: 100, count: 3 });
     expect(windowAfter(rated, 3, 1_100)).toEqual({ start: 1_100, count: 3 });
+    // A late lease opens the grid's window that holds it, so the window after it is due on time.
+    const late = windowAfter(rated, 4, 1_180);
+    expect(late).toEqual({ start: 1_100, count: 4 });
+    expect(holdReason({ ...rated, windowStart: late.start, windowCount: late.count }, 1_200)).toEqual({ kind: 'rate', admitsAt: 2_100 });
+    expect(windowAfter(rated, 1, 5_350)).toEqual({ start: 5_100, count: 1 });
     expect(windowAfter({ ...rated, windowStart: null, windowCount: 0 }, 2, 50)).toEqual({ start: 50, count: 2 });
   });
 
