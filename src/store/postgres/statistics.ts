@@ -9,13 +9,19 @@
  * a lease of 16, a 12 ms statement (logged by auto_explain during the
  * embedded bench).
  *
- * So the reaper's tick (at most every 10 s) asks how many rows of `jobs`
- * changed since its last ANALYZE, and analyzes it when that is more than
- * 1,000 plus a tenth of the table: the rule of PostgreSQL's own autovacuum,
- * which checks only once a minute and not at all when it is off. ANALYZE
- * reads a sample (30,000 rows at the default statistics target) whatever the
- * table's size and blocks neither reads nor writes. One coordinator at a time
- * runs it (a transaction-level advisory lock); the others skip that tick.
+ * So the reaper's tick (every second by default) asks how many rows of `jobs`
+ * changed since its last ANALYZE, and analyzes it when that is more than 50
+ * plus a tenth of the table: the rule of PostgreSQL's own autovacuum, which
+ * checks only once a minute and not at all when it is off. The check is one
+ * row of the statistics views, so it runs at every tick: a new queue's plans
+ * are made while its tables are nearly empty (sequential scans of `jobs` to
+ * join the picked jobs and to find the completed ones) and stay cached until
+ * an ANALYZE invalidates them, so waiting for a thousand changes had every
+ * lease and completion of a queue's first minutes scan every job it had run.
+ * ANALYZE reads a sample (30,000 rows at the default statistics target)
+ * whatever the table's size and blocks neither reads nor writes. One
+ * coordinator at a time runs it (a transaction-level advisory lock); the
+ * others skip that tick.
  */
 
 import type { PgDatabase } from './database.js';
@@ -36,11 +42,11 @@ export const JOBS_ANALYZE_LOCK = namedQuery(
 const JOBS_ANALYZE = 'ANALYZE jobs';
 
 /** Least time between two looks at the statistics' age. */
-export const STATISTICS_CHECK_MS = 10_000;
+export const STATISTICS_CHECK_MS = 1_000;
 
 /** Whether `changed` rows since the last ANALYZE of a table of `rows` make its statistics stale. */
 export function statisticsStale(changed: number, rows: number): boolean {
-  return changed > 1_000 + 0.1 * rows;
+  return changed > 50 + 0.1 * rows;
 }
 
 export class JobsStatistics {
