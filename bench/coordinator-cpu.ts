@@ -11,12 +11,11 @@
  * build without GET /metrics).
  */
 
-import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { LeaseholdClient } from '../src/client/index.js';
 import { freshDatabase } from './fresh-db.js';
-import { createKey, median, ROOT, startCoordinator, startWorker } from './processes.js';
+import { createKey, median, processCpuMs, ROOT, startCoordinator, startWorker } from './processes.js';
 
 const { values: args } = parseArgs({
   options: { jobs: { type: 'string', default: '10000' }, 'serve-args': { type: 'string', default: '' }, metrics: { type: 'string', default: 'yes' } },
@@ -24,13 +23,6 @@ const { values: args } = parseArgs({
 const SCRAPE = args.metrics !== 'no';
 const JOBS = Number(args.jobs);
 const SCRAPE_TOKEN = 'bench-scrape-token-0123456789abcdefghij';
-
-/** User plus system CPU milliseconds the process has used so far. */
-function cpuMs(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
-  const ticks = Number(fields[11]) + Number(fields[12]);
-  return (ticks * 1000) / 100; // USER_HZ is 100 on Linux
-}
 
 const { db, cleanup } = await freshDatabase('sqlite', 'cpu');
 const adminKey = createKey(db, 'bench', 'bench', 'admin');
@@ -53,11 +45,11 @@ try {
     );
   };
   await enqueue(2_000, 'warm'); // the JIT, untimed
-  const beforeEnqueue = cpuMs(pid);
+  const beforeEnqueue = processCpuMs(pid);
   await enqueue(JOBS, 'timed');
-  const enqueueCpu = cpuMs(pid) - beforeEnqueue;
+  const enqueueCpu = processCpuMs(pid) - beforeEnqueue;
 
-  const beforeDrain = cpuMs(pid);
+  const beforeDrain = processCpuMs(pid);
   const worker = startWorker({ url, key: workerKey, handlers: join(ROOT, 'dist', 'bench', 'handlers.js'), concurrency: 32 });
   await worker.ready;
   for (;;) {
@@ -65,7 +57,7 @@ try {
     if ((stats.counts['succeeded'] ?? 0) >= JOBS + 2_000) break;
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
-  const drainCpu = cpuMs(pid) - beforeDrain;
+  const drainCpu = processCpuMs(pid) - beforeDrain;
   await worker.stop();
 
   const scrapes: number[] = [];
