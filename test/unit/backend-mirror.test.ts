@@ -42,8 +42,6 @@ const FILES_ONLY_IN = {
     'catalog-queries.ts': 'key, kind, listing and stats statements, kept apart from queries.ts for its length',
     'lease-queries.ts':
       'the lease\u2019s statements, kept apart from queries.ts for its length (which exports them); SQLite\u2019s are in its queries.ts and lease-statements.ts',
-    'enqueue-key-queries.ts':
-      'the dedupe and unique keys\u2019 statements, kept apart from queries.ts for its length (which exports them); SQLite\u2019s are in its queries.ts',
     'sql-fragments.ts': 'column lists and the timestamptz \u2194 milliseconds conversions every query is built from',
     'statement-batcher.ts': 'concurrent single enqueues folded into one INSERT; SQLite\u2019s group commit does that for every write',
     'statistics.ts':

@@ -7,8 +7,9 @@
 
 import type { Statement } from 'better-sqlite3';
 import { MAX_LISTED_CHILDREN } from '../../core/dependencies.js';
-import { PURGEABLE_STATUSES } from '../../core/states.js';
 import { GROUP_SQL } from './group-queries.js';
+import { ENQUEUE_KEY_SQL } from './enqueue-key-queries.js';
+import { LEASE_END_SQL } from './lease-end-queries.js';
 
 /**
  * The statuses that hold a concurrency key's turn (core/dependencies.ts holdsKeyTurn): the predicate of jobs_key_turn.
@@ -17,12 +18,6 @@ import { GROUP_SQL } from './group-queries.js';
 const KEY_TURN = `status IN ('queued', 'waiting', 'running')`;
 /** The predicate of jobs_key_active: a key's job that is queued or running (a running job's row says 'queued'). */
 const KEY_ACTIVE = `status IN ('queued', 'running')`;
-/** A dedupe key's holder that still takes duplicates (core/dedupe.ts takesDuplicates), at @now: never leased, and not running now. */
-const TAKES_DUPLICATES = `status IN ('queued', 'waiting') AND epoch = 0 AND dedupe_until > @now
-    AND NOT EXISTS (SELECT 1 FROM job_leases WHERE job_leases.seq = jobs.seq)`;
-/** The finished statuses, after which a unique key's holder keeps it for forMs (core/dedupe.ts decideUnique). */
-const FINISHED = PURGEABLE_STATUSES.map((status) => `'${status}'`).join(', ');
-
 /**
  * A job as the store shows it, from its row (j) and its lease row (l, LEFT JOINed on seq): while a lease row
  * exists the job is running, with the lease's epoch, attempt, token, worker, expiry, effect mark and cancel
@@ -216,25 +211,6 @@ export const SQL = {
   jobRelease: `UPDATE jobs SET status = 'queued', run_after = MAX(run_after, @now)
     WHERE seq = @seq AND status = 'waiting' AND pending_parents = 0
     RETURNING seq, tenant, kind, group_key, priority, run_after, deadline_at, attempts, epoch, created_at, started_at, finished_at`,
-  /** The job of (tenant, owner, kind) that holds a dedupe key: one entry of jobs_dedupe_key (migration 13); a running one shows as running. */
-  jobDedupeHolder: `SELECT j.seq, j.id, j.tenant, j.kind, j.group_key, j.priority, CASE WHEN l.seq IS NULL THEN j.status ELSE 'running' END AS status,
-      coalesce(l.epoch, j.epoch) AS epoch, j.created_at, j.run_after, j.dedupe_until, j.payload_bytes
-    FROM jobs j INDEXED BY jobs_dedupe_key LEFT JOIN job_leases l ON l.seq = j.seq
-    WHERE j.tenant = @tenant AND j.owner = @owner AND j.kind = @kind AND j.dedupe_key = @key`,
-  /** decideDedupe's merge, guarded by takesDuplicates: the payload when @replace, runAfter and the window never moved earlier. */
-  jobDedupeMerge: `UPDATE jobs SET payload = CASE WHEN @replace = 1 THEN @payload ELSE payload END,
-      payload_bytes = CASE WHEN @replace = 1 THEN @payloadBytes ELSE payload_bytes END,
-      run_after = MAX(run_after, @runAfter), dedupe_until = MAX(dedupe_until, @dedupeUntil)
-    WHERE seq = @seq AND dedupe_key = @key AND ${TAKES_DUPLICATES}
-    RETURNING status, run_after`,
-  /** decideDedupe's release: a holder that takes no more duplicates gives its key up to the job about to be inserted. */
-  jobDedupeRelease: `UPDATE jobs SET dedupe_key = NULL, dedupe_until = NULL WHERE seq = @seq AND dedupe_key = @key AND NOT (${TAKES_DUPLICATES})`,
-  /** The job of (tenant, owner, kind) that holds a unique key: one entry of jobs_unique_key (migration 13). */
-  jobUniqueHolder: `SELECT seq, id, status, finished_at FROM jobs INDEXED BY jobs_unique_key
-    WHERE tenant = @tenant AND owner = @owner AND kind = @kind AND unique_key = @key`,
-  /** decideUnique's release: a holder finished at least @forMs ago gives its key up to the job about to be inserted. */
-  jobUniqueRelease: `UPDATE jobs SET unique_key = NULL
-    WHERE seq = @seq AND unique_key = @key AND status IN (${FINISHED}) AND finished_at + @forMs <= @now`,
   /** What a write transaction moved in one (tenant, kind, status) counter row, written once before COMMIT (counter-moves.ts). */
   counterAddTerms: `INSERT INTO job_counters (tenant, kind, status, jobs, started, wait_ms, run_jobs, run_ms, completed, completion_ms)
     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -291,9 +267,6 @@ export const SQL = {
   /** What a lease answers of each leased job (@seqs: a JSON array), and what its counter move needs. */
   jobLeasedMany: `SELECT seq, id, payload, max_attempts, checkpoint_step, checkpoint_state, created_at, started_at, finished_at
     FROM jobs WHERE seq IN (SELECT value FROM json_each(@seqs))`,
-  /** The attempt's row, written once when it ends (migration 14): the lease row was the running attempt. */
-  attemptInsert: `INSERT INTO job_attempts (job_seq, epoch, attempt, worker_id, started_at, ended_at, outcome, error_code)
-    VALUES (@seq, @epoch, @attempt, @workerId, @startedAt, @now, @outcome, @attemptCode)`,
   /** A job's ended attempts and its running one, if any, in epoch order. */
   attemptList: `SELECT a.attempt, a.epoch, a.worker_id, a.started_at, a.ended_at, a.outcome, a.error_code FROM job_attempts a WHERE a.job_seq = @seq
     UNION ALL SELECT l.attempt, l.epoch, l.worker_id, l.started_at, NULL, NULL, NULL FROM job_leases l WHERE l.seq = @seq
@@ -302,42 +275,6 @@ export const SQL = {
   /** Leases that ran out, by job_leases_expiry. */
   jobsExpiredLeases: `SELECT ${SNAPSHOT_COLUMNS} FROM job_leases l CROSS JOIN jobs j ON j.seq = l.seq WHERE l.expires_at <= ?`,
 
-  /**
-   * The guarded end of a lease (complete, fail, the reaper): the lease row goes only under its token, live
-   * (@live = 1: complete, fail) or run out (0: the reaper); its expiry is capped at the job's deadline, so a
-   * live lease is within the deadline too. What it returns is the attempt that ended, which the job's end and
-   * its attempt row write.
-   */
-  leaseEnd: `DELETE FROM job_leases WHERE seq = @seq AND token = @token AND (expires_at > @now) = @live
-    RETURNING epoch, attempt, worker_id, started_at, cancel_requested, effect_started_at, group_key`,
-  /**
-   * Applies an ending of src/store/lease-endings.ts to a job whose lease leaseEnd just removed: success, retry,
-   * dead, cancelled, unknown; the attempt's values become the row's, and end_reserve gives its bytes back.
-   */
-  jobEnd: `UPDATE jobs SET status = @status, last_outcome = @outcome, epoch = @epoch, attempts = @attempt, lease_owner = @workerId,
-      lease_token = @token, started_at = coalesce(started_at, @startedAt), run_after = @runAfter,
-      finished_at = CASE WHEN @status = 'queued' THEN finished_at ELSE @now END, cancel_requested = @cancelRequested,
-      effect_started_at = @effectStartedAt, last_error_code = @code, last_error_message = @message, last_error_class = @errorClass,
-      end_reserve = NULL
-    WHERE seq = @seq AND status = 'queued'`,
-  /**
-   * leaseEnd for a batch of live leases (@rows: a JSON array of [seq, token]), one statement: each lease row found
-   * by its row id, its token checked. The attempts that end are the batch's snapshots (jobLockMany), read in the
-   * same write transaction: it returns nothing, and must remove every row it names.
-   */
-  leaseEndMany: `DELETE FROM job_leases WHERE (seq, token) IN (SELECT value ->> 0, value ->> 1 FROM json_each(@rows)) AND expires_at > @now`,
-  /**
-   * jobEnd for a batch of jobs that end alike (@status, @outcome and the last error bound once; @rows: a JSON array of
-   * [seq, epoch, attempt, worker, token, started_at, cancel_requested, effect_started_at]), one statement.
-   */
-  jobEndMany: `UPDATE jobs SET status = @status, last_outcome = @outcome, epoch = e.value ->> 1, attempts = e.value ->> 2,
-      lease_owner = e.value ->> 3, lease_token = e.value ->> 4, started_at = coalesce(jobs.started_at, e.value ->> 5), finished_at = @now,
-      cancel_requested = e.value ->> 6, effect_started_at = e.value ->> 7, last_error_code = @code, last_error_message = @message,
-      last_error_class = @errorClass, end_reserve = NULL
-    FROM json_each(@rows) e WHERE jobs.seq = e.value ->> 0 AND jobs.status = 'queued'`,
-  /** attemptInsert for the same batch (@rows as jobEndMany's), one statement. */
-  attemptInsertMany: `INSERT INTO job_attempts (job_seq, epoch, attempt, worker_id, started_at, ended_at, outcome, error_code)
-    SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 5, @now, @outcome, @attemptCode FROM json_each(@rows)`,
   /** Queued jobs past their deadline are never leased (the lease WHERE); the reaper takes their ready rows by job_ready_deadline. */
   readyPastDeadline: `DELETE FROM job_ready WHERE deadline_at IS NOT NULL AND deadline_at <= @now RETURNING seq, tenant, kind, group_key`,
   /** … and ends them with QUEUED_DEADLINE (@seqs: a JSON array). */
@@ -346,18 +283,6 @@ export const SQL = {
     WHERE seq IN (SELECT value FROM json_each(@seqs)) AND status = 'queued'
     RETURNING ${FLOW_RETURNING}`,
 
-  leaseRenew: `UPDATE job_leases SET expires_at = @leaseExpiresAt WHERE seq = @seq AND token = @token AND expires_at > @now`,
-  /** A write to a job's row under its live lease (progress, checkpoint): the same guard as the lease row's statements. */
-  jobProgress: `UPDATE jobs SET progress = @progress
-    WHERE seq = @seq AND EXISTS (SELECT 1 FROM job_leases l WHERE l.seq = @seq AND l.token = @token AND l.expires_at > @now)`,
-  resultInsert: `INSERT INTO job_results (job_seq, content_type, body, checksum, size_bytes) VALUES (?, ?, ?, ?, ?)`,
-  /** Bytes of a job's checkpoint state and progress, to move the tenant's storage counter by the change. */
-  jobMutableBytes: `SELECT coalesce(length(CAST(checkpoint_state AS BLOB)), 0) + coalesce(length(CAST(progress AS BLOB)), 0) AS bytes
-    FROM jobs WHERE seq = ?`,
-  jobCheckpoint: `UPDATE jobs SET checkpoint_step = @step, checkpoint_state = @state
-    WHERE seq = @seq AND EXISTS (SELECT 1 FROM job_leases l WHERE l.seq = @seq AND l.token = @token AND l.expires_at > @now)`,
-  leaseEffectStarted: `UPDATE job_leases SET effect_started_at = coalesce(effect_started_at, @now)
-    WHERE seq = @seq AND token = @token AND expires_at > @now`,
   /** @status: queued or waiting (decideStart, for a job with parents or a key), with its parents not yet succeeded; a queued one's ready row follows. */
   jobRequeue: `UPDATE jobs SET status = @status, pending_parents = @pendingParents, attempts = 0, max_attempts = @maxAttempts, run_after = @now,
       deadline_at = CASE WHEN deadline_ms IS NULL THEN NULL ELSE @now + deadline_ms END,
@@ -374,6 +299,8 @@ export const SQL = {
       last_error_code = @code, last_error_message = @message, last_error_class = @errorClass
     WHERE seq = @seq AND status = 'unknown'`,
   ...GROUP_SQL,
+  ...LEASE_END_SQL,
+  ...ENQUEUE_KEY_SQL,
 } as const;
 
 export type QueryName = keyof typeof SQL;
