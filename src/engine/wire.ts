@@ -73,6 +73,7 @@ export function toWireLeasedJob(job: LeasedJob): WireLeasedJob {
     leaseExpiresAt: toRfc3339(job.leaseExpiresAt),
     deadlineAt: toRfc3339OrNull(job.deadlineAt),
     checkpoint: job.checkpoint === null ? null : { step: job.checkpoint.step, state: job.checkpoint.state },
+    group: job.group,
   };
 }
 

@@ -47,6 +47,7 @@ export const LeasedJob = Type.Object({
   leaseExpiresAt: Timestamp,
   deadlineAt: NullableTimestamp,
   checkpoint: Type.Union([CheckpointSchema, Type.Null()]),
+  group: Type.Union([Type.String(), Type.Null()], { description: 'The group it was enqueued with; null without one' }),
 });
 export type LeasedJob = Static<typeof LeasedJob>;
 

@@ -109,6 +109,8 @@ export interface LeasedColumns {
   readonly epoch: number;
   readonly deadline_at: number | null;
   readonly run_after: number;
+  /** '' for a job without a group (migration 16). */
+  readonly group_key: string;
 }
 
 /** What a leased row holds in each backend's own form, decoded: the rest of a LeasedJob comes from LeasedColumns. */
@@ -123,6 +125,7 @@ export function leasedJob(row: LeasedColumns, decoded: LeasedDecoded): LeasedJob
     maxAttempts: row.max_attempts,
     epoch: row.epoch,
     deadlineAt: row.deadline_at,
+    group: row.group_key === '' ? null : row.group_key,
     availableAt: row.run_after,
   };
 }

@@ -72,6 +72,8 @@ export interface LeasedJob {
   readonly leaseExpiresAt: number;
   readonly deadlineAt: number | null;
   readonly checkpoint: Checkpoint | null;
+  /** The group it was enqueued with (docs/FAIRNESS.md), null without one. */
+  readonly group: string | null;
   /** When the job became available for this attempt (its run-after time: acceptance, a delay or a retry's backoff). */
   readonly availableAt: number;
 }

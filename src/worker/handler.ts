@@ -11,6 +11,8 @@ import type { Checkpoint } from '../store/store.js';
 export interface JobContext<Payload = unknown> {
   readonly id: string;
   readonly kind: string;
+  /** The group it was enqueued with (docs/FAIRNESS.md), null without one. */
+  readonly group: string | null;
   readonly payload: Payload;
   /** 1-based number of this attempt. */
   readonly attempt: number;

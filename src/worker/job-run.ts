@@ -145,6 +145,8 @@ export class JobRun {
     return {
       id: job.id,
       kind: job.kind,
+      // A coordinator that predates groups answers without the field.
+      group: job.group ?? null,
       payload: job.payload,
       attempt: job.attempt,
       maxAttempts: job.maxAttempts,

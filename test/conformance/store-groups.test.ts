@@ -68,6 +68,20 @@ function tally(groups: readonly string[]): Record<string, number> {
 describe.each(backends)('store conformance ($label): fair shares among groups', (factory) => {
   const backend = useBackend(factory);
 
+  it('answers each leased job’s group, and null for a job without one', async () => {
+    const store = backend.store;
+    await register(store, {});
+    await fill(store, 'acme', 2);
+    await fill(store, null, 2);
+    const leased = await store.jobLease(leaseParams({ max: 10, kinds: [KIND] }));
+    expect(leased.map((job) => [groupOf(job), job.group]).sort()).toEqual([
+      ['acme', 'acme'],
+      ['acme', 'acme'],
+      ['none', null],
+      ['none', null],
+    ]);
+  });
+
   it('skew: a light group enqueued after a heavy backlog is leased within the first leases, with or without a kinds filter', async () => {
     const store = backend.store;
     await fill(store, 'heavy', 200);

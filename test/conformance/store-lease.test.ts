@@ -59,7 +59,17 @@ describe.each(backends)('store conformance ($label): leases', (factory) => {
     const store = backend.store;
     const job = await enqueue(store, 'k', { payload: { p: 1 } });
     const first = await leaseOne(store, { workerId: 'w1' });
-    expect(first).toMatchObject({ id: job.id, kind: 'email', payload: { p: 1 }, attempt: 1, maxAttempts: 3, epoch: 1, checkpoint: null, deadlineAt: null });
+    expect(first).toMatchObject({
+      id: job.id,
+      kind: 'email',
+      payload: { p: 1 },
+      attempt: 1,
+      maxAttempts: 3,
+      epoch: 1,
+      checkpoint: null,
+      deadlineAt: null,
+      group: null,
+    });
     expect(first.token.length).toBeGreaterThanOrEqual(22);
     const failed = await store.jobFail({ tenant: TENANT, id: job.id, token: first.token, error: ERROR, retryable: true, backoff: IMMEDIATE_BACKOFF });
     expect(failed).toMatchObject({ kind: 'failed', status: 'queued' });

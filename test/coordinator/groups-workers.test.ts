@@ -35,9 +35,10 @@ const JOB_MS = 10;
 const SLOTS = 4;
 const KIND = 'report';
 
-/** One handler start: the job's group and when (performance.now()). */
+/** One handler start: the job's group (from its payload, and as its lease told the handler) and when (performance.now()). */
 interface Start {
   readonly group: string;
+  readonly told: string | null;
   readonly i: number;
   readonly at: number;
 }
@@ -90,7 +91,7 @@ describe.each(backends)('the fair-share scenarios with real workers over HTTP ($
       handlers: {
         [KIND]: async (ctx: JobContext) => {
           const { group, i } = ctx.payload as { group: string; i: number };
-          starts.push({ group, i, at: performance.now() });
+          starts.push({ group, told: ctx.group, i, at: performance.now() });
           await new Promise((resolve) => setTimeout(resolve, JOB_MS));
           finished += 1;
           lastFinish = performance.now();
@@ -132,6 +133,7 @@ describe.each(backends)('the fair-share scenarios with real workers over HTTP ($
     await waitFor('every job to finish', async () => d.finished() >= total, { timeoutMs: 50_000, intervalMs: 20 });
     expect(d.starts).toHaveLength(total);
     expect(new Set(d.starts.map((s) => `${s.group}-${s.i}`)).size).toBe(total);
+    expect(d.starts.filter((s) => s.told !== s.group)).toEqual([]);
   }
 
   it('skew: starts the light group’s first job within 2% of the makespan of its enqueue', { timeout: 60_000 }, async () => {

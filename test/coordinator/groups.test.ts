@@ -42,6 +42,9 @@ describe.each(backends)('groups over HTTP ($name)', (backend) => {
     });
     expect(batch.statusCode, batch.body).toBeLessThan(300);
     expect(JSON.stringify(batch.json())).toContain('"group":"a"');
+    // The lease answers it too, for the worker's handler (JobContext.group).
+    const leased = await lease(h.app, h.keys.worker, { max: 10 });
+    expect(Object.fromEntries(leased.map((job) => [job.id, job.group]))).toMatchObject({ [id]: 'customer-7', [plain.json().id]: null });
   });
 
   it('refuses a bad group with 400 invalid_request naming the field, in a single enqueue and in a batch', async () => {

@@ -51,19 +51,21 @@ describe.each(targets)('openQueue ($name)', (target) => {
     expect(await queue.get('00000000-0000-7000-8000-000000000000').catch((error: unknown) => error)).toMatchObject({ code: 'not_found' });
   });
 
-  it('runs jobs with a Worker in process; waitFor wakes on the job finishing; the result, attempts and stats match', async () => {
+  it('runs jobs with a Worker in process, each handler told its job’s group; waitFor wakes on the job finishing; the result, attempts and stats match', async () => {
     const queue = await open(database());
     const [first, second] = await queue.enqueueMany([
-      { kind: 'report', payload: { pages: 3 }, idempotencyKey: 'r1' },
+      { kind: 'report', payload: { pages: 3 }, idempotencyKey: 'r1', group: 'acme' },
       { kind: 'email', payload: { to: 'x@example.com' }, idempotencyKey: 'e1' },
     ]);
+    const emailGroups: (string | null)[] = [];
     const worker = new Worker({
       queue,
       concurrency: 2,
       waitMs: 1_000,
       handlers: {
-        report: (ctx) => ({ pages: ctx.payload.pages, printed: true }),
+        report: (ctx) => ({ pages: ctx.payload.pages, printed: true, group: ctx.group }),
         email: (ctx) => {
+          emailGroups.push(ctx.group);
           if (ctx.payload.to.startsWith('x')) throw Object.assign(new Error('no such mailbox'), { code: 'mailbox_missing', retryable: false });
           return null;
         },
@@ -74,10 +76,12 @@ describe.each(targets)('openQueue ($name)', (target) => {
       const report = await queue.waitFor(first?.job?.id ?? '', { timeoutMs: 20_000 });
       expect(report.status).toBe('succeeded');
       const result = await queue.result(report.id);
-      expect(JSON.parse(result.body.toString('utf8'))).toEqual({ pages: 3, printed: true });
+      expect(JSON.parse(result.body.toString('utf8'))).toEqual({ pages: 3, printed: true, group: 'acme' });
+      expect(report.group).toBe('acme');
       const email = await queue.waitFor(second?.job?.id ?? '', { timeoutMs: 20_000 });
       expect(email).toMatchObject({ status: 'dead', lastError: { code: 'mailbox_missing' } });
       expect(await queue.attempts(email.id)).toHaveLength(1);
+      expect(emailGroups).toEqual([null]);
       const requeued = await queue.requeue(email.id);
       expect(requeued.status).toBe('queued');
       const stats = await queue.stats();

@@ -198,6 +198,7 @@ export interface LeasedWire {
   epoch: number;
   token: string;
   leaseExpiresAt: string;
+  group: string | null;
 }
 
 /** POST /lease and return the jobs (empty on 204). */

@@ -265,7 +265,7 @@ export const SQL = {
   readyDeleteMany: `DELETE FROM job_ready WHERE tenant = @tenant
     AND (kind, group_key, priority, run_after, seq) IN (SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4 FROM json_each(@rows))`,
   /** What a lease answers of each leased job (@seqs: a JSON array), and what its counter move needs. */
-  jobLeasedMany: `SELECT seq, id, payload, max_attempts, checkpoint_step, checkpoint_state, created_at, started_at, finished_at
+  jobLeasedMany: `SELECT seq, id, group_key, payload, max_attempts, checkpoint_step, checkpoint_state, created_at, started_at, finished_at
     FROM jobs WHERE seq IN (SELECT value FROM json_each(@seqs))`,
   /** A job's ended attempts and its running one, if any, in epoch order. */
   attemptList: `SELECT a.attempt, a.epoch, a.worker_id, a.started_at, a.ended_at, a.outcome, a.error_code FROM job_attempts a WHERE a.job_seq = @seq

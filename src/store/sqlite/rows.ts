@@ -115,6 +115,7 @@ export interface LeaseRow {
 export interface LeasedJobRow {
   seq: number;
   id: string;
+  group_key: string;
   payload: string;
   max_attempts: number;
   checkpoint_step: number | null;
@@ -178,7 +179,7 @@ export function toAttemptRecord(row: AttemptRow): AttemptRecord {
 export function toLeasedJob(lease: LeaseRow, job: LeasedJobRow): LeasedJob {
   const checkpoint = job.checkpoint_step === null ? null : { step: job.checkpoint_step, state: parseJsonOrNull(job.checkpoint_state) };
   return leasedJob(
-    { ...lease, id: job.id, attempts: lease.attempt, max_attempts: job.max_attempts },
+    { ...lease, id: job.id, group_key: job.group_key, attempts: lease.attempt, max_attempts: job.max_attempts },
     { payload: JSON.parse(job.payload) as unknown, token: lease.token, leaseExpiresAt: lease.expires_at, checkpoint },
   );
 }
