@@ -219,6 +219,38 @@ describe.skipIf(url === '')('PostgresStore (DATABASE_URL)', () => {
     await waitFor('the wake-up from the other store', () => wakes > 0, { timeoutMs: 5_000 });
   });
 
+  it('tells its finished watchers of its own completion once, and of another store’s through NOTIFY', async () => {
+    const schema = freshSchema();
+    const store = await connect(schema);
+    const peer = await connect(schema);
+    const heard: (string | null)[] = [];
+    const stop = store.watchFinished((job) => heard.push(job === null ? null : job.id));
+    cleanups.push(async () => stop());
+    // LISTEN in effect: it reports null once.
+    await waitFor('the finished listener to listen', () => heard.includes(null), { timeoutMs: 10_000 });
+    // A connection of the test's own sees every finished notification as the server delivers it, in commit order.
+    const observer = await admin();
+    const delivered: string[] = [];
+    observer.on('notification', (message) => delivered.push(message.payload ?? ''));
+    await observer.query(`LISTEN "${`lh_finished_${schema}`.slice(0, 63)}"`);
+    const finish = async (on: PostgresStore, key: string): Promise<string> => {
+      const outcome = await on.jobEnqueue(enqueueParams(key));
+      if (outcome.kind !== 'created') throw new Error('expected created');
+      const { job } = outcome;
+      const [leased] = await on.jobLease({ tenant: 't', workerId: 'w', kinds: ['k'], leaseMs: 60_000, max: 1 });
+      expect(leased?.id).toBe(job.id);
+      await on.jobCompleteMany([{ tenant: 't', id: job.id, token: leased?.token ?? '' }]);
+      return job.id;
+    };
+    const own = await finish(store, 'own');
+    await waitFor('the own completion’s notification to be delivered', () => delivered.some((payload) => payload.includes(own)), { timeoutMs: 5_000 });
+    const other = await finish(peer, 'other');
+    // The other store's notification was committed after the own one, so the listener has had both once it hears this.
+    await waitFor('the other store’s completion', () => heard.includes(other), { timeoutMs: 5_000 });
+    expect(heard.filter((id) => id === own)).toHaveLength(1);
+    expect(heard.filter((id) => id === other)).toHaveLength(1);
+  });
+
   it('counts its own schema in databaseSize, not the tables of other schemas beside it', async () => {
     const store = await connect(freshSchema());
     const neighbour = freshSchema();

@@ -28,7 +28,7 @@ export class Watchers {
   /** NOTIFY channels: one pair per schema, so test schemas do not wake each other. */
   private readonly availableChannel: string;
   private readonly finishedChannel: string;
-  /** Names this store in its own availability notifications, which its listener then drops (it woke its waiters at commit). */
+  /** Names this store in its own availability and finished notifications, which its listeners then drop (it told its watchers at commit). */
   private readonly origin = randomBytes(6).toString('base64url');
   /** When announceEveryone last woke every waiter (performance.now() ms). */
   private everyoneAnnouncedAt = Number.NEGATIVE_INFINITY;
@@ -41,7 +41,7 @@ export class Watchers {
     this.availableChannel = `lh_available_${connection.schema}`.slice(0, 63);
     this.finishedChannel = `lh_finished_${connection.schema}`.slice(0, 63);
     this.notifier = new CoalescedNotifier((payloads) => db.query(bind(Q.NOTIFY, [this.availableChannel, payloads])), this.origin);
-    this.finishedSender = new FinishedSender((payloads) => db.query(bind(Q.NOTIFY_FINISHED, [this.finishedChannel, payloads])));
+    this.finishedSender = new FinishedSender((payloads) => db.query(bind(Q.NOTIFY_FINISHED, [this.finishedChannel, payloads])), this.origin);
   }
 
   /** The NOTIFY of these jobs as a statement for someone else's transaction, delivered only if it commits. */
@@ -71,6 +71,7 @@ export class Watchers {
       this.finishedListener = new FinishedListenerConnection({
         clientConfig: clientConfig(this.connection),
         channel: this.finishedChannel,
+        origin: this.origin,
         onFinished: (job) => this.finished.emit(job === null ? null : [job]),
       });
       void this.finishedListener.start();

@@ -8,9 +8,12 @@
  * Sending: the payloads of commits made while a NOTIFY is in flight are
  * gathered and sent together in one statement after it, so notifying costs
  * at most one extra statement in flight per store, never one per completion.
- * Each payload is `{"t":tenant,"i":id}`, or `*` for "some jobs may have
- * finished" (a reaper batch). Payloads longer than PostgreSQL's 8,000-byte
- * limit are sent as `*`. A notification lost to a dropped connection costs
+ * Each payload is `{"t":tenant,"i":id,"o":origin}`, or `*` for "some jobs may
+ * have finished" (a reaper batch). The origin names the sending store, whose
+ * listener drops its own notifications when LISTEN brings them back: the store
+ * told its own watchers at the commit, and hearing it twice woke the tenant's
+ * polls held for a slot, and its job waiters, a second time.
+ * Payloads longer than PostgreSQL's 8,000-byte limit are sent as `*`. A notification lost to a dropped connection costs
  * latency, not correctness: the waiter still answers at its timeout, and a
  * reconnect tells listeners to look again (null).
  */
@@ -22,18 +25,19 @@ import { ChannelListener } from './channel-listener.js';
 const WILDCARD = '*';
 const MAX_PAYLOAD = 7_999;
 
-export function encodeFinished(job: FinishedJob | null): string {
+export function encodeFinished(job: FinishedJob | null, origin?: string): string {
   if (job === null) return WILDCARD;
-  const payload = JSON.stringify({ t: job.tenant, i: job.id });
+  const payload = JSON.stringify(origin === undefined ? { t: job.tenant, i: job.id } : { t: job.tenant, i: job.id, o: origin });
   return Buffer.byteLength(payload) > MAX_PAYLOAD ? WILDCARD : payload;
 }
 
-/** The job a payload names, null for the wildcard, undefined for anything else. */
-export function decodeFinished(payload: string | undefined): FinishedJob | null | undefined {
-  if (payload === WILDCARD) return null;
+/** What a payload says: the job (null for the wildcard) and who sent it (null when it does not say); undefined for anything else. */
+export function decodeFinished(payload: string | undefined): { readonly job: FinishedJob | null; readonly origin: string | null } | undefined {
+  if (payload === WILDCARD) return { job: null, origin: null };
   try {
-    const value = JSON.parse(payload ?? '') as { t?: unknown; i?: unknown };
-    return typeof value.t === 'string' && typeof value.i === 'string' ? { tenant: value.t, id: value.i } : undefined;
+    const value = JSON.parse(payload ?? '') as { t?: unknown; i?: unknown; o?: unknown };
+    if (typeof value.t !== 'string' || typeof value.i !== 'string') return undefined;
+    return { job: { tenant: value.t, id: value.i }, origin: typeof value.o === 'string' ? value.o : null };
   } catch {
     return undefined;
   }
@@ -44,12 +48,16 @@ export class FinishedSender {
   private inFlight = false;
   private closed = false;
 
-  constructor(private readonly send: (payloads: readonly string[]) => Promise<unknown>) {}
+  /** `origin` names the sending store in each payload (its own listener drops them). */
+  constructor(
+    private readonly send: (payloads: readonly string[]) => Promise<unknown>,
+    private readonly origin?: string,
+  ) {}
 
   add(jobs: readonly FinishedJob[] | null): void {
     if (this.closed) return;
     if (jobs === null) this.pending.add(WILDCARD);
-    else for (const job of jobs) this.pending.add(encodeFinished(job));
+    else for (const job of jobs) this.pending.add(encodeFinished(job, this.origin));
     this.flush();
   }
 
@@ -76,17 +84,19 @@ export interface FinishedListenerOptions {
   readonly clientConfig: pg.ClientConfig;
   readonly channel: string;
   readonly onFinished: (job: FinishedJob | null) => void;
+  /** The origin this store's own notifications carry: those are not passed on. */
+  readonly origin: string;
 }
 
 /** The LISTEN side (channel-listener.ts); each (re)connect reports null once. */
 export class FinishedListenerConnection extends ChannelListener {
   constructor(options: FinishedListenerOptions) {
-    const { onFinished, ...connection } = options;
+    const { onFinished, origin, ...connection } = options;
     super({
       ...connection,
       onPayload: (payload) => {
-        const job = decodeFinished(payload);
-        if (job !== undefined) onFinished(job);
+        const decoded = decodeFinished(payload);
+        if (decoded !== undefined && decoded.origin !== origin) onFinished(decoded.job);
       },
       // Completions committed before this LISTEN took effect reached nobody here.
       onListening: () => onFinished(null),
