@@ -9,6 +9,7 @@
  */
 
 import { LeaseholdClient } from '../src/client/index.js';
+import type { Job } from '../src/protocol/schemas.js';
 import { percentile, startWorker } from './processes.js';
 
 /** Untimed requests first, so the figure is the steady state and not the JIT compiling the coordinator. */
@@ -119,6 +120,40 @@ export interface LatencyTarget {
   readonly prefix: string;
 }
 
+/** One job of a paced run: its id, and when its enqueue was sent and answered (wall-clock ms, as handlers stamp them). */
+export interface PacedJob {
+  readonly id: string;
+  readonly sentAt: number;
+  readonly answeredAt: number;
+}
+
+/** Enqueues `count` jobs of `kind` 5 ms apart, each without waiting for the one before, and answers them once all are answered. */
+export async function enqueuePaced(client: LeaseholdClient, kind: string, count: number, prefix: string): Promise<PacedJob[]> {
+  const sent: PacedJob[] = [];
+  const pending: Promise<void>[] = [];
+  for (let i = 0; i < count; i++) {
+    const sentAt = performance.timeOrigin + performance.now();
+    pending.push(
+      client.enqueue({ kind, payload: { i } }, { idempotencyKey: `${prefix}-lat-${i}` }).then((r) => {
+        sent.push({ id: r.job.id, sentAt, answeredAt: performance.timeOrigin + performance.now() });
+      }),
+    );
+    await sleep(5);
+  }
+  await Promise.all(pending);
+  return sent;
+}
+
+/** The job once it has succeeded, read every `intervalMs`. */
+export async function succeededJob(client: LeaseholdClient, id: string, intervalMs = 20): Promise<Job> {
+  let job = await client.getJob(id);
+  while (job.status !== 'succeeded') {
+    await sleep(intervalMs);
+    job = await client.getJob(id);
+  }
+  return job;
+}
+
 /** 500 jobs enqueued 5 ms apart onto an idle queue with one worker (8 handlers): enqueue to handler start, p50 and p99 in ms. */
 export async function enqueueToStart(target: LatencyTarget): Promise<{ p50: number; p99: number }> {
   const worker = startWorker({ url: target.workerUrl, key: target.workerKey, handlers: target.handlers, concurrency: 8, workerId: `${target.prefix}-latency` });
@@ -128,28 +163,12 @@ export async function enqueueToStart(target: LatencyTarget): Promise<{ p50: numb
   const client = new LeaseholdClient({ baseUrl: target.enqueueUrl, apiKey: target.adminKey, connections: 64 });
   // The worker is ready when it has run one job.
   const warm = await client.enqueue({ kind: target.kind, payload: {} }, { idempotencyKey: `${target.prefix}-lat-warm-up` });
-  while ((await client.getJob(warm.job.id)).status !== 'succeeded') await sleep(20);
-  const sent = new Map<string, number>();
-  const pending: Promise<void>[] = [];
-  for (let i = 0; i < 500; i++) {
-    const at = performance.timeOrigin + performance.now();
-    pending.push(
-      client.enqueue({ kind: target.kind, payload: { i } }, { idempotencyKey: `${target.prefix}-lat-${i}` }).then((r) => {
-        sent.set(r.job.id, at);
-      }),
-    );
-    await sleep(5);
-  }
-  await Promise.all(pending);
+  await succeededJob(client, warm.job.id);
+  const sent = await enqueuePaced(client, target.kind, 500, target.prefix);
   const latencies: number[] = [];
-  for (const [id, at] of sent) {
-    let job = await client.getJob(id);
-    while (job.status !== 'succeeded') {
-      await sleep(20);
-      job = await client.getJob(id);
-    }
-    const stamp = (job.result as { handlerStartedAt: number }).handlerStartedAt;
-    latencies.push(stamp - at);
+  for (const { id, sentAt } of sent) {
+    const job = await succeededJob(client, id);
+    latencies.push((job.result as { handlerStartedAt: number }).handlerStartedAt - sentAt);
   }
   await worker.stop();
   await client.close();

@@ -21,8 +21,8 @@
 
 import { parseArgs } from 'node:util';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { LeaseholdClient } from '../src/client/index.js';
+import { enqueuePaced, succeededJob } from './figures.js';
 import { freshDatabase } from './fresh-db.js';
 import { createKey, median, processCpuMs, processesCpuMs, ROOT, startCoordinator, startWorker } from './processes.js';
 
@@ -33,9 +33,11 @@ const JOBS = Number(args.jobs);
 const RUNS = Number(args.runs);
 const onPostgres = args.db.startsWith('postgres');
 
+const PARTS = ['enqueue to start', 'enqueue answered', 'created to leased', 'leased to handler'] as const;
+
 interface Run {
   readonly cpu: Record<'coordinator' | 'worker' | 'client' | 'postgres', number>;
-  readonly latency: Record<'enqueue to start' | 'enqueue answered' | 'created to leased' | 'leased to handler', number>;
+  readonly latency: Record<(typeof PARTS)[number], number>;
 }
 
 async function once(run: number): Promise<Run> {
@@ -47,7 +49,7 @@ async function once(run: number): Promise<Run> {
   const client = new LeaseholdClient({ baseUrl: coordinator.url, apiKey: adminKey, connections: 64 });
   try {
     const warm = await client.enqueue({ kind: 'stamp', payload: {} }, { idempotencyKey: 'warm-up' });
-    while ((await client.getJob(warm.job.id)).status !== 'succeeded') await sleep(20);
+    await succeededJob(client, warm.job.id);
     const coordinatorPid = coordinator.process.child.pid as number;
     const workerPid = worker.child.pid as number;
     const before = {
@@ -56,21 +58,10 @@ async function once(run: number): Promise<Run> {
       client: process.cpuUsage(),
       postgres: onPostgres ? processesCpuMs('postgres') : 0,
     };
-    const sent: { id: string; sentAt: number; answeredAt: number }[] = [];
-    const pending: Promise<void>[] = [];
-    for (let i = 0; i < JOBS; i++) {
-      const sentAt = performance.timeOrigin + performance.now();
-      pending.push(
-        client.enqueue({ kind: 'stamp', payload: { i } }, { idempotencyKey: `cost-${i}` }).then((r) => {
-          sent.push({ id: r.job.id, sentAt, answeredAt: performance.timeOrigin + performance.now() });
-        }),
-      );
-      await sleep(5);
-    }
-    await Promise.all(pending);
+    const sent = await enqueuePaced(client, 'stamp', JOBS, 'cost');
     // The CPU is taken when the last job has run, before the reads below (which cost every build the same).
     const last = sent.reduce((a, b) => (b.sentAt > a.sentAt ? b : a));
-    while ((await client.getJob(last.id)).status !== 'succeeded') await sleep(5);
+    await succeededJob(client, last.id, 5);
     const clientCpu = process.cpuUsage(before.client);
     const cpu = {
       coordinator: (processCpuMs(coordinatorPid) - before.coordinator) / JOBS,
@@ -78,18 +69,9 @@ async function once(run: number): Promise<Run> {
       client: (clientCpu.user + clientCpu.system) / 1000 / JOBS,
       postgres: onPostgres ? (processesCpuMs('postgres') - before.postgres) / JOBS : Number.NaN,
     };
-    const parts = {
-      'enqueue to start': [] as number[],
-      'enqueue answered': [] as number[],
-      'created to leased': [] as number[],
-      'leased to handler': [] as number[],
-    };
+    const parts = Object.fromEntries(PARTS.map((part) => [part, [] as number[]])) as Record<(typeof PARTS)[number], number[]>;
     for (const job of sent) {
-      let read = await client.getJob(job.id);
-      while (read.status !== 'succeeded') {
-        await sleep(20);
-        read = await client.getJob(job.id);
-      }
+      const read = await succeededJob(client, job.id);
       const handlerAt = (read.result as { handlerStartedAt: number }).handlerStartedAt;
       const leasedAt = Date.parse(read.startedAt ?? '');
       parts['enqueue to start'].push(handlerAt - job.sentAt);
@@ -97,15 +79,8 @@ async function once(run: number): Promise<Run> {
       parts['created to leased'].push(leasedAt - Date.parse(read.createdAt));
       parts['leased to handler'].push(handlerAt - leasedAt);
     }
-    return {
-      cpu,
-      latency: {
-        'enqueue to start': median(parts['enqueue to start']),
-        'enqueue answered': median(parts['enqueue answered']),
-        'created to leased': median(parts['created to leased']),
-        'leased to handler': median(parts['leased to handler']),
-      },
-    };
+    const latency = Object.fromEntries(PARTS.map((part) => [part, median(parts[part])])) as Run['latency'];
+    return { cpu, latency };
   } finally {
     await worker.stop();
     await client.close();
@@ -130,5 +105,4 @@ const medianOf = (pick: (run: Run) => number): string => {
 process.stdout.write('medians:\n');
 for (const name of Object.keys(runs[0]?.cpu ?? {}) as (keyof Run['cpu'])[])
   process.stdout.write(`  CPU ms per job, ${name.padEnd(12)} ${medianOf((r) => r.cpu[name])}\n`);
-for (const name of Object.keys(runs[0]?.latency ?? {}) as (keyof Run['latency'])[])
-  process.stdout.write(`  p50 ms, ${name.padEnd(20)} ${medianOf((r) => r.latency[name])}\n`);
+for (const name of PARTS) process.stdout.write(`  p50 ms, ${name.padEnd(20)} ${medianOf((r) => r.latency[name])}\n`);
