@@ -11,11 +11,12 @@
  * Each payload is `{"t":tenant,"i":id,"o":origin}`, or `*` for "some jobs may
  * have finished" (a reaper batch). The origin names the sending store, whose
  * listener drops its own notifications when LISTEN brings them back: the store
- * told its own watchers at the commit, and hearing it twice woke the tenant's
- * polls held for a slot, and its job waiters, a second time.
- * Payloads longer than PostgreSQL's 8,000-byte limit are sent as `*`. A notification lost to a dropped connection costs
- * latency, not correctness: the waiter still answers at its timeout, and a
- * reconnect tells listeners to look again (null).
+ * told its own watchers at the commit, and hearing it twice would wake the
+ * tenant's polls held for a slot, and its job waiters, a second time.
+ * Payloads longer than PostgreSQL's 8,000-byte limit are sent as `*`. A
+ * notification lost to a dropped connection costs latency, not correctness:
+ * the waiter still answers at its timeout, and a reconnect tells listeners to
+ * look again (null).
  */
 
 import type pg from 'pg';
@@ -25,9 +26,9 @@ import { ChannelListener } from './channel-listener.js';
 const WILDCARD = '*';
 const MAX_PAYLOAD = 7_999;
 
-export function encodeFinished(job: FinishedJob | null, origin?: string): string {
+export function encodeFinished(job: FinishedJob | null, origin: string): string {
   if (job === null) return WILDCARD;
-  const payload = JSON.stringify(origin === undefined ? { t: job.tenant, i: job.id } : { t: job.tenant, i: job.id, o: origin });
+  const payload = JSON.stringify({ t: job.tenant, i: job.id, o: origin });
   return Buffer.byteLength(payload) > MAX_PAYLOAD ? WILDCARD : payload;
 }
 
@@ -51,7 +52,7 @@ export class FinishedSender {
   /** `origin` names the sending store in each payload (its own listener drops them). */
   constructor(
     private readonly send: (payloads: readonly string[]) => Promise<unknown>,
-    private readonly origin?: string,
+    private readonly origin: string,
   ) {}
 
   add(jobs: readonly FinishedJob[] | null): void {

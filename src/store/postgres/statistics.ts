@@ -16,8 +16,8 @@
  * row of the statistics views, so it runs at every tick: a new queue's plans
  * are made while its tables are nearly empty (sequential scans of `jobs` to
  * join the picked jobs and to find the completed ones) and stay cached until
- * an ANALYZE invalidates them, so waiting for a thousand changes had every
- * lease and completion of a queue's first minutes scan every job it had run.
+ * an ANALYZE invalidates them, so until then every lease and completion scans
+ * every job the queue has run.
  * ANALYZE reads a sample (30,000 rows at the default statistics target)
  * whatever the table's size and blocks neither reads nor writes. One
  * coordinator at a time runs it (a transaction-level advisory lock); the
