@@ -6,11 +6,11 @@
  * the per-kind index.
  */
 
-import pg from 'pg';
+import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import * as Q from '../../src/store/postgres/queries.js';
 import type { PostgresStore } from '../../src/store/postgres/postgres-store.js';
-import { STATISTICS_CHECK_MS, statisticsStale } from '../../src/store/postgres/statistics.js';
+import { STATISTICS_CHECK_MS, statisticsOutgrown, statisticsStale } from '../../src/store/postgres/statistics.js';
 import type { EnqueueParams } from '../../src/store/store.js';
 import { JOB_TABLES, jobRowsRead, storeInNewSchema } from '../support/pg-plan.js';
 
@@ -35,7 +35,16 @@ function job(kind: string, n: number, priority: number): EnqueueParams {
 }
 
 describe('stale statistics', () => {
-  it('follow PostgreSQL autovacuum’s rule: more than 50 rows plus a tenth of the table changed', () => {
+  it('for the reaper’s check: the table has more than doubled (plus 50 rows) since it was analyzed', () => {
+    expect(statisticsOutgrown(50, 0)).toBe(false);
+    expect(statisticsOutgrown(51, 0)).toBe(true);
+    expect(statisticsOutgrown(2_050, 1_000)).toBe(false);
+    expect(statisticsOutgrown(2_051, 1_000)).toBe(true);
+    // Churn without growth is not stale: every ANALYZE makes every connection plan the hot statements again.
+    expect(statisticsOutgrown(1_000, 1_000)).toBe(false);
+  });
+
+  it('for the retention tick’s upkeep, PostgreSQL autovacuum’s rule: more than 50 rows plus a tenth of the table changed', () => {
     expect(statisticsStale(50, 0)).toBe(false);
     expect(statisticsStale(51, 0)).toBe(true);
     expect(statisticsStale(100_050, 1_000_000)).toBe(false);
@@ -70,14 +79,19 @@ describe.skipIf(url === '')('the store keeps the statistics of jobs fresh (postg
     );
   }
 
-  async function changedSinceAnalyze(): Promise<number> {
-    return (await client.query<{ n: number }>(`SELECT n_mod_since_analyze::int AS n FROM pg_stat_user_tables WHERE relid = 'jobs'::regclass`)).rows[0]?.n ?? 0;
+  /** The live rows of jobs in the statistics views, and the rows its statistics were made from. */
+  async function size(): Promise<{ live: number; analyzed: number }> {
+    const { rows } = await client.query<{ live: number; analyzed: number }>(
+      `SELECT s.n_live_tup::int AS live, greatest(c.reltuples, 0)::int AS analyzed
+         FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid WHERE s.relid = 'jobs'::regclass`,
+    );
+    return rows[0] ?? { live: 0, analyzed: 0 };
   }
 
   it('analyzes jobs at the reaper’s tick, after which a lease reads O(max) rows, not the backlog for kinds without jobs', async () => {
     const before = await analyzedAt();
-    // The counts of changed rows reach the statistics views at the end of each transaction; wait until they show.
-    await expect.poll(changedSinceAnalyze, { timeout: 10_000 }).toBeGreaterThan(1_000);
+    // The counts of rows reach the statistics views at the end of each transaction; wait until they show.
+    await expect.poll(async () => (await size()).live, { timeout: 10_000 }).toBeGreaterThan(1_000);
     await store.jobReapExpired();
     expect(await analyzedAt()).not.toBe(before);
     const tokens = Array.from({ length: 10 }, (_, i) => `token-${i}`);
@@ -88,27 +102,36 @@ describe.skipIf(url === '')('the store keeps the statistics of jobs fresh (postg
   });
 
   it('looks again only after its interval', async () => {
+    // A queue of its own, never analyzed, so a hundred jobs outgrow its statistics.
+    const fresh = await storeInNewSchema(url, 'lh_test_statistics_interval');
+    const analyzed = async (): Promise<string | null> =>
+      (await fresh.client.query<{ at: string | null }>(`SELECT last_analyze::text AS at FROM pg_stat_user_tables WHERE relid = 'jobs'::regclass`)).rows[0]
+        ?.at ?? null;
     // The store's clock (performance.now) moves only when the test moves it; its timers and the database's stay real.
     vi.useFakeTimers({ toFake: ['performance'] });
     try {
-      // Past any check made so far: this reap looks (and may analyze), and the interval starts now.
+      // Past any check made so far: this reap looks at an empty table, and the interval starts now.
       vi.advanceTimersByTime(3_600_000);
-      await store.jobReapExpired();
-      const looked = await analyzedAt();
-      await store.jobEnqueueMany(Array.from({ length: 1_500 }, (_, i) => job('c', i, 0)));
+      await fresh.store.jobReapExpired();
+      expect(await analyzed()).toBeNull();
+      await fresh.store.jobEnqueueMany(Array.from({ length: 100 }, (_, i) => job('c', i, 0)));
       // Not expect.poll: it would move the faked clock along with its own waits.
-      for (let waited = 0; (await changedSinceAnalyze()) <= 1_000; waited += 100) {
-        if (waited > 20_000) throw new Error('the changed rows never reached the statistics views');
+      for (let waited = 0; ; waited += 100) {
+        const live = (await fresh.client.query<{ n: number }>(`SELECT n_live_tup::int AS n FROM pg_stat_user_tables WHERE relid = 'jobs'::regclass`)).rows[0]
+          ?.n;
+        if (statisticsOutgrown(live ?? 0, 0)) break;
+        if (waited > 20_000) throw new Error('the new rows never reached the statistics views');
         await new Promise((resolve) => setTimeout(resolve, 100));
       }
-      // Stale now, but within the interval: no look.
-      await store.jobReapExpired();
-      expect(await analyzedAt()).toBe(looked);
+      // Outgrown now, but within the interval: no look.
+      await fresh.store.jobReapExpired();
+      expect(await analyzed()).toBeNull();
       vi.advanceTimersByTime(STATISTICS_CHECK_MS);
-      await store.jobReapExpired();
-      expect(await analyzedAt()).not.toBe(looked);
+      await fresh.store.jobReapExpired();
+      expect(await analyzed()).not.toBeNull();
     } finally {
       vi.useRealTimers();
+      await fresh.close();
     }
   });
 });

@@ -9,15 +9,22 @@
  * a lease of 16, a 12 ms statement (logged by auto_explain during the
  * embedded bench).
  *
- * So the reaper's tick (every second by default) asks how many rows of `jobs`
- * changed since its last ANALYZE, and analyzes it when that is more than 50
- * plus a tenth of the table: the rule of PostgreSQL's own autovacuum, which
- * checks only once a minute and not at all when it is off. The check is one
- * row of the statistics views, so it runs at every tick: a new queue's plans
- * are made while its tables are nearly empty (sequential scans of `jobs` to
- * join the picked jobs and to find the completed ones) and stay cached until
- * an ANALYZE invalidates them, so until then every lease and completion scans
- * every job the queue has run.
+ * So the reaper's tick (every second by default) compares the live rows of
+ * `jobs` with the rows its statistics were made from, and analyzes it when
+ * the table has more than doubled since (plus 50 rows, so a new queue is
+ * analyzed as soon as it holds a few jobs). A new queue's plans are made
+ * while its tables are nearly empty (sequential scans of `jobs` to join the
+ * picked jobs and to find the completed ones) and stay cached until an
+ * ANALYZE invalidates them, so until then every lease and completion scans
+ * every job the queue has run. The rule is growth, not churn: every ANALYZE
+ * invalidates the cached plans of every statement that reads `jobs`, in every
+ * connection, and replanning the hot statements cost a busy queue more CPU
+ * than the scans it prevents (PostgreSQL's own rule, 50 rows plus a tenth of
+ * the table changed, analyzed a queue of steady size every few hundred jobs).
+ * A growing table is analyzed a logarithmic number of times; one of steady
+ * size, whose plans already use its indexes, not again (retention.ts's upkeep
+ * keeps the statistics of every queue table fresh by churn once a minute when
+ * autovacuum is off).
  * ANALYZE reads a sample (30,000 rows at the default statistics target)
  * whatever the table's size and blocks neither reads nor writes. One
  * coordinator at a time runs it (a transaction-level advisory lock); the
@@ -27,9 +34,9 @@
 import type { PgDatabase } from './database.js';
 import { bind, namedQuery } from './sql-fragments.js';
 
-export const JOBS_STATISTICS_AGE = namedQuery(
-  'lh_jobs_statistics_age',
-  `SELECT s.n_mod_since_analyze::float8 AS changed, greatest(c.reltuples, 0)::float8 AS rows
+export const JOBS_STATISTICS_SIZE = namedQuery(
+  'lh_jobs_statistics_size',
+  `SELECT s.n_live_tup::float8 AS live, greatest(c.reltuples, 0)::float8 AS analyzed
      FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid
     WHERE s.relid = 'jobs'::regclass`,
 );
@@ -44,9 +51,14 @@ const JOBS_ANALYZE = 'ANALYZE jobs';
 /** Least time between two looks at the statistics' age. */
 export const STATISTICS_CHECK_MS = 1_000;
 
-/** Whether `changed` rows since the last ANALYZE of a table of `rows` make its statistics stale. */
+/** PostgreSQL autovacuum's rule: `changed` rows since the last ANALYZE of a table of `rows` make its statistics stale. */
 export function statisticsStale(changed: number, rows: number): boolean {
   return changed > 50 + 0.1 * rows;
+}
+
+/** Whether a table of `live` rows has outgrown the statistics made from `analyzed` rows (the reaper's rule above). */
+export function statisticsOutgrown(live: number, analyzed: number): boolean {
+  return live > 50 + 2 * analyzed;
 }
 
 export class JobsStatistics {
@@ -62,8 +74,8 @@ export class JobsStatistics {
     this.nextCheckAt = now + STATISTICS_CHECK_MS;
     this.checking = true;
     try {
-      const age = (await this.db.query<{ changed: number; rows: number }>(bind(JOBS_STATISTICS_AGE, []))).rows[0];
-      if (age === undefined || !statisticsStale(age.changed, age.rows)) return false;
+      const size = (await this.db.query<{ live: number; analyzed: number }>(bind(JOBS_STATISTICS_SIZE, []))).rows[0];
+      if (size === undefined || !statisticsOutgrown(size.live, size.analyzed)) return false;
       return await this.db.transaction(async (tx) => {
         if ((await tx.query<{ locked: boolean }>(bind(JOBS_ANALYZE_LOCK, []))).rows[0]?.locked !== true) return false;
         await tx.query({ text: JOBS_ANALYZE });
