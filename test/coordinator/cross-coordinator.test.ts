@@ -10,46 +10,15 @@
 
 import { performance } from 'node:perf_hooks';
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
-import pg from 'pg';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { buildCoordinator } from '../../src/coordinator/app.js';
 import { backends, bearer, drainAfterAll, enqueue, lease, post, startCoordinator, type Harness } from '../support/http-fixtures.js';
-import { SCHEMA_PREFIX } from '../support/reused-pg-schemas.js';
-import { waitFor } from '../support/wait-for.js';
+import { listenersUp } from '../support/pg-listeners.js';
 import { observingLeases } from '../support/observing-leases.js';
 
 const WAIT_MS = 30_000;
 /** "At once": far below WAIT_MS, with room for a loaded two-core machine. */
 const PROMPT_MS = 5_000;
-
-/**
- * PostgreSQL: resolves when both coordinators' LISTEN connections are up. The
- * listener connects in the background after the app is built; a NOTIFY sent
- * before that would be lost (a real deployment's re-check interval covers
- * that gap, this test's does not). Connections name their schema in
- * application_name, and this process's schemas share a prefix.
- */
-async function listenersUp(count: number): Promise<void> {
-  const url = process.env['DATABASE_URL'] ?? '';
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    await waitFor(
-      `${count} LISTEN connections`,
-      async () => {
-        const { rows } = await client.query<{ n: number }>(
-          `SELECT count(*)::int AS n FROM pg_stat_activity
-            WHERE application_name LIKE $1 AND query LIKE 'LISTEN %' AND state = 'idle'`,
-          [`leasehold:${SCHEMA_PREFIX}%`],
-        );
-        return (rows[0]?.n ?? 0) >= count;
-      },
-      { timeoutMs: 10_000 },
-    );
-  } finally {
-    await client.end();
-  }
-}
 
 describe.each(backends)('HTTP contract ($name)', (backend) => {
   let h: Harness;

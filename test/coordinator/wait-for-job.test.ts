@@ -8,15 +8,13 @@
 
 import { performance } from 'node:perf_hooks';
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
-import pg from 'pg';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { buildCoordinator } from '../../src/coordinator/app.js';
 import { FinishWaiters } from '../../src/engine/finish-waiters.js';
 import { LeaseholdError } from '../../src/core/errors.js';
 import type { Store } from '../../src/store/store.js';
 import { backends, bearer, drainAfterAll, enqueue, errorCode, lease, post, startCoordinator, type Harness } from '../support/http-fixtures.js';
-import { SCHEMA_PREFIX } from '../support/reused-pg-schemas.js';
-import { waitFor } from '../support/wait-for.js';
+import { listenersUp } from '../support/pg-listeners.js';
 
 /** The issue's bound: from the completion's answer to the waiting read's answer. */
 const PROMPT_MS = 20;
@@ -38,27 +36,6 @@ function countingReads(store: Store, onRead: (count: number) => void): Store {
       return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
     },
   });
-}
-
-/** PostgreSQL: resolves when `count` LISTEN connections on the finished channel of this process's schemas are up. */
-async function finishedListenersUp(count: number): Promise<void> {
-  const client = new pg.Client({ connectionString: process.env['DATABASE_URL'] ?? '' });
-  await client.connect();
-  try {
-    await waitFor(
-      `${count} LISTEN connections on the finished channel`,
-      async () => {
-        const { rows } = await client.query<{ n: number }>(
-          `SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name LIKE $1 AND query LIKE 'LISTEN "lh_finished_%' AND state = 'idle'`,
-          [`leasehold:${SCHEMA_PREFIX}%`],
-        );
-        return (rows[0]?.n ?? 0) >= count;
-      },
-      { timeoutMs: 10_000 },
-    );
-  } finally {
-    await client.end();
-  }
 }
 
 describe.each(backends)('GET /jobs/{id}?waitMs ($name)', (backend) => {
@@ -188,7 +165,7 @@ describe.each(backends)('GET /jobs/{id}?waitMs ($name)', (backend) => {
     const b = await h.openPeer();
     const { id, token } = await runningJob();
     const { answer } = await parkedWait(id, 30_000);
-    await finishedListenersUp(1);
+    await listenersUp(1);
     const completed = await post(b, h.keys.worker, `/jobs/${id}/complete`, { token, result: { via: 'b' } });
     const committed = performance.now();
     expect(completed.statusCode).toBe(200);

@@ -11,6 +11,7 @@ import { freshPostgresDb } from '../../bench/postgres-db.js';
 import { startCoordinator, type RunningProcess } from '../../bench/processes.js';
 import { LeaseholdClient } from '../../src/client/index.js';
 import { waitFor } from '../support/wait-for.js';
+import { LISTENERS_UP_SQL, listenerPattern } from '../support/pg-listeners.js';
 
 export const DATABASE_URL = process.env['DATABASE_URL'] ?? '';
 
@@ -70,7 +71,8 @@ export async function startPgDeployment(): Promise<PgDeployment> {
       return client;
     },
     async listenersUp(count) {
-      await waitFor(`${count} LISTEN connections on ${schema}`, async () => (await idleWith('LISTEN %')) >= count, { timeoutMs: 15_000 });
+      const up = async (): Promise<number> => (await admin.query<{ n: number }>(LISTENERS_UP_SQL, [listenerPattern(schema)])).rows[0]?.n ?? 0;
+      await waitFor(`${count} LISTEN connections on ${schema}`, async () => (await up()) >= count, { timeoutMs: 15_000 });
     },
     // An empty lease is followed on its connection by the read of the next due job (jobNextDue), so a
     // connection whose last statement is either has run a lease attempt.

@@ -27,6 +27,7 @@ import { hashApiKey, newApiKey } from '../../src/core/ids.js';
 import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
 import { allJobs } from '../support/all-jobs.js';
 import { waitFor } from '../support/wait-for.js';
+import { LISTENERS_UP_SQL } from '../support/pg-listeners.js';
 import { startPrivatePostgres, type PrivatePostgres } from './private-postgres.js';
 
 const databaseUrl = process.env['DATABASE_URL'];
@@ -171,8 +172,8 @@ describe.skipIf(databaseUrl === undefined || databaseUrl === '')('PostgreSQL res
       await probe.connect();
       try {
         await waitFor('the LISTEN connection to reconnect', async () => {
-          const found = await probe.query("SELECT 1 FROM pg_stat_activity WHERE application_name LIKE 'leasehold:%' AND query LIKE 'LISTEN %'");
-          return found.rowCount === 1;
+          const found = await probe.query<{ n: number }>(LISTENERS_UP_SQL, ['lh-listen:%']);
+          return found.rows[0]?.n === 1;
         });
       } finally {
         await probe.end();

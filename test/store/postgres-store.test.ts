@@ -13,6 +13,7 @@ import { StoreUnavailableError } from '../../src/core/errors.js';
 import { migrate } from '../../src/store/postgres/migrate.js';
 import { MIGRATIONS } from '../../src/store/postgres/migrations.js';
 import { translatePgError } from '../../src/store/postgres/errors.js';
+import { listenerName } from '../../src/store/postgres/listener-peers.js';
 import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
 import type { EnqueueParams } from '../../src/store/store.js';
 import { waitFor } from '../support/wait-for.js';
@@ -198,9 +199,7 @@ describe.skipIf(url === '')('PostgresStore (DATABASE_URL)', () => {
     cleanups.push(async () => stop());
     const client = await admin();
     const listenerPids = async (): Promise<number[]> =>
-      (
-        await client.query<{ pid: number }>(`SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND query LIKE 'LISTEN%'`, [`leasehold:${schema}`])
-      ).rows.map((r) => r.pid);
+      (await client.query<{ pid: number }>(`SELECT pid FROM pg_stat_activity WHERE application_name = $1`, [listenerName(schema)])).rows.map((r) => r.pid);
     const [first] = await waitFor('the listener to connect', async () => {
       const pids = await listenerPids();
       return pids.length === 1 ? pids : null;
@@ -225,8 +224,18 @@ describe.skipIf(url === '')('PostgresStore (DATABASE_URL)', () => {
     const peer = await connect(schema);
     const heard: (string | null)[] = [];
     const stop = store.watchFinished((job) => heard.push(job === null ? null : job.id));
-    cleanups.push(async () => stop());
-    // LISTEN in effect: it reports null once.
+    // The peer listens too, so the store is not alone and sends its NOTIFYs (listener-peers.ts). The peer hears
+    // null when its LISTEN takes effect and again when the store answers its hello, which the store does once
+    // it counts the peer.
+    let peerNulls = 0;
+    const stopPeer = peer.watchFinished((job) => {
+      if (job === null) peerNulls++;
+    });
+    cleanups.push(async () => {
+      stop();
+      stopPeer();
+    });
+    await waitFor('the store to answer the peer’s hello', () => peerNulls >= 2, { timeoutMs: 10_000 });
     await waitFor('the finished listener to listen', () => heard.includes(null), { timeoutMs: 10_000 });
     // A connection of the test's own sees every finished notification as the server delivers it, in commit order.
     const observer = await admin();

@@ -35,17 +35,18 @@ const FILES_ONLY_IN = {
   },
   postgres: {
     'postgres-store.ts': 'the store class (sqlite-store.ts)',
-    'availability-listener.ts': 'LISTEN for other coordinators\u2019 commits; SQLite polls data_version (availability.ts)',
+    'availability-listener.ts': 'what a LISTEN of other coordinators\u2019 commits wakes; SQLite polls data_version (availability.ts)',
     'channel-listener.ts': 'the LISTEN connection and its reconnects',
+    'listener-peers.ts': 'whether another store listens, so a store alone skips its NOTIFYs; SQLite sends none',
     'coalesced-notifier.ts': 'NOTIFY after a commit, folded per (tenant, kind)',
-    'finished-channel.ts': 'NOTIFY and LISTEN for finished jobs',
+    'finished-channel.ts': 'NOTIFY of finished jobs and what hearing one wakes',
     'catalog-queries.ts': 'key, kind, listing and stats statements, kept apart from queries.ts for its length',
     'lease-queries.ts':
       'the lease\u2019s statements, kept apart from queries.ts for its length (which exports them); SQLite\u2019s are in its queries.ts and lease-statements.ts',
     'sql-fragments.ts': 'column lists and the timestamptz \u2194 milliseconds conversions every query is built from',
     'statement-batcher.ts': 'concurrent single enqueues folded into one INSERT; SQLite\u2019s group commit does that for every write',
     'statistics.ts':
-      'ANALYZE of jobs when its statistics are stale, so the planner picks the per-kind available index; SQLite\u2019s planner gathers no statistics and ranks the indexes by their columns',
+      'ANALYZE of jobs when it has outgrown its statistics, so cached plans use its indexes; SQLite\u2019s planner gathers no statistics and ranks the indexes by their columns',
   },
 } as const;
 

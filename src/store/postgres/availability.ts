@@ -3,28 +3,32 @@
  * Store.watchFinished), in this process and in every other coordinator on the
  * schema. A write announces after its commit: this process's listeners at
  * once, other coordinators through NOTIFY (coalesced-notifier.ts,
- * finished-channel.ts). Each kind of news has one LISTEN connection, opened
- * when the first listener arrives (availability-listener.ts, finished-channel.ts).
+ * finished-channel.ts). One LISTEN connection hears both channels, opened
+ * when the first listener of either arrives (channel-listener.ts). A store
+ * whose connection is the only one listening on the schema skips its NOTIFYs
+ * (listener-peers.ts); a store that listens to nothing always sends them.
  */
 
 import { randomBytes } from 'node:crypto';
 import type { Availability, AvailabilityListener as OnAvailable, FinishedJob, FinishedListener } from '../store.js';
 import { FinishedListeners } from '../finished-jobs.js';
-import { AvailabilityListener } from './availability-listener.js';
+import { hearAvailable } from './availability-listener.js';
+import { ChannelListener } from './channel-listener.js';
 import { CoalescedNotifier } from './coalesced-notifier.js';
 import { clientConfig, type PgDatabase } from './database.js';
-import { FinishedListenerConnection, FinishedSender } from './finished-channel.js';
+import { FinishedSender, hearFinished } from './finished-channel.js';
 import { availabilityPayload } from './coalesced-notifier.js';
+import { listenerName } from './listener-peers.js';
 import * as Q from './queries.js';
 import { bind } from './sql-fragments.js';
 
 export class Watchers {
   private readonly available = new Set<OnAvailable>();
-  private listener: AvailabilityListener | null = null;
   private readonly notifier: CoalescedNotifier;
   private readonly finished = new FinishedListeners();
-  private finishedListener: FinishedListenerConnection | null = null;
   private readonly finishedSender: FinishedSender;
+  /** The LISTEN connection, from the first watcher of either channel on. */
+  private listener: ChannelListener | null = null;
   /** NOTIFY channels: one pair per schema, so test schemas do not wake each other. */
   private readonly availableChannel: string;
   private readonly finishedChannel: string;
@@ -51,15 +55,7 @@ export class Watchers {
 
   watchAvailable(listener: OnAvailable): () => void {
     this.available.add(listener);
-    if (this.listener === null && !this.closed) {
-      this.listener = new AvailabilityListener({
-        clientConfig: clientConfig(this.connection),
-        channel: this.availableChannel,
-        origin: this.origin,
-        onAvailable: (available) => this.wake(available),
-      });
-      void this.listener.start();
-    }
+    this.listen();
     return () => {
       this.available.delete(listener);
     };
@@ -67,28 +63,42 @@ export class Watchers {
 
   watchFinished(listener: FinishedListener): () => void {
     const remove = this.finished.add(listener);
-    if (this.finishedListener === null && !this.closed) {
-      this.finishedListener = new FinishedListenerConnection({
-        clientConfig: clientConfig(this.connection),
-        channel: this.finishedChannel,
-        origin: this.origin,
-        onFinished: (job) => this.finished.emit(job === null ? null : [job]),
-      });
-      void this.finishedListener.start();
-    }
+    this.listen();
     return remove;
   }
 
-  /** Resolves once the LISTEN that watchAvailable started is in effect (at once if nothing watches). */
+  private listen(): void {
+    if (this.listener !== null || this.closed) return;
+    const hear = new Map([
+      [this.availableChannel, hearAvailable(this.origin, (available) => this.wake(available))],
+      [this.finishedChannel, hearFinished(this.origin, (job) => this.finished.emit(job === null ? null : [job]))],
+    ]);
+    this.listener = new ChannelListener({
+      clientConfig: clientConfig(this.connection),
+      channels: [this.availableChannel, this.finishedChannel],
+      censusName: listenerName(this.connection.schema),
+      origin: this.origin,
+      onPayload: (channel, payload) => hear.get(channel)?.(payload),
+      // Commits made before this LISTEN took effect, or before another store heard of it, announced nobody here.
+      onListening: () => {
+        this.wake(null);
+        this.finished.emit(null);
+      },
+    });
+    void this.listener.start();
+  }
+
+  /** Resolves once the LISTEN that the first watcher started is in effect (at once if nothing watches). */
   listening(): Promise<void> {
     return this.listener?.ready ?? Promise.resolve();
   }
 
   /** New work committed here: wake this process's waiters now, other coordinators' through NOTIFY. */
   announceAvailable(jobs: readonly Availability[]): void {
+    const others = this.othersMayHear();
     for (const available of jobs) {
       this.wake(available);
-      this.notifier.poke(available);
+      if (others) this.notifier.poke(available);
     }
   }
 
@@ -99,14 +109,14 @@ export class Watchers {
     if (now - this.everyoneAnnouncedAt < 1_000) return;
     this.everyoneAnnouncedAt = now;
     this.wake(null);
-    this.notifier.poke(null);
+    if (this.othersMayHear()) this.notifier.poke(null);
   }
 
   /** Jobs ended here (after the commit): this process's watchers now, other coordinators' through NOTIFY. */
   announceFinished(jobs: readonly FinishedJob[] | null): void {
     if (jobs !== null && jobs.length === 0) return;
     this.finished.emit(jobs);
-    this.finishedSender.add(jobs);
+    if (this.othersMayHear()) this.finishedSender.add(jobs);
   }
 
   async close(): Promise<void> {
@@ -116,7 +126,11 @@ export class Watchers {
     this.available.clear();
     this.finished.clear();
     await this.listener?.stop();
-    await this.finishedListener?.stop();
+  }
+
+  /** Whether a NOTIFY may reach another store: always, unless this store listens and knows it is alone. */
+  private othersMayHear(): boolean {
+    return this.listener?.othersMayListen() ?? true;
   }
 
   private wake(available: Availability | null): void {

@@ -1,20 +1,32 @@
 /**
- * One dedicated connection that LISTENs on a channel and hands each payload
- * on, reconnecting with doubling backoff after a drop (a restart, a failover,
- * a killed backend). Notifications sent while it was not listening reached
- * nobody, so every time LISTEN takes effect it calls `onListening`: the owner
- * tells its waiters to look again. The availability and finished-job
- * channels (availability-listener.ts, finished-channel.ts) both run on it.
+ * One dedicated connection per store that LISTENs on the schema's channels
+ * (availability and finished jobs: availability-listener.ts,
+ * finished-channel.ts) and hands each payload on, reconnecting with doubling
+ * backoff after a drop (a restart, a failover, a killed backend).
+ * Notifications sent while it was not listening reached nobody, so every
+ * time LISTEN takes effect it calls `onListening`: the owner tells its
+ * waiters to look again. It also keeps the census of the other stores
+ * listening on the schema (listener-peers.ts): whether this store's NOTIFYs
+ * would reach anyone.
  */
 
 import pg from 'pg';
+import { CENSUS_MS, type Control, encodeAck, encodeHello, LISTENER_CENSUS, ListenerPeers, parseControl } from './listener-peers.js';
 
 export interface ChannelListenerOptions {
   readonly clientConfig: pg.ClientConfig;
-  readonly channel: string;
-  readonly onPayload: (payload: string | undefined) => void;
-  /** LISTEN took effect (the first connect or a reconnect). */
+  /** The channels to LISTEN on; hellos and their answers go on the first. */
+  readonly channels: readonly [string, ...string[]];
+  /** Names the listening connections of every store on the schema (listenerName), which the census counts. */
+  readonly censusName: string;
+  readonly onPayload: (channel: string, payload: string | undefined) => void;
+  /**
+   * LISTEN took effect (the first connect or a reconnect), and again each time another listener answers this
+   * one's hello: either way, notifications sent before may have reached nobody here.
+   */
   readonly onListening: () => void;
+  /** Names this store in its hello and its answers to others' hellos. */
+  readonly origin: string;
   readonly minRetryMs?: number;
   readonly maxRetryMs?: number;
 }
@@ -25,6 +37,8 @@ export class ChannelListener {
   private retryMs: number;
   private stopped = false;
   private connecting = false;
+  private censusTimer: NodeJS.Timeout | null = null;
+  private readonly peers = new ListenerPeers();
   private markReady: () => void = () => undefined;
   /** Resolves once LISTEN has first taken effect: wake-ups counted after it come from NOTIFY. */
   readonly ready = new Promise<void>((resolve) => {
@@ -33,6 +47,11 @@ export class ChannelListener {
 
   constructor(private readonly options: ChannelListenerOptions) {
     this.retryMs = options.minRetryMs ?? 100;
+  }
+
+  /** Whether a NOTIFY on the channel may reach another store's listener (listener-peers.ts). */
+  othersMayListen(): boolean {
+    return this.peers.othersMayListen();
   }
 
   /** Starts listening; resolves after the first attempt, whether or not it connected. */
@@ -44,6 +63,7 @@ export class ChannelListener {
     this.stopped = true;
     if (this.retryTimer !== null) clearTimeout(this.retryTimer);
     this.retryTimer = null;
+    this.stopCensus();
     const client = this.client;
     this.client = null;
     if (client !== null) await client.end().catch(() => undefined);
@@ -52,11 +72,13 @@ export class ChannelListener {
   private async connect(): Promise<void> {
     if (this.stopped || this.connecting) return;
     this.connecting = true;
-    const client = new pg.Client(this.options.clientConfig);
+    const client = new pg.Client({ ...this.options.clientConfig, application_name: this.options.censusName });
     let dropped = false;
     const onDrop = (): void => {
       if (dropped) return;
       dropped = true;
+      this.peers.deaf();
+      this.stopCensus();
       if (this.client === client) this.client = null;
       client.end().catch(() => undefined);
       this.scheduleReconnect();
@@ -64,11 +86,17 @@ export class ChannelListener {
     client.on('error', onDrop);
     client.on('end', onDrop);
     client.on('notification', (message) => {
-      if (message.channel === this.options.channel) this.options.onPayload(message.payload);
+      if (!this.options.channels.includes(message.channel)) return;
+      const control = message.channel === this.options.channels[0] ? parseControl(message.payload) : null;
+      if (control === null) this.options.onPayload(message.channel, message.payload);
+      else this.onControl(client, control);
     });
     try {
       await client.connect();
-      await client.query(`LISTEN "${this.options.channel}"`);
+      // Channel names are made of the validated schema name (availability.ts), so quoting them is enough.
+      for (const channel of this.options.channels) await client.query(`LISTEN "${channel}"`);
+      await this.census(client);
+      await this.notify(client, encodeHello(this.options.origin));
       if (this.stopped) {
         dropped = true;
         await client.end().catch(() => undefined);
@@ -83,6 +111,46 @@ export class ChannelListener {
     } finally {
       this.connecting = false;
     }
+  }
+
+  private onControl(client: pg.Client, control: Control): void {
+    const { origin } = this.options;
+    if ('hello' in control) {
+      if (control.hello === origin) return;
+      // Counted before the answer is sent: every announcement after the answer is a NOTIFY the new listener hears.
+      this.peers.heardHello();
+      this.scheduleCensus();
+      void this.notify(client, encodeAck(control.hello, origin)).catch(() => undefined);
+    } else if (control.ack === origin && control.from !== origin) {
+      this.options.onListening();
+    }
+  }
+
+  private async notify(client: pg.Client, payload: string): Promise<void> {
+    await client.query({ text: 'SELECT pg_notify($1, $2)', values: [this.options.channels[0], payload] });
+  }
+
+  /** Counts the other listeners on `client`; while there are some, counts again every CENSUS_MS. */
+  private async census(client: pg.Client): Promise<void> {
+    const token = this.peers.censusStarted();
+    const others = (await client.query<{ others: number }>({ text: LISTENER_CENSUS, values: [this.options.censusName] })).rows[0]?.others ?? 1;
+    this.peers.counted(token, others);
+    this.scheduleCensus();
+  }
+
+  private scheduleCensus(): void {
+    if (this.stopped || this.censusTimer !== null || !this.peers.othersMayListen()) return;
+    this.censusTimer = setTimeout(() => {
+      this.censusTimer = null;
+      const client = this.client;
+      if (client !== null) void this.census(client).catch(() => undefined);
+    }, CENSUS_MS);
+    this.censusTimer.unref();
+  }
+
+  private stopCensus(): void {
+    if (this.censusTimer !== null) clearTimeout(this.censusTimer);
+    this.censusTimer = null;
   }
 
   private scheduleReconnect(): void {

@@ -1,9 +1,10 @@
 /**
  * Tells every coordinator on the database that jobs reached an end state, so
  * a `GET /jobs/{id}?waitMs` parked on one coordinator answers when another
- * completes the job. Its own LISTEN connection and channel
- * (`lh_finished_<schema>`), apart from the availability channel: finished
- * jobs and new work have different listeners and payloads.
+ * completes the job. Its own channel (`lh_finished_<schema>`), apart from
+ * the availability channel: finished jobs and new work have different
+ * listeners and payloads; the store's one listening connection
+ * (channel-listener.ts) hears both.
  *
  * Sending: the payloads of commits made while a NOTIFY is in flight are
  * gathered and sent together in one statement after it, so notifying costs
@@ -19,9 +20,7 @@
  * look again (null).
  */
 
-import type pg from 'pg';
 import type { FinishedJob } from '../store.js';
-import { ChannelListener } from './channel-listener.js';
 
 const WILDCARD = '*';
 const MAX_PAYLOAD = 7_999;
@@ -81,26 +80,10 @@ export class FinishedSender {
   }
 }
 
-export interface FinishedListenerOptions {
-  readonly clientConfig: pg.ClientConfig;
-  readonly channel: string;
-  readonly onFinished: (job: FinishedJob | null) => void;
-  /** The origin this store's own notifications carry: those are not passed on. */
-  readonly origin: string;
-}
-
-/** The LISTEN side (channel-listener.ts); each (re)connect reports null once. */
-export class FinishedListenerConnection extends ChannelListener {
-  constructor(options: FinishedListenerOptions) {
-    const { onFinished, origin, ...connection } = options;
-    super({
-      ...connection,
-      onPayload: (payload) => {
-        const decoded = decodeFinished(payload);
-        if (decoded !== undefined && decoded.origin !== origin) onFinished(decoded.job);
-      },
-      // Completions committed before this LISTEN took effect reached nobody here.
-      onListening: () => onFinished(null),
-    });
-  }
+/** What the listening connection (channel-listener.ts) does with a payload of the finished channel. */
+export function hearFinished(origin: string, onFinished: (job: FinishedJob | null) => void): (payload: string | undefined) => void {
+  return (payload) => {
+    const decoded = decodeFinished(payload);
+    if (decoded !== undefined && decoded.origin !== origin) onFinished(decoded.job);
+  };
 }

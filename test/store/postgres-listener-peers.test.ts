@@ -1,0 +1,104 @@
+/**
+ * A PostgreSQL store skips its NOTIFYs while its listening connection is the only one on the schema, and
+ * sends them again as soon as another store listens (listener-peers.ts). A connection of the test's own
+ * LISTENs on the availability channel and sees what the server delivers; it is not a store's listener, so
+ * the census does not count it.
+ */
+
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { afterEach, describe, expect, it } from 'vitest';
+import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
+import type { Availability, EnqueueParams } from '../../src/store/store.js';
+import { waitFor } from '../support/wait-for.js';
+
+const url = process.env['DATABASE_URL'] ?? '';
+
+function job(kind: string): EnqueueParams {
+  return {
+    tenant: 't',
+    owner: 'u',
+    idempotencyKey: `${kind}-${randomBytes(4).toString('hex')}`,
+    requestHash: 'h',
+    kind,
+    payload: {},
+    maxAttempts: 1,
+    priority: 0,
+    runAfter: null,
+    deadlineMs: null,
+    payloadBytes: 2,
+  };
+}
+
+describe.skipIf(url === '')('NOTIFY only when another store listens (postgres)', () => {
+  const cleanups: (() => Promise<void>)[] = [];
+  afterEach(async () => {
+    while (cleanups.length > 0) await cleanups.pop()?.();
+  });
+
+  async function open(schema: string): Promise<PostgresStore> {
+    const store = await PostgresStore.connect({ connectionString: url, schema, poolSize: 2 });
+    cleanups.push(() => store.close());
+    return store;
+  }
+
+  /** A store that listens: what its watcher heard (null: look, whatever was announced). */
+  async function listening(store: PostgresStore): Promise<(Availability | null)[]> {
+    const heard: (Availability | null)[] = [];
+    const stop = store.watchAvailable((available) => heard.push(available));
+    cleanups.push(async () => stop());
+    await store.listening();
+    return heard;
+  }
+
+  /** The kinds named by the availability notifications the server delivers on the schema's channel. */
+  async function observe(schema: string): Promise<string[]> {
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    cleanups.push(() => client.end());
+    const kinds: string[] = [];
+    client.on('notification', (message) => {
+      const parsed: unknown = JSON.parse(message.payload === '' || message.payload === undefined ? 'null' : message.payload);
+      if (Array.isArray(parsed)) kinds.push(String(parsed[1]));
+    });
+    await client.query(`LISTEN "${`lh_available_${schema}`.slice(0, 63)}"`);
+    return kinds;
+  }
+
+  it('sends none while it listens alone, sends again once another store listens, and stops after that store leaves', async () => {
+    const schema = `lh_peers_${randomBytes(6).toString('hex')}`;
+    cleanups.push(() => PostgresStore.dropSchema({ connectionString: url, schema }));
+    const alone = await open(schema);
+    // A producer that listens to nothing cannot know who listens, so it always sends.
+    const producer = await open(schema);
+    const delivered = await observe(schema);
+    const heardAlone = await listening(alone);
+
+    /** Enqueues `kind` through the store that listened alone, then a marker through the producer; whether the first was delivered. */
+    const sentBy = async (kind: string): Promise<boolean> => {
+      await alone.jobEnqueue(job(kind));
+      const marker = `marker-${kind}`;
+      await producer.jobEnqueue(job(marker));
+      // Notifications arrive in commit order: once the marker's has, the other one's would have too.
+      await waitFor(`the notification of ${marker}`, () => delivered.includes(marker), { timeoutMs: 5_000 });
+      return delivered.includes(kind);
+    };
+
+    expect(await sentBy('alone')).toBe(false);
+    // Its own watcher was told at the commit all the same.
+    expect(heardAlone).toContainEqual({ tenant: 't', kind: 'alone' });
+
+    // Another store listens: it hears null when its LISTEN takes effect and again once the first store has answered its
+    // hello, which that store does after it has started notifying again.
+    const other = await PostgresStore.connect({ connectionString: url, schema, poolSize: 2 });
+    const heardOther = await listening(other);
+    await waitFor('the first store’s answer to the hello', () => heardOther.filter((a) => a === null).length >= 2, { timeoutMs: 10_000 });
+    expect(await sentBy('in-company')).toBe(true);
+    await waitFor('the other store to hear the job', () => heardOther.some((a) => a?.kind === 'in-company'), { timeoutMs: 5_000 });
+
+    // The other store leaves; the next census (every CENSUS_MS while others were seen) finds the first alone again.
+    await other.close();
+    let round = 0;
+    await waitFor('the first store to stop notifying', async () => !(await sentBy(`after-${round++}`)), { timeoutMs: 15_000, intervalMs: 200 });
+  }, 40_000);
+});
