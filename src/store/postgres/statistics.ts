@@ -9,21 +9,23 @@
  * a lease of 16, a 12 ms statement (logged by auto_explain during the
  * embedded bench).
  *
- * So the reaper's tick (every second by default) compares the live rows of
- * `jobs` with the rows its statistics were made from, and analyzes it when
- * the table has more than doubled since (plus 50 rows, so a new queue is
- * analyzed as soon as it holds a few jobs). A new queue's plans are made
- * while its tables are nearly empty (sequential scans of `jobs` to join the
- * picked jobs and to find the completed ones) and stay cached until an
- * ANALYZE invalidates them, so until then every lease and completion scans
- * every job the queue has run. The rule is growth, not churn: every ANALYZE
- * invalidates the cached plans of every statement that reads `jobs`, in every
- * connection, and replanning the hot statements cost a busy queue more CPU
- * than the scans it prevents (PostgreSQL's own rule, 50 rows plus a tenth of
- * the table changed, analyzed a queue of steady size every few hundred jobs).
- * A growing table is analyzed a logarithmic number of times; one of steady
- * size, whose plans already use its indexes, not again (retention.ts's upkeep
- * keeps the statistics of every queue table fresh by churn once a minute when
+ * So the reaper's tick (every second by default) compares the pages `jobs`
+ * has on disk with the pages its statistics were made from, and analyzes it
+ * when the table has more than doubled since (a new queue's first look is at
+ * two pages, a few dozen jobs). The file's size is read from the file, so the
+ * check sees every commit at once, where the statistics views lag by up to
+ * PostgreSQL's flush interval. A new queue's plans are made while its tables
+ * are nearly empty (sequential scans of `jobs` to join the picked jobs and to
+ * find the completed ones) and stay cached until an ANALYZE invalidates them,
+ * so until then every lease and completion scans every job the queue has
+ * run. The rule is growth, not churn: every ANALYZE invalidates the cached
+ * plans of every statement that reads `jobs`, in every connection, and
+ * replanning the hot statements cost a busy queue more CPU than the scans it
+ * prevents (PostgreSQL's own rule, 50 rows plus a tenth of the table changed,
+ * analyzed a queue of steady size every few hundred jobs). A growing table is
+ * analyzed a logarithmic number of times; one of steady size, whose plans
+ * already use its indexes, not again (retention.ts's upkeep keeps the
+ * statistics of every queue table fresh by churn once a minute when
  * autovacuum is off).
  * ANALYZE reads a sample (30,000 rows at the default statistics target)
  * whatever the table's size and blocks neither reads nor writes. One
@@ -36,9 +38,8 @@ import { bind, namedQuery } from './sql-fragments.js';
 
 export const JOBS_STATISTICS_SIZE = namedQuery(
   'lh_jobs_statistics_size',
-  `SELECT s.n_live_tup::float8 AS live, greatest(c.reltuples, 0)::float8 AS analyzed
-     FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid
-    WHERE s.relid = 'jobs'::regclass`,
+  `SELECT (pg_relation_size(c.oid) / current_setting('block_size')::int)::float8 AS pages, c.relpages::float8 AS analyzed
+     FROM pg_class c WHERE c.oid = 'jobs'::regclass`,
 );
 
 export const JOBS_ANALYZE_LOCK = namedQuery(
@@ -56,9 +57,9 @@ export function statisticsStale(changed: number, rows: number): boolean {
   return changed > 50 + 0.1 * rows;
 }
 
-/** Whether a table of `live` rows has outgrown the statistics made from `analyzed` rows (the reaper's rule above). */
-export function statisticsOutgrown(live: number, analyzed: number): boolean {
-  return live > 50 + 2 * analyzed;
+/** Whether a table of `pages` pages has outgrown the statistics made when it had `analyzed` (the reaper's rule above). */
+export function statisticsOutgrown(pages: number, analyzed: number): boolean {
+  return pages > 1 + 2 * analyzed;
 }
 
 export class JobsStatistics {
@@ -74,8 +75,8 @@ export class JobsStatistics {
     this.nextCheckAt = now + STATISTICS_CHECK_MS;
     this.checking = true;
     try {
-      const size = (await this.db.query<{ live: number; analyzed: number }>(bind(JOBS_STATISTICS_SIZE, []))).rows[0];
-      if (size === undefined || !statisticsOutgrown(size.live, size.analyzed)) return false;
+      const size = (await this.db.query<{ pages: number; analyzed: number }>(bind(JOBS_STATISTICS_SIZE, []))).rows[0];
+      if (size === undefined || !statisticsOutgrown(size.pages, size.analyzed)) return false;
       return await this.db.transaction(async (tx) => {
         if ((await tx.query<{ locked: boolean }>(bind(JOBS_ANALYZE_LOCK, []))).rows[0]?.locked !== true) return false;
         await tx.query({ text: JOBS_ANALYZE });
