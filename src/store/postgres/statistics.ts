@@ -12,7 +12,7 @@
  * So the reaper's tick (every second by default) compares the pages `jobs`
  * has on disk with the pages its statistics were made from, and analyzes it
  * when the table has more than doubled since (a new queue's first look is at
- * two pages, a few dozen jobs). The file's size is read from the file, so the
+ * two pages, a few dozen jobs). The size comes from the table's file, so the
  * check sees every commit at once, where the statistics views lag by up to
  * PostgreSQL's flush interval. A new queue's plans are made while its tables
  * are nearly empty (sequential scans of `jobs` to join the picked jobs and to
