@@ -10,11 +10,19 @@ import { decidePostgres, POSTGRES_NOTE_VARIABLE } from './test/support/postgres-
 const ALONE = ['test/overload/overload.test.ts'];
 
 /**
- * The long runs: the chaos soaks (24 s and 20 s of kills each, then an audit) and the 3,000-job scale-out
- * over two coordinators. `npm test` leaves them out to stay within its 10 minutes on two cores;
- * `npm run test:long` (LEASEHOLD_SUITE=long) runs only them, and CI runs both.
+ * The long runs: the chaos soaks (24 s and 20 s of kills each, then an audit), the 3,000-job scale-out
+ * over two coordinators, the shifted-clock workers (a lease left to expire for real) and the fair-share
+ * scenarios with real workers (makespans of several seconds each, on both backends). `npm test` leaves
+ * them out to stay within its 10 minutes on two cores; `npm run test:long` (LEASEHOLD_SUITE=long) runs
+ * only them, and CI runs both.
  */
-const LONG = ['test/soak/soak.test.ts', 'test/soak/embedded-soak.test.ts', 'test/e2e/postgres-scale-out.test.ts'];
+const LONG = [
+  'test/soak/soak.test.ts',
+  'test/soak/embedded-soak.test.ts',
+  'test/e2e/postgres-scale-out.test.ts',
+  'test/soak/clock-skew.test.ts',
+  'test/coordinator/groups-workers.test.ts',
+];
 const longSuite = process.env['LEASEHOLD_SUITE'] === 'long';
 
 export default defineConfig(async () => {
