@@ -12,8 +12,10 @@
  * Commits by connections that are not stores (an application's own handle)
  * do not signal; they append frames to the `-wal` file, which is watched too.
  * Those writes come just before their commit is visible (its fsync and the
- * WAL index update follow), so a write starts a short burst of reads 1 ms
- * apart that outlasts the commit. An idle file costs nothing; a slow timer
+ * WAL index update follow), so a write starts reads 1 ms apart for 20 ms,
+ * then 10 ms apart until half a second after the last write: a loaded disk
+ * can hold an fsync longer than the short burst, and the commit would then
+ * be heard only at the slow timer. An idle file costs nothing; a slow timer
  * (pollMs) remains as the safety net for file systems where no watch hears.
  */
 
@@ -21,8 +23,11 @@ import { closeSync, openSync, watch, writeSync, type FSWatcher } from 'node:fs';
 import type { Availability, AvailabilityListener, FinishedJob, FinishedListener } from '../store.js';
 import { FinishedListeners } from '../finished-jobs.js';
 
-/** How long after a write to the -wal file data_version is read every millisecond: longer than a commit's fsync. */
+/** How long after a write to the -wal file data_version is read every millisecond: longer than most commits' fsync. */
 const WRITE_BURST_MS = 20;
+/** How long after a write data_version is still read, WRITE_TAIL_TICK_MS apart: longer than a slow disk's fsync. */
+const WRITE_TAIL_MS = 500;
+const WRITE_TAIL_TICK_MS = 10;
 
 /** The files beside a database that other processes' commits are heard through. */
 export interface SharedFiles {
@@ -98,7 +103,9 @@ export class Watchers {
   private fileWatch: FSWatcher | null = null;
   private signalWatch: FSWatcher | null = null;
   private burstTimer: NodeJS.Timeout | null = null;
-  private burstUntil = 0;
+  /** performance.now() of the last write to the -wal file heard, and the delay of the read the burst has scheduled. */
+  private lastWriteAt = Number.NEGATIVE_INFINITY;
+  private burstTickMs = 0;
   private closed = false;
 
   constructor(
@@ -166,15 +173,22 @@ export class Watchers {
   }
 
   private startBurst(): void {
-    this.burstUntil = performance.now() + WRITE_BURST_MS;
+    this.lastWriteAt = performance.now();
     if (this.burstTimer === null) this.burstTick();
+    else if (this.burstTickMs !== 1) {
+      // A new write during the tail: back to reads 1 ms apart.
+      clearTimeout(this.burstTimer);
+      this.burstTick();
+    }
   }
 
   private burstTick(): void {
     this.burstTimer = null;
     this.noticeOtherCommits();
-    if (this.pollTimer !== null && performance.now() < this.burstUntil) {
-      this.burstTimer = setTimeout(() => this.burstTick(), 1);
+    const sinceWrite = performance.now() - this.lastWriteAt;
+    if (this.pollTimer !== null && sinceWrite < WRITE_TAIL_MS) {
+      this.burstTickMs = sinceWrite < WRITE_BURST_MS ? 1 : WRITE_TAIL_TICK_MS;
+      this.burstTimer = setTimeout(() => this.burstTick(), this.burstTickMs);
       this.burstTimer.unref();
     }
   }
