@@ -11,8 +11,9 @@ const ALONE = ['test/overload/overload.test.ts'];
 
 /**
  * The long runs: the chaos soaks (24 s and 20 s of kills each, then an audit), the 3,000-job scale-out
- * over two coordinators, the shifted-clock workers (a lease left to expire for real) and the fair-share
- * scenarios with real workers (makespans of several seconds each, on both backends). `npm test` leaves
+ * over two coordinators, the shifted-clock workers (a lease left to expire for real), the fair-share
+ * scenarios with real workers (makespans of several seconds each, on both backends) and the operator
+ * commands run as processes against a coordinator (about 35 s of process starts). `npm test` leaves
  * them out to stay within its 10 minutes on two cores; `npm run test:long` (LEASEHOLD_SUITE=long) runs
  * only them, and CI runs both.
  */
@@ -22,6 +23,7 @@ const LONG = [
   'test/e2e/postgres-scale-out.test.ts',
   'test/soak/clock-skew.test.ts',
   'test/coordinator/groups-workers.test.ts',
+  'test/cli/operator-commands.test.ts',
 ];
 const longSuite = process.env['LEASEHOLD_SUITE'] === 'long';
 
