@@ -224,6 +224,9 @@ describe.skipIf(url === '')('PostgresStore (DATABASE_URL)', () => {
     const peer = await connect(schema);
     const heard: (string | null)[] = [];
     const stop = store.watchFinished((job) => heard.push(job === null ? null : job.id));
+    // The store listens before the peer starts to, so it hears the peer's hello (two listeners started together
+    // may instead each learn of the other from the census and the earlier one's hello).
+    await waitFor('the finished listener to listen', () => heard.includes(null), { timeoutMs: 10_000 });
     // The peer listens too, so the store is not alone and sends its NOTIFYs (listener-peers.ts). The peer hears
     // null when its LISTEN takes effect and again when the store answers its hello, which the store does once
     // it counts the peer.
@@ -236,7 +239,6 @@ describe.skipIf(url === '')('PostgresStore (DATABASE_URL)', () => {
       stopPeer();
     });
     await waitFor('the store to answer the peer’s hello', () => peerNulls >= 2, { timeoutMs: 10_000 });
-    await waitFor('the finished listener to listen', () => heard.includes(null), { timeoutMs: 10_000 });
     // A connection of the test's own sees every finished notification as the server delivers it, in commit order.
     const observer = await admin();
     const delivered: string[] = [];
