@@ -105,6 +105,19 @@ describe.each(backends)('store conformance ($label): fair shares among groups', 
     expect(Object.fromEntries(page.jobs.map((job) => [job.id, job.group]))).toEqual({ [grouped.id]: 'customer-7', [plain.id]: null });
   });
 
+  it('keeps each job’s group in a batch that mixes jobs with and without one, and leases them by the group plan', async () => {
+    const store = backend.store;
+    const outcomes = await store.jobEnqueueMany([
+      enqueueParams('mixed-plain', { kind: KIND }),
+      enqueueParams('mixed-grouped', { kind: KIND, group: 'customer-9' }),
+    ]);
+    const ids = outcomes.map((outcome) => (outcome.kind === 'created' ? outcome.job.id : ''));
+    expect((await getJob(store, ids[0] ?? '')).group).toBeNull();
+    expect((await getJob(store, ids[1] ?? '')).group).toBe('customer-9');
+    const leased = await store.jobLease({ tenant: TENANT, workerId: 'w', kinds: [KIND], leaseMs: 60_000, max: 2 });
+    expect(Object.fromEntries(leased.map((job) => [job.id, job.group]))).toEqual({ [ids[0] ?? '']: null, [ids[1] ?? '']: 'customer-9' });
+  });
+
   it('stores a kind’s groups and answers them', async () => {
     const store = backend.store;
     await register(store, { maxConcurrent: 2, rate: { limit: 5, perMs: 1_000 }, weights: { gold: 3, '': 0.5 } });

@@ -102,6 +102,8 @@ const QUERIES_ONLY_IN = {
     DUE_PROBE:
       'PostgreSQL\u2019s lease statements answer whether expiries are due (and its restricted path probes), then it opens a reap transaction; SQLite reaps inside the lease\u2019s write transaction',
     JOB_INSERT_MANY: 'see JOB_INSERT',
+    JOB_INSERT_MANY_UNGROUPED:
+      'JOB_INSERT_MANY for a batch without groups, whose plan leaves the group rows out; SQLite counts a group only when the row has one',
     JOB_BY_KEYS: 'see JOB_INSERT',
     JOB_LIST: 'see JOB_LIST_BY_STATUS',
     JOB_COMPLETE_ONE: 'the hot completion as one statement without a lock first; SQLite locks the database for its write transaction anyway',

@@ -101,8 +101,10 @@ async function insertPlainJobs(db: Pick<PgDatabase, 'query'>, items: readonly Pr
   crashPoint('enqueue.before-commit');
   const ids = items.map(() => newJobId());
   const params = items.map((item) => item.params);
+  const groupKeys = params.map((p) => enqueuedGroupKey(p));
+  const grouped = groupKeys.some((key) => key !== '');
   const inserted = await db.query<JobRow>(
-    bind(Q.JOB_INSERT_MANY, [
+    bind(grouped ? Q.JOB_INSERT_MANY : Q.JOB_INSERT_MANY_UNGROUPED, [
       ids,
       params.map((p) => p.tenant),
       params.map((p) => p.owner),
@@ -115,7 +117,7 @@ async function insertPlainJobs(db: Pick<PgDatabase, 'query'>, items: readonly Pr
       params.map((p) => p.priority),
       params.map((p) => p.runAfter),
       params.map((p) => p.deadlineMs),
-      params.map((p) => enqueuedGroupKey(p)),
+      ...(grouped ? [groupKeys] : []),
     ]),
   );
   const created = new Map(inserted.rows.map((row) => [row.id, row]));
