@@ -7,7 +7,7 @@
  */
 
 import { countJobs, jobTerms } from './counter-triggers.js';
-import { firstReady, interval, JOB_COLUMNS, ms, namedQuery, NOW_MS, QUEUED_KINDS, RESTRICTED_KIND, ts } from './sql-fragments.js';
+import { firstUngroupedReady, interval, JOB_COLUMNS, ms, namedQuery, NOW_MS, QUEUED_KINDS, RESTRICTED_KIND, ts } from './sql-fragments.js';
 
 /**
  * Are leases or deadlines due, in any tenant? Two index probes; like the SQLite store, a lease settles every
@@ -62,10 +62,11 @@ const PICK_CAPPED = `SELECT c.ready_ctid FROM unnest($6::text[], $7::int[]) AS k
  * pick walked every due job it could lock, so a due job still queued is one that a concurrent lease holds
  * locked: that lease takes it, or, if its statement fails, the store announces its kinds again (lease.ts).
  * Counting it would send the polls of a busy group back to lease every millisecond until that lease commits.
- * Per kind, the first entry ahead of now of each of its priorities (firstReady); without a filter, the skip
- * scan of the tenant's queued kinds.
+ * Per kind, the first entry ahead of now of each of its priorities (firstUngroupedReady: a kind with groups
+ * is held, so the statements answer no next due for it); without a filter, the skip scan of the tenant's
+ * queued kinds.
  */
-const FIRST_LEFT_OF_KIND = firstReady('k.kind', 'r.run_after > now() AND (r.deadline_at IS NULL OR r.deadline_at > now())');
+const FIRST_LEFT_OF_KIND = firstUngroupedReady('k.kind', 'r.run_after > now() AND (r.deadline_at IS NULL OR r.deadline_at > now())');
 const NEXT_DUE_KINDS = `(SELECT ${ms(`MIN(${FIRST_LEFT_OF_KIND})`)} FROM (SELECT DISTINCT unnest($6::text[]) AS kind) k)`;
 const NEXT_DUE_ANY_KIND = `(${QUEUED_KINDS} SELECT ${ms(`MIN(${FIRST_LEFT_OF_KIND})`)} FROM k WHERE k.kind IS NOT NULL)`;
 

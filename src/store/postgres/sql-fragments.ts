@@ -184,6 +184,20 @@ export function firstReady(kind: string, condition: string): string {
 }
 
 /**
+ * firstReady for a kind whose ready jobs have no group (group_key ''): only the skip scan over its priorities. The
+ * plain lease statements may use it, since their guard sends every kind with groups to the group plan.
+ */
+export function firstUngroupedReady(kind: string, condition: string): string {
+  return `(WITH RECURSIVE p(priority) AS (
+       SELECT (SELECT max(priority) FROM job_ready WHERE tenant = $1 AND kind = ${kind} AND group_key = '')
+       UNION ALL
+       SELECT (SELECT max(priority) FROM job_ready WHERE tenant = $1 AND kind = ${kind} AND group_key = '' AND priority < p.priority)
+         FROM p WHERE p.priority IS NOT NULL)
+     SELECT min((SELECT r.run_after FROM job_ready r WHERE r.tenant = $1 AND r.kind = ${kind} AND r.group_key = ''
+                  AND r.priority = p.priority AND ${condition} ORDER BY r.run_after LIMIT 1)) FROM p WHERE p.priority IS NOT NULL)`;
+}
+
+/**
  * A job's row in job_ready, found by job_ready_order's key: the jobs row `j` holds the same tenant, kind, group,
  * priority, run_after and seq as long as the job is queued.
  */
