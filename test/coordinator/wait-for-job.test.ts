@@ -18,6 +18,12 @@ import { listenersUp } from '../support/pg-listeners.js';
 
 /** The issue's bound: from the completion's answer to the waiting read's answer. */
 const PROMPT_MS = 20;
+/**
+ * The bound is a latency on two cores shared with another test file and the PostgreSQL server: a neighbour's
+ * burst has made one try 22.7 ms (a CI run). A second and third try absorb such a burst; a build whose
+ * waiter misses the bound (answers at a timer or at waitMs) misses it on every try.
+ */
+const PROMPT_TRIES = { retry: 2 } as const;
 
 /** The same store, counting jobGet calls and telling the test after each one. */
 function countingReads(store: Store, onRead: (count: number) => void): Store {
@@ -85,7 +91,7 @@ describe.each(backends)('GET /jobs/{id}?waitMs ($name)', (backend) => {
     return { answer };
   }
 
-  it(`answers within ${PROMPT_MS} ms of a completion on the same coordinator`, async () => {
+  it(`answers within ${PROMPT_MS} ms of a completion on the same coordinator`, PROMPT_TRIES, async () => {
     const { id, token } = await runningJob();
     const { answer } = await parkedWait(id, 30_000);
     const completed = await post(a, h.keys.worker, `/jobs/${id}/complete`, { token, result: { ok: true } });
@@ -161,7 +167,7 @@ describe.each(backends)('GET /jobs/{id}?waitMs ($name)', (backend) => {
     waiters.close();
   });
 
-  it.runIf(backend.name === 'postgres')(`answers within ${PROMPT_MS} ms of a completion made by another coordinator`, async () => {
+  it.runIf(backend.name === 'postgres')(`answers within ${PROMPT_MS} ms of a completion made by another coordinator`, PROMPT_TRIES, async () => {
     const b = await h.openPeer();
     const { id, token } = await runningJob();
     const { answer } = await parkedWait(id, 30_000);
