@@ -43,7 +43,8 @@ shown="$(npx --no-install leasehold --version)"
 echo "leasehold --version: $shown"
 
 key="$(npx --no-install leasehold keys create --db ./jobs.db --create --tenant demo --user app --role admin --quiet)"
-npx --no-install leasehold serve --db ./jobs.db --port 0 > serve.log 2>&1 &
+# The installed binary itself, not through npx: then $! is the server, which the cleanup stops.
+./node_modules/.bin/leasehold serve --db ./jobs.db --port 0 > serve.log 2>&1 &
 serve_pid=$!
 url=""
 for _ in $(seq 1 100); do
