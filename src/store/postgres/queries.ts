@@ -56,7 +56,7 @@ export const NOW = namedQuery('lh_now', `SELECT ${NOW_MS}`);
  * each job's group ('' for none) and the statement counts the queued jobs of
  * each group (readyCounted); without, every job is ungrouped and the
  * statement leaves the group rows out of its plan, whose nodes each
- * execution would otherwise start (about a tenth of an enqueue's server CPU).
+ * execution would otherwise start (20–40 µs of an enqueue's 500–550 µs of server CPU, bench/RESULTS.md).
  */
 function insertManyStatement(name: string, grouped: boolean): ReturnType<typeof namedQuery> {
   return namedQuery(
