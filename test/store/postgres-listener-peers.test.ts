@@ -2,12 +2,14 @@
  * A PostgreSQL store skips its NOTIFYs while its listening connection is the only one on the schema, and
  * sends them again as soon as another store listens (listener-peers.ts). A connection of the test's own
  * LISTENs on the availability channel and sees what the server delivers; it is not a store's listener, so
- * the census does not count it.
+ * the census does not count it. The census repeats every CENSUS_MS, so a listener whose hello went unheard is
+ * found too.
  */
 
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
+import { CENSUS_MS, listenerName } from '../../src/store/postgres/listener-peers.js';
 import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
 import type { Availability, EnqueueParams } from '../../src/store/store.js';
 import { waitFor } from '../support/wait-for.js';
@@ -96,9 +98,34 @@ describe.skipIf(url === '')('NOTIFY only when another store listens (postgres)',
     expect(await sentBy('in-company')).toBe(true);
     await waitFor('the other store to hear the job', () => heardOther.some((a) => a?.kind === 'in-company'), { timeoutMs: 5_000 });
 
-    // The other store leaves; the next census (every CENSUS_MS while others were seen) finds the first alone again.
+    // The other store leaves; the next census (every CENSUS_MS) finds the first alone again.
     await other.close();
     let round = 0;
     await waitFor('the first store to stop notifying', async () => !(await sentBy(`after-${round++}`)), { timeoutMs: 15_000, intervalMs: 200 });
   }, 40_000);
+
+  it('finds by its census, within a few CENSUS_MS, another listener whose hello it never heard, and notifies it', async () => {
+    const schema = `lh_peers_${randomBytes(6).toString('hex')}`;
+    cleanups.push(() => PostgresStore.dropSchema({ connectionString: url, schema }));
+    const alone = await open(schema);
+    const producer = await open(schema);
+    const delivered = await observe(schema);
+    await listening(alone);
+    let round = 0;
+    const sentBy = async (): Promise<boolean> => {
+      const kind = `job-${round++}`;
+      await alone.jobEnqueue(job(kind));
+      await producer.jobEnqueue(job(`marker-${kind}`));
+      await waitFor(`the notification of marker-${kind}`, () => delivered.includes(`marker-${kind}`), { timeoutMs: 5_000 });
+      return delivered.includes(kind);
+    };
+    expect(await sentBy()).toBe(false);
+    // A listener as a store's connection looks to the census (its application name), whose hello never went out:
+    // a hello lost to a dropped connection, or a store whose own census ran before the first store's LISTEN.
+    const silent = new pg.Client({ connectionString: url, application_name: listenerName(schema) });
+    await silent.connect();
+    cleanups.push(() => silent.end());
+    await silent.query(`LISTEN "${`lh_available_${schema}`.slice(0, 63)}"`);
+    await waitFor('the lone store to notify the silent listener', () => sentBy(), { timeoutMs: 3 * CENSUS_MS + 5_000, intervalMs: 100 });
+  }, 30_000);
 });

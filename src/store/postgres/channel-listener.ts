@@ -38,6 +38,8 @@ export class ChannelListener {
   private stopped = false;
   private connecting = false;
   private censusTimer: NodeJS.Timeout | null = null;
+  /** Ends the current connection and schedules a reconnect (connect's onDrop for that connection). */
+  private dropConnection: () => void = () => undefined;
   private readonly peers = new ListenerPeers();
   private markReady: () => void = () => undefined;
   /** Resolves once LISTEN has first taken effect: wake-ups counted after it come from NOTIFY. */
@@ -83,6 +85,7 @@ export class ChannelListener {
       client.end().catch(() => undefined);
       this.scheduleReconnect();
     };
+    this.dropConnection = onDrop;
     client.on('error', onDrop);
     client.on('end', onDrop);
     client.on('notification', (message) => {
@@ -130,7 +133,7 @@ export class ChannelListener {
     await client.query({ text: 'SELECT pg_notify($1, $2)', values: [this.options.channels[0], payload] });
   }
 
-  /** Counts the other listeners on `client`; while there are some, counts again every CENSUS_MS. */
+  /** Counts the other listeners on `client`, and again every CENSUS_MS while it is connected. */
   private async census(client: pg.Client): Promise<void> {
     const token = this.peers.censusStarted();
     const others = (await client.query<{ others: number }>({ text: LISTENER_CENSUS, values: [this.options.censusName] })).rows[0]?.others ?? 1;
@@ -139,11 +142,13 @@ export class ChannelListener {
   }
 
   private scheduleCensus(): void {
-    if (this.stopped || this.censusTimer !== null || !this.peers.othersMayListen()) return;
+    if (this.stopped || this.censusTimer !== null) return;
     this.censusTimer = setTimeout(() => {
       this.censusTimer = null;
       const client = this.client;
-      if (client !== null) void this.census(client).catch(() => undefined);
+      const drop = this.dropConnection;
+      // A census that fails, or that the query timeout ends on a connection hung without an error, is a drop.
+      if (client !== null) void this.census(client).catch(() => (this.client === client ? drop() : undefined));
     }, CENSUS_MS);
     this.censusTimer.unref();
   }

@@ -8,8 +8,11 @@
  * The listeners find each other three ways:
  *   census  each listener's connection carries the schema's application name
  *           (listenerName), so a count of pg_stat_activity finds the others;
- *           it runs when LISTEN takes effect, then every CENSUS_MS while
- *           others were seen, so a store learns when it is alone again;
+ *           it runs when LISTEN takes effect, then every CENSUS_MS, so a
+ *           store learns when it is alone again and finds a listener whose
+ *           hello it did not hear; a census that fails or outlasts the query
+ *           timeout (a connection that hangs without an error) drops the
+ *           connection, which then reconnects;
  *   hello   a listener whose LISTEN took effect says so on the channel; every
  *           other listener then counts it and sends NOTIFY again;
  *   ack     each listener that heard a hello answers it, after it has started
@@ -21,7 +24,7 @@
  * A store without a listener of its own on a channel always notifies.
  */
 
-/** How often a listener that has company counts again whether it still has. */
+/** How often a listener counts the others again (one small query on its own connection). */
 export const CENSUS_MS = 2_000;
 
 /**
