@@ -67,16 +67,22 @@ describe.skipIf(url === '')('NOTIFY only when another store listens (postgres)',
     return kinds;
   }
 
-  it('sends none while it listens alone, sends again once another store listens, and stops after that store leaves', async () => {
+  /**
+   * A store that listens alone on a fresh schema, a producer beside it (it listens to nothing, so it cannot know
+   * who listens and always sends) and the test's own observer; `sentBy(kind)` enqueues `kind` through the lone
+   * store, then a marker through the producer, and says whether the first was delivered.
+   */
+  async function loneStore(): Promise<{
+    readonly schema: string;
+    readonly heardAlone: (Availability | null)[];
+    readonly sentBy: (kind: string) => Promise<boolean>;
+  }> {
     const schema = `lh_peers_${randomBytes(6).toString('hex')}`;
     cleanups.push(() => PostgresStore.dropSchema({ connectionString: url, schema }));
     const alone = await open(schema);
-    // A producer that listens to nothing cannot know who listens, so it always sends.
     const producer = await open(schema);
     const delivered = await observe(schema);
     const heardAlone = await listening(alone);
-
-    /** Enqueues `kind` through the store that listened alone, then a marker through the producer; whether the first was delivered. */
     const sentBy = async (kind: string): Promise<boolean> => {
       await alone.jobEnqueue(job(kind));
       const marker = `marker-${kind}`;
@@ -85,7 +91,11 @@ describe.skipIf(url === '')('NOTIFY only when another store listens (postgres)',
       await waitFor(`the notification of ${marker}`, () => delivered.includes(marker), { timeoutMs: 5_000 });
       return delivered.includes(kind);
     };
+    return { schema, heardAlone, sentBy };
+  }
 
+  it('sends none while it listens alone, sends again once another store listens, and stops after that store leaves', async () => {
+    const { schema, heardAlone, sentBy } = await loneStore();
     expect(await sentBy('alone')).toBe(false);
     // Its own watcher was told at the commit all the same.
     expect(heardAlone).toContainEqual({ tenant: 't', kind: 'alone' });
@@ -105,27 +115,15 @@ describe.skipIf(url === '')('NOTIFY only when another store listens (postgres)',
   }, 40_000);
 
   it('finds by its census, within a few CENSUS_MS, another listener whose hello it never heard, and notifies it', async () => {
-    const schema = `lh_peers_${randomBytes(6).toString('hex')}`;
-    cleanups.push(() => PostgresStore.dropSchema({ connectionString: url, schema }));
-    const alone = await open(schema);
-    const producer = await open(schema);
-    const delivered = await observe(schema);
-    await listening(alone);
-    let round = 0;
-    const sentBy = async (): Promise<boolean> => {
-      const kind = `job-${round++}`;
-      await alone.jobEnqueue(job(kind));
-      await producer.jobEnqueue(job(`marker-${kind}`));
-      await waitFor(`the notification of marker-${kind}`, () => delivered.includes(`marker-${kind}`), { timeoutMs: 5_000 });
-      return delivered.includes(kind);
-    };
-    expect(await sentBy()).toBe(false);
+    const { schema, sentBy } = await loneStore();
+    expect(await sentBy('alone')).toBe(false);
     // A listener as a store's connection looks to the census (its application name), whose hello never went out:
     // a hello lost to a dropped connection, or a store whose own census ran before the first store's LISTEN.
     const silent = new pg.Client({ connectionString: url, application_name: listenerName(schema) });
     await silent.connect();
     cleanups.push(() => silent.end());
     await silent.query(`LISTEN "${`lh_available_${schema}`.slice(0, 63)}"`);
-    await waitFor('the lone store to notify the silent listener', () => sentBy(), { timeoutMs: 3 * CENSUS_MS + 5_000, intervalMs: 100 });
+    let round = 0;
+    await waitFor('the lone store to notify the silent listener', () => sentBy(`found-${round++}`), { timeoutMs: 3 * CENSUS_MS + 5_000, intervalMs: 100 });
   }, 30_000);
 });
