@@ -173,14 +173,7 @@ export function firstReady(kind: string, condition: string): string {
        SELECT (SELECT min(group_key) FROM job_ready WHERE tenant = $1 AND kind = ${kind})
        UNION ALL
        SELECT (SELECT min(group_key) FROM job_ready WHERE tenant = $1 AND kind = ${kind} AND group_key > gk.group_key) FROM gk WHERE gk.group_key IS NOT NULL),
-     p(group_key, priority) AS (
-       SELECT gk.group_key, (SELECT max(priority) FROM job_ready WHERE tenant = $1 AND kind = ${kind} AND group_key = gk.group_key)
-         FROM gk WHERE gk.group_key IS NOT NULL
-       UNION ALL
-       SELECT p.group_key, (SELECT max(priority) FROM job_ready WHERE tenant = $1 AND kind = ${kind} AND group_key = p.group_key AND priority < p.priority)
-         FROM p WHERE p.priority IS NOT NULL)
-     SELECT min((SELECT r.run_after FROM job_ready r WHERE r.tenant = $1 AND r.kind = ${kind} AND r.group_key = p.group_key
-                  AND r.priority = p.priority AND ${condition} ORDER BY r.run_after LIMIT 1)) FROM p WHERE p.priority IS NOT NULL)`;
+     ${firstOfEachPriority(kind, condition, 'gk.group_key', ' FROM gk WHERE gk.group_key IS NOT NULL')})`;
 }
 
 /**
@@ -188,13 +181,21 @@ export function firstReady(kind: string, condition: string): string {
  * plain lease statements may use it, since their guard sends every kind with groups to the group plan.
  */
 export function firstUngroupedReady(kind: string, condition: string): string {
-  return `(WITH RECURSIVE p(priority) AS (
-       SELECT (SELECT max(priority) FROM job_ready WHERE tenant = $1 AND kind = ${kind} AND group_key = '')
+  return `(WITH RECURSIVE ${firstOfEachPriority(kind, condition, "''::text", '')})`;
+}
+
+/**
+ * The priority level of firstReady: from each group `group` (an SQL expression, over the rows of `from`), the
+ * skip scan of its distinct priorities (CTE p), then the earliest qualifying entry among their first entries.
+ */
+function firstOfEachPriority(kind: string, condition: string, group: string, from: string): string {
+  return `p(group_key, priority) AS (
+       SELECT ${group}, (SELECT max(priority) FROM job_ready WHERE tenant = $1 AND kind = ${kind} AND group_key = ${group})${from}
        UNION ALL
-       SELECT (SELECT max(priority) FROM job_ready WHERE tenant = $1 AND kind = ${kind} AND group_key = '' AND priority < p.priority)
+       SELECT p.group_key, (SELECT max(priority) FROM job_ready WHERE tenant = $1 AND kind = ${kind} AND group_key = p.group_key AND priority < p.priority)
          FROM p WHERE p.priority IS NOT NULL)
-     SELECT min((SELECT r.run_after FROM job_ready r WHERE r.tenant = $1 AND r.kind = ${kind} AND r.group_key = ''
-                  AND r.priority = p.priority AND ${condition} ORDER BY r.run_after LIMIT 1)) FROM p WHERE p.priority IS NOT NULL)`;
+     SELECT min((SELECT r.run_after FROM job_ready r WHERE r.tenant = $1 AND r.kind = ${kind} AND r.group_key = p.group_key
+                  AND r.priority = p.priority AND ${condition} ORDER BY r.run_after LIMIT 1)) FROM p WHERE p.priority IS NOT NULL`;
 }
 
 /**
