@@ -182,6 +182,11 @@ export function processCpuMs(pid: number): number {
   return (ticks * 1000) / 100; // USER_HZ is 100 on Linux
 }
 
+/** The time `pid` has spent on a CPU, in microseconds, from /proc/<pid>/schedstat (nanoseconds, where /proc/<pid>/stat counts 10 ms ticks; Linux only). */
+export function processOnCpuUs(pid: number): number {
+  return Number(readFileSync(`/proc/${pid}/schedstat`, 'utf8').split(' ')[0]) / 1000;
+}
+
 /** The CPU milliseconds of every process of this machine named `name` (e.g. a local PostgreSQL server's backends). */
 export function processesCpuMs(name: string): number {
   let total = 0;

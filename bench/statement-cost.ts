@@ -18,7 +18,6 @@
  * Options: --db postgres://… (required), --jobs 1500, --against <dir>.
  */
 
-import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -26,7 +25,7 @@ import pg from 'pg';
 import { PostgresStore } from '../src/store/postgres/postgres-store.js';
 import type { EnqueueParams } from '../src/store/store.js';
 import { freshPostgresDb, type FreshPostgresDb } from './postgres-db.js';
-import { median } from './processes.js';
+import { median, processOnCpuUs } from './processes.js';
 
 const { values: args } = parseArgs({
   options: { db: { type: 'string', default: '' }, jobs: { type: 'string', default: '1500' }, against: { type: 'string' } },
@@ -51,11 +50,6 @@ interface Side {
   readonly spent: Record<Operation, number[]>;
 }
 
-/** A backend's CPU time so far, in microseconds. */
-function backendCpuUs(pid: number): number {
-  return Number(readFileSync(`/proc/${pid}/schedstat`, 'utf8').split(' ')[0]) / 1000;
-}
-
 const job = (key: string): EnqueueParams => ({
   tenant: 't',
   owner: 'u',
@@ -73,7 +67,7 @@ const result = { contentType: 'application/json', body: Buffer.from('{"done":tru
 
 /** One job through the three writes; with `measure`, the CPU each took goes into the side's figures. */
 async function once(side: Side, key: string, measure: boolean): Promise<void> {
-  const cpu = (): number => (measure ? backendCpuUs(side.backend) : 0);
+  const cpu = (): number => (measure ? processOnCpuUs(side.backend) : 0);
   const c0 = cpu();
   await side.store.jobEnqueue(job(key));
   const c1 = cpu();
