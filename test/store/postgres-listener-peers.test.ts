@@ -9,9 +9,10 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
-import { CENSUS_MS, listenerName } from '../../src/store/postgres/listener-peers.js';
+import { CENSUS_MS, LISTENER_ACK, LISTENER_CENSUS, listenerName } from '../../src/store/postgres/listener-peers.js';
 import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
 import type { Availability, EnqueueParams } from '../../src/store/store.js';
+import { LISTENERS_UP_SQL, listenerPattern } from '../support/pg-listeners.js';
 import { waitFor } from '../support/wait-for.js';
 
 const url = process.env['DATABASE_URL'] ?? '';
@@ -125,5 +126,37 @@ describe.skipIf(url === '')('NOTIFY only when another store listens (postgres)',
     await silent.query(`LISTEN "${`lh_available_${schema}`.slice(0, 63)}"`);
     let round = 0;
     await waitFor('the lone store to notify the silent listener', () => sentBy(`found-${round++}`), { timeoutMs: 3 * CENSUS_MS + 5_000, intervalMs: 100 });
+  }, 30_000);
+
+  it('counts as up to the tests’ probe from its hello on, through its later censuses and its answers to hellos', async () => {
+    const { schema } = await loneStore();
+    const admin = new pg.Client({ connectionString: url });
+    await admin.connect();
+    cleanups.push(() => admin.end());
+    const up = async (): Promise<number> => (await admin.query<{ n: number }>(LISTENERS_UP_SQL, [listenerPattern(schema)])).rows[0]?.n ?? 0;
+    /** The last statement of each idle listening connection of the schema. */
+    const lastStatements = async (): Promise<string[]> =>
+      (
+        await admin.query<{ query: string }>(`SELECT query FROM pg_stat_activity WHERE application_name = $1 AND state = 'idle'`, [listenerName(schema)])
+      ).rows.map((r) => r.query);
+    expect(await up()).toBe(1);
+    // Each check reads twice (the last statements, then the probe), so one is retried if a census ran in between.
+    await waitFor(
+      'the lone store’s next census, the probe still counting it',
+      async () => (await lastStatements()).includes(LISTENER_CENSUS) && (await up()) === 1,
+      {
+        timeoutMs: CENSUS_MS + 5_000,
+        intervalMs: 5,
+      },
+    );
+    await listening(await open(schema));
+    await waitFor(
+      'the lone store’s answer to the other’s hello, the probe counting both',
+      async () => (await lastStatements()).includes(LISTENER_ACK) && (await up()) === 2,
+      {
+        timeoutMs: CENSUS_MS + 5_000,
+        intervalMs: 5,
+      },
+    );
   }, 30_000);
 });

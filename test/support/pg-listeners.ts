@@ -4,18 +4,24 @@
  * when its LISTEN takes effect has happened before a test counts wake-ups.
  * A store's listening connection names its schema in application_name
  * (listener-peers.ts listenerName) and, once LISTEN took effect, says hello on
- * the channel (`SELECT pg_notify`) before it calls its listeners; so an idle
- * one whose last statement is that NOTIFY is up.
+ * the channel in its first census (LISTENER_HELLO_AND_CENSUS) before it calls
+ * its listeners; its later censuses and its answers to others' hellos
+ * (LISTENER_CENSUS, LISTENER_ACK) run only after that. So an idle one whose
+ * last statement is any of the three is up.
  */
 
 import pg from 'pg';
-import { listenerName } from '../../src/store/postgres/listener-peers.js';
+import { LISTENER_ACK, LISTENER_CENSUS, LISTENER_HELLO_AND_CENSUS, listenerName } from '../../src/store/postgres/listener-peers.js';
 import { SCHEMA_PREFIX } from './reused-pg-schemas.js';
 import { waitFor } from './wait-for.js';
 
 /** Counts the listening connections that are up among those whose application name is LIKE $1. */
 export const LISTENERS_UP_SQL = `SELECT count(*)::int AS n FROM pg_stat_activity
-   WHERE application_name LIKE $1 AND query LIKE 'SELECT pg_notify%' AND state = 'idle'`;
+   WHERE application_name LIKE $1 AND state = 'idle' AND query IN (${[LISTENER_HELLO_AND_CENSUS, LISTENER_CENSUS, LISTENER_ACK].map(quoted).join(', ')})`;
+
+function quoted(sql: string): string {
+  return `'${sql.replaceAll("'", "''")}'`;
+}
 
 /** The LIKE pattern of the listening connections of `schema`, or of every schema starting with it. */
 export function listenerPattern(schema: string, prefix = false): string {

@@ -11,7 +11,17 @@
  */
 
 import pg from 'pg';
-import { CENSUS_MS, type Control, encodeAck, encodeHello, LISTENER_CENSUS, ListenerPeers, parseControl } from './listener-peers.js';
+import {
+  CENSUS_MS,
+  type Control,
+  encodeAck,
+  encodeHello,
+  LISTENER_ACK,
+  LISTENER_CENSUS,
+  LISTENER_HELLO_AND_CENSUS,
+  ListenerPeers,
+  parseControl,
+} from './listener-peers.js';
 
 export interface ChannelListenerOptions {
   readonly clientConfig: pg.ClientConfig;
@@ -98,8 +108,7 @@ export class ChannelListener {
       await client.connect();
       // Channel names are made of the validated schema name (availability.ts), so quoting them is enough.
       for (const channel of this.options.channels) await client.query(`LISTEN "${channel}"`);
-      await this.census(client);
-      await this.notify(client, encodeHello(this.options.origin));
+      await this.census(client, encodeHello(this.options.origin));
       if (this.stopped) {
         dropped = true;
         await client.end().catch(() => undefined);
@@ -123,20 +132,25 @@ export class ChannelListener {
       // Counted before the answer is sent: every announcement after the answer is a NOTIFY the new listener hears.
       this.peers.heardHello();
       this.scheduleCensus();
-      void this.notify(client, encodeAck(control.hello, origin)).catch(() => undefined);
+      // While this connection's own hello is not out yet, the store counts as not alone and notifies every
+      // commit, so the new listener missed nothing of it and needs no answer.
+      if (this.client !== client) return;
+      void client.query({ text: LISTENER_ACK, values: [this.options.channels[0], encodeAck(control.hello, origin)] }).catch(() => undefined);
     } else if (control.ack === origin && control.from !== origin) {
       this.options.onListening();
     }
   }
 
-  private async notify(client: pg.Client, payload: string): Promise<void> {
-    await client.query({ text: 'SELECT pg_notify($1, $2)', values: [this.options.channels[0], payload] });
-  }
-
-  /** Counts the other listeners on `client`, and again every CENSUS_MS while it is connected. */
-  private async census(client: pg.Client): Promise<void> {
+  /**
+   * Counts the other listeners on `client`, and again every CENSUS_MS while it is connected; with `hello`,
+   * says it in the same statement (after LISTEN took effect).
+   */
+  private async census(client: pg.Client, hello?: string): Promise<void> {
     const token = this.peers.censusStarted();
-    const others = (await client.query<{ others: number }>({ text: LISTENER_CENSUS, values: [this.options.censusName] })).rows[0]?.others ?? 1;
+    const { censusName, channels } = this.options;
+    const query =
+      hello === undefined ? { text: LISTENER_CENSUS, values: [censusName] } : { text: LISTENER_HELLO_AND_CENSUS, values: [censusName, channels[0], hello] };
+    const others = (await client.query<{ others: number }>(query)).rows[0]?.others ?? 1;
     this.peers.counted(token, others);
     this.scheduleCensus();
   }

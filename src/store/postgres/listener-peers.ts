@@ -35,9 +35,21 @@ export function listenerName(schema: string): string {
   return `lh-listen:${schema}`.slice(0, 63);
 }
 
-/** The census of a listening connection: other sessions of the database whose application name is its own. */
-export const LISTENER_CENSUS = `SELECT count(*)::int AS others FROM pg_stat_activity
+const OTHER_LISTENERS = `SELECT count(*)::int FROM pg_stat_activity
    WHERE datname = current_database() AND application_name = $1 AND pid <> pg_backend_pid()`;
+
+/** The census of a listening connection: other sessions of the database whose application name is its own. */
+export const LISTENER_CENSUS = `SELECT (${OTHER_LISTENERS}) AS others`;
+
+/**
+ * What a listener runs once its LISTEN took effect: the census and the hello in one statement, so the
+ * others hear the hello (at its commit) after the count, and a connection whose last statement is this
+ * one, LISTENER_CENSUS or LISTENER_ACK (which run only after it) is up. $2 is the channel, $3 the hello.
+ */
+export const LISTENER_HELLO_AND_CENSUS = `SELECT pg_notify($2, $3), (${OTHER_LISTENERS}) AS others`;
+
+/** A listener's answer to another's hello ($1 the channel, $2 the answer), sent only once its own hello is out. */
+export const LISTENER_ACK = 'SELECT pg_notify($1, $2)';
 
 /** The control messages on a channel: a new listener's hello, and an answer to one. */
 export type Control = { readonly hello: string } | { readonly ack: string; readonly from: string };
