@@ -18,7 +18,8 @@
  *   ack     each listener that heard a hello answers it, after it has started
  *           notifying again; the new listener then tells its waiters to look
  *           (a job committed by that store before the hello reached it was
- *           announced to nobody).
+ *           announced to nobody). A listener whose own hello is not out yet
+ *           does not answer: until then it notifies every commit.
  * A census whose answer is older than a hello is ignored, and while its
  * connection is down a listener hears no hello, so it counts as not alone.
  * A store without a listener of its own on a channel always notifies.
