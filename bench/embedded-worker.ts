@@ -7,6 +7,7 @@
  */
 
 import { openQueue, Worker } from '../src/index.js';
+import { hostClockMs } from './host-clock.js';
 
 const [db, concurrencyText, workerId] = process.argv.slice(2);
 if (db === undefined || concurrencyText === undefined || workerId === undefined) {
@@ -19,7 +20,7 @@ const worker = new Worker({
   concurrency: Number(concurrencyText),
   workerId,
   waitMs: 5_000,
-  handlers: { noop: () => null, warm: () => null, stamp: () => ({ handlerStartedAt: performance.timeOrigin + performance.now() }) },
+  handlers: { noop: () => null, warm: () => null, stamp: () => ({ handlerStartedAt: hostClockMs() }) },
 });
 const running = worker.run();
 process.stdout.write('ready\n');

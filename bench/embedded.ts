@@ -10,7 +10,7 @@
  *                   first job's start to the last one's finish, by the jobs' own timestamps
  *   latency         500 jobs enqueued 5 ms apart from this process onto an idle queue, one worker
  *                   process with 8 handlers waiting; from the enqueue call to the handler's start
- *                   (both read performance.timeOrigin + performance.now()), p50 and p99
+ *                   (both read the host's monotonic clock, host-clock.ts), p50 and p99
  *
  * Options: --db sqlite|postgres://… (default: a fresh SQLite file per run), --runs 3, --jobs 20000,
  * --workers 2, --only a,b. BENCH_WORKER_PROF=<dir> writes a CPU profile of each worker process there.
@@ -25,6 +25,7 @@ import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
 import { openQueue, type Queue } from '../src/index.js';
 import { freshDatabase } from './fresh-db.js';
+import { hostClockMs } from './host-clock.js';
 import { median, percentile, ROOT } from './processes.js';
 
 const { values: args } = parseArgs({
@@ -164,12 +165,12 @@ const scenarios: Record<string, () => Promise<Record<string, number>>> = {
   latency: () =>
     withQueue('embedded-latency', async (queue, db) => {
       const workers = await startWorkers(db, 1, 8);
-      // Both clocks are performance.timeOrigin + performance.now() (sub-millisecond, as the peers measure):
-      // taken here before the enqueue call, and by the handler as it starts (its result).
+      // Both readings are of the host's monotonic clock (host-clock.ts), sub-millisecond: taken here before the
+      // enqueue call, and by the handler in its worker process as it starts (its result).
       const sentAt = new Map<string, number>();
       try {
         for (let i = 0; i < 500; i++) {
-          const before = performance.timeOrigin + performance.now();
+          const before = hostClockMs();
           const job = await queue.enqueue({ kind: 'stamp', payload: { i }, idempotencyKey: `latency-${i}` });
           sentAt.set(job.id, before);
           await new Promise((resolve) => setTimeout(resolve, 5));

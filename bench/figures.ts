@@ -10,6 +10,7 @@
 
 import { LeaseholdClient } from '../src/client/index.js';
 import type { Job } from '../src/protocol/schemas.js';
+import { hostClockMs } from './host-clock.js';
 import { percentile, startWorker } from './processes.js';
 
 /** Untimed requests first, so the figure is the steady state and not the JIT compiling the coordinator. */
@@ -114,7 +115,7 @@ export interface LatencyTarget {
   readonly workerUrl: string;
   readonly adminKey: string;
   readonly workerKey: string;
-  /** A handlers module whose handler for `kind` returns `{ handlerStartedAt }` (wall-clock ms). */
+  /** A handlers module whose handler for `kind` returns `{ handlerStartedAt }` (hostClockMs). */
   readonly handlers: string;
   readonly kind: string;
   readonly prefix: string;
@@ -132,10 +133,10 @@ export async function enqueuePaced(client: LeaseholdClient, kind: string, count:
   const sent: PacedJob[] = [];
   const pending: Promise<void>[] = [];
   for (let i = 0; i < count; i++) {
-    const sentAt = performance.timeOrigin + performance.now();
+    const sentAt = hostClockMs();
     pending.push(
       client.enqueue({ kind, payload: { i } }, { idempotencyKey: `${prefix}-lat-${i}` }).then((r) => {
-        sent.push({ id: r.job.id, sentAt, answeredAt: performance.timeOrigin + performance.now() });
+        sent.push({ id: r.job.id, sentAt, answeredAt: hostClockMs() });
       }),
     );
     await sleep(5);

@@ -15,6 +15,7 @@
 
 import { readFileSync } from 'node:fs';
 import { Pool } from 'undici';
+import { hostClockMs } from './host-clock.js';
 import { percentile } from './processes.js';
 import { seededRandom } from './seeded-random.js';
 
@@ -28,7 +29,7 @@ export interface EnqueueTarget {
   readonly payloadBytes?: number;
   /** The kind enqueued; default `noop`. */
   readonly kind?: string;
-  /** Puts the scheduled send time (epoch ms) in each payload as `at`, for handlers that measure enqueue-to-start. */
+  /** Puts the scheduled send time (hostClockMs) in each payload as `at`, for handlers that measure enqueue-to-start. */
   readonly stampPayload?: boolean;
 }
 
@@ -83,6 +84,8 @@ export class EnqueueGenerator {
   private readonly padding: string;
   private readonly kind: string;
   private readonly stampPayload: boolean;
+  /** hostClockMs() minus performance.now(): both are monotonic, so it stays put. */
+  private readonly hostClockOffsetMs = hostClockMs() - performance.now();
   private next = 0;
 
   constructor(
@@ -158,7 +161,7 @@ export class EnqueueGenerator {
         method: 'POST',
         path: '/jobs',
         headers: { ...this.headers, 'idempotency-key': `${this.keyPrefix}-${n}` },
-        body: `{"kind":${this.kind},"payload":{"i":${n},"pad":"${this.padding}"${this.stampPayload ? `,"at":${performance.timeOrigin + dueAt}` : ''}}}`,
+        body: `{"kind":${this.kind},"payload":{"i":${n},"pad":"${this.padding}"${this.stampPayload ? `,"at":${dueAt + this.hostClockOffsetMs}` : ''}}}`,
       });
       const text = await body.text();
       const answeredAt = performance.now();

@@ -39,6 +39,7 @@ import { join } from 'node:path';
 import { LeaseholdApiError, LeaseholdClient } from '../src/client/index.js';
 import { EnqueueGenerator, type PhaseResult } from './open-loop.js';
 import { freshDatabase } from './fresh-db.js';
+import { hostClockMs } from './host-clock.js';
 import { createKey, median, percentile, startCoordinator, startWorker } from './processes.js';
 
 export interface SustainedOptions {
@@ -69,7 +70,6 @@ interface Minute {
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
-const wallNow = (): number => performance.timeOrigin + performance.now();
 
 /**
  * RETENTION: the single place the sustained run sets how long kind A's
@@ -193,7 +193,7 @@ export async function runSustained(options: SustainedOptions): Promise<void> {
     let previous: { minute: number; phase: PhaseResult; from: number; to: number } | null = null;
     for (let minute = 1; minute <= options.minutes + 1; minute++) {
       // The next minute's load starts at once; the last one is summarized while it runs.
-      const from = wallNow();
+      const from = hostClockMs();
       const running = minute <= options.minutes ? generator.openLoop(`minute ${minute}`, rate, 60_000, 100 + minute) : null;
       if (previous !== null) {
         const latencies = await stamps.await(previous.from, previous.to, previous.phase.admitted, 30_000);
@@ -209,7 +209,7 @@ export async function runSustained(options: SustainedOptions): Promise<void> {
         minutes.push(row);
         printMinute(row);
       }
-      if (running !== null) previous = { minute, phase: await running, from, to: wallNow() };
+      if (running !== null) previous = { minute, phase: await running, from, to: hostClockMs() };
     }
     printChecks(minutes);
   } finally {
@@ -226,9 +226,9 @@ export async function runSustained(options: SustainedOptions): Promise<void> {
 /** Jobs per second the queue carries end to end: a closed-loop burst, over the time until its last job started. */
 async function measureCapacity(generator: EnqueueGenerator, stamps: StampReader, seconds: number): Promise<number> {
   await generator.closedLoop('warm-up', 64, 2_000);
-  const from = wallNow();
+  const from = hostClockMs();
   const burst = await generator.closedLoop('capacity', 64, seconds * 1000);
-  const to = wallNow();
+  const to = hostClockMs();
   const latencies = await stamps.await(from, to, burst.admitted, 120_000);
   stamps.poll();
   let lastStart = to;
