@@ -28,14 +28,14 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { percentile, runFigures } from './figures.mjs';
+import { hostClockMs, percentile, runFigures } from './figures.mjs';
 
 const role = process.argv[2];
 
 if (role === 'worker') {
   const { Worker } = await import('bullmq');
   const [port, concurrency] = process.argv.slice(3).map(Number);
-  const worker = new Worker('bench', async (job) => (job.name === 'stamp' ? { handlerStartedAt: performance.timeOrigin + performance.now() } : undefined), {
+  const worker = new Worker('bench', async (job) => (job.name === 'stamp' ? { handlerStartedAt: hostClockMs() } : undefined), {
     connection: { host: '127.0.0.1', port },
     concurrency,
     removeOnComplete: { count: 1e9 },
@@ -160,7 +160,7 @@ if (role === 'worker') {
     const sent = [];
     const pending = [];
     for (let i = 0; i < 500; i++) {
-      const at = performance.timeOrigin + performance.now();
+      const at = hostClockMs();
       pending.push(queue.add('stamp', { i }).then((job) => sent.push([job, at])));
       await sleep(5);
     }

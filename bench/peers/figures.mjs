@@ -1,8 +1,14 @@
 /**
- * What the peer scripts share: order statistics, and the figures of several
- * runs collected by name and printed as medians the way bench/run.ts prints
- * leasehold's. Plain JavaScript, so a peer runs without building the project.
+ * What the peer scripts share: order statistics, the clock latency is
+ * measured by, and the figures of several runs collected by name and printed
+ * as medians the way bench/run.ts prints leasehold's. Plain JavaScript, so a
+ * peer runs without building the project.
  */
+
+/** The host's monotonic clock in ms, which every process on the host reads alike (bench/host-clock.ts says why). */
+export function hostClockMs() {
+  return Number(process.hrtime.bigint()) / 1e6;
+}
 
 export function median(values) {
   const sorted = [...values].sort((a, b) => a - b);
