@@ -3,10 +3,11 @@
  * worker --handlers`. Kind A returns the moment its handler started on the
  * host's monotonic clock (host-clock.ts), like bench/handlers.ts's `stamp`.
  * When LEASEHOLD_BENCH_STAMPS names a directory and the payload carries `at`
- * (the open-loop generator's scheduled send time on the same clock), it also appends "at started" to a file of
- * its own there: the sustained run reads its per-minute latencies from those
- * files instead of fetching every job back from the coordinator, which would
- * load the coordinator it measures (and retention deletes the jobs anyway).
+ * (the open-loop generator's scheduled send time on the same clock), it also
+ * appends "at started" to a file of its own there: the sustained run reads
+ * its per-minute latencies from those files instead of fetching every job
+ * back from the coordinator, which would load the coordinator it measures
+ * (and retention deletes the jobs anyway).
  * Kind B has no handler: its backlog stays queued.
  */
 

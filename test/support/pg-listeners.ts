@@ -17,11 +17,7 @@ import { waitFor } from './wait-for.js';
 
 /** Counts the listening connections that are up among those whose application name is LIKE $1. */
 export const LISTENERS_UP_SQL = `SELECT count(*)::int AS n FROM pg_stat_activity
-   WHERE application_name LIKE $1 AND state = 'idle' AND query IN (${[LISTENER_HELLO_AND_CENSUS, LISTENER_CENSUS, LISTENER_ACK].map(quoted).join(', ')})`;
-
-function quoted(sql: string): string {
-  return `'${sql.replaceAll("'", "''")}'`;
-}
+   WHERE application_name LIKE $1 AND state = 'idle' AND query IN (${[LISTENER_HELLO_AND_CENSUS, LISTENER_CENSUS, LISTENER_ACK].map((sql) => pg.escapeLiteral(sql)).join(', ')})`;
 
 /** The LIKE pattern of the listening connections of `schema`, or of every schema starting with it. */
 export function listenerPattern(schema: string, prefix = false): string {
