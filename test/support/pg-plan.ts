@@ -7,6 +7,7 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { expect } from 'vitest';
+import { PLANNER_SETTINGS } from '../../src/store/postgres/database.js';
 import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
 
 export interface PlanNode {
@@ -37,7 +38,29 @@ function literal(client: pg.Client, value: unknown): string {
   throw new TypeError(`no literal for ${typeof value}`);
 }
 
+/** `values` as the argument list of an EXECUTE: `(v1, v2, …)`, or nothing. */
+function executeArgs(client: pg.Client, values: readonly unknown[]): string {
+  return values.length === 0 ? '' : `(${values.map((value) => literal(client, value)).join(', ')})`;
+}
+
 let prepared = 0;
+
+/**
+ * Runs `client`'s prepared statement `name` once in a transaction that is rolled back, under EXPLAIN ANALYZE:
+ * the nodes of the plan the connection has cached for it (under plan_cache_mode force_generic_plan, the generic
+ * plan made at its first execution, kept until the statistics of a table it reads change).
+ */
+export async function explainPrepared(client: pg.Client, name: string, values: readonly unknown[]): Promise<PlanNode[]> {
+  await client.query('BEGIN');
+  try {
+    const explained = await client.query<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>(
+      `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE ${name}${executeArgs(client, values)}`,
+    );
+    return [...planNodes(explained.rows[0]?.['QUERY PLAN'][0].Plan as PlanNode)];
+  } finally {
+    await client.query('ROLLBACK');
+  }
+}
 
 /** The tables that hold jobs on PostgreSQL (migration 14): the record, the queued, the running and the ended ones. */
 export const JOB_TABLES = ['jobs', 'job_ready', 'job_leases', 'job_endings'] as const;
@@ -54,10 +77,11 @@ export async function jobRowsRead(client: pg.Client, text: string, values: reado
   const name = `lh_plan_test_${++prepared}`;
   await client.query('BEGIN');
   try {
-    await client.query('SET LOCAL plan_cache_mode = force_generic_plan');
+    for (const [name, value] of PLANNER_SETTINGS) await client.query(`SET LOCAL ${name} = ${value}`);
     await client.query(`PREPARE ${name} AS ${text}`);
-    const args = values.length === 0 ? '' : `(${values.map((value) => literal(client, value)).join(', ')})`;
-    const explained = await client.query<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>(`EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE ${name}${args}`);
+    const explained = await client.query<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>(
+      `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE ${name}${executeArgs(client, values)}`,
+    );
     const root = explained.rows[0]?.['QUERY PLAN'][0].Plan as PlanNode;
     const nodes = [...planNodes(root)];
     expect(nodes.filter((node) => node['Node Type'] === 'Seq Scan' && node['Relation Name'] === 'jobs')).toEqual([]);
@@ -71,6 +95,8 @@ export async function jobRowsRead(client: pg.Client, text: string, values: reado
 
 export interface PlanSchema {
   readonly store: PostgresStore;
+  /** The schema's name. */
+  readonly schema: string;
   /** A connection of its own on the schema, for EXPLAIN and ANALYZE. */
   readonly client: pg.Client;
   /** Closes both and drops the schema. */
@@ -85,6 +111,7 @@ export async function storeInNewSchema(url: string, prefix: string): Promise<Pla
   await client.connect();
   return {
     store,
+    schema,
     client,
     async close() {
       await client.end();

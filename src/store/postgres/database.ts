@@ -33,18 +33,33 @@ export interface TxClient {
   query<R extends pg.QueryResultRow>(config: pg.QueryConfig): Promise<pg.QueryResult<R>>;
 }
 
+/**
+ * The planner settings of every store connection, as [name, value]; the plan tests run under the same.
+ * - plan_cache_mode: generic plans. The store's named statements have the same shape every time, and the
+ *   planner made a custom plan for each execution of the lease statement (1.1 ms of planning for 0.6 ms of
+ *   execution here); the plan tests measure the generic plans.
+ * - jit off: a generic plan's estimates for the skip scans of job_ready (recursive CTEs) pass jit_above_cost,
+ *   and compiling the lease statement took 60-100 ms at each execution for a statement that runs in 0.1 ms.
+ * - enable_seqscan off: a connection plans each statement once and keeps the plan until the table's
+ *   statistics change, and a new queue's plans are made while its tables are nearly empty, where a sequential
+ *   scan looks cheapest; every statement of the store has an index to go by, and with sequential scans
+ *   priced out the plan made on an empty table is the one a large table needs, with no ANALYZE to wait for
+ *   (test/store/postgres-statistics.test.ts). A statement with no index to use still scans the table.
+ */
+export const PLANNER_SETTINGS: readonly (readonly [string, string])[] = [
+  ['plan_cache_mode', 'force_generic_plan'],
+  ['jit', 'off'],
+  ['enable_seqscan', 'off'],
+];
+
 export function clientConfig(options: Omit<PgDatabaseOptions, 'poolSize'>): pg.ClientConfig {
   return {
     connectionString: options.connectionString,
     // Names the schema too, so an operator (or a test) can tell the coordinators' connections apart.
     application_name: `leasehold:${options.schema}`.slice(0, 63),
-    // The schema name is validated (migrate.ts), so it needs no quoting here. Generic plans: the store's named
-    // statements have the same shape every time, and the planner made a custom plan for each execution of the
-    // lease statement (1.1 ms of planning for 0.6 ms of execution here); the plan tests measure the generic plans.
-    // No JIT: a generic plan's estimates for the skip scans of job_ready (recursive CTEs) pass jit_above_cost, and
-    // compiling the lease statement took 60-100 ms at each execution for a statement that runs in 0.1 ms.
+    // The schema name is validated (migrate.ts), so it needs no quoting here.
     options:
-      `-c search_path=${options.schema} -c statement_timeout=30000 -c idle_in_transaction_session_timeout=60000 -c plan_cache_mode=force_generic_plan -c jit=off` +
+      `-c search_path=${options.schema} -c statement_timeout=30000 -c idle_in_transaction_session_timeout=60000 ${PLANNER_SETTINGS.map(([name, value]) => `-c ${name}=${value}`).join(' ')}` +
       (options.forceSynchronousCommit === true ? ' -c synchronous_commit=on' : ''),
     connectionTimeoutMillis: 5_000,
     query_timeout: 35_000,

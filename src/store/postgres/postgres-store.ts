@@ -42,7 +42,6 @@ import { purgeBatch, vacuumWhenAutovacuumOff } from './retention.js';
 import type { JobPurgeOutcome, JobPurgeParams } from '../retention.js';
 import { toApiKeyRecord, type ApiKeyRow } from './rows.js';
 import { StatementBatcher } from './statement-batcher.js';
-import { JobsStatistics } from './statistics.js';
 import { StoreReads } from './store-reads.js';
 
 export interface PostgresStoreOptions {
@@ -75,7 +74,6 @@ export class PostgresStore extends StoreReads implements S.Store {
   private readonly enqueuer: StatementBatcher<PreparedEnqueue, S.EnqueueOutcome>;
   private closed = false;
   private readonly leases: Leases;
-  private readonly statistics: JobsStatistics;
   /** Where the reaper's next pass over idle group rows starts (group-lease.ts forgetIdleGroups). */
   private idleGroups: IdleGroupCursor = null;
 
@@ -92,7 +90,6 @@ export class PostgresStore extends StoreReads implements S.Store {
     this.schema = connection.schema;
     this.watchers = new Watchers(db, connection);
     this.leases = new Leases(db);
-    this.statistics = new JobsStatistics(db);
     // Half the pool, so batched enqueues leave connections for leases and completions.
     this.enqueuer = new StatementBatcher((items) => this.insert(items), Math.max(1, Math.floor(poolSize / 2)), ENQUEUE_BATCH);
   }
@@ -327,9 +324,6 @@ export class PostgresStore extends StoreReads implements S.Store {
     }
     // A bounded pass over idle group rows, going on from where the last one stopped.
     this.idleGroups = (await forgetIdleGroups(this.db, this.idleGroups)).next;
-    // The reaper's tick also keeps the planner's statistics of jobs fresh (statistics.ts). They only steer plans,
-    // so a failure to refresh them (the next tick tries again) must not fail the reap that already committed.
-    await this.statistics.refresh().catch(() => false);
     return total;
   }
 
