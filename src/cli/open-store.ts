@@ -21,6 +21,8 @@ export interface OpenStoreOptions {
    * created: the server refuses an unknown one.
    */
   readonly mustExist?: boolean;
+  /** PostgreSQL only: open half the pool at start, ready for the hot statements (a long-running `serve`). */
+  readonly warm?: boolean;
 }
 
 /** True when `db` is a SQLite path whose file does not exist yet (it will be created on open). */
@@ -32,7 +34,7 @@ export function isNewSqliteFile(db: string): boolean {
 export async function openStore(db: string, options: OpenStoreOptions = {}): Promise<Store> {
   if (isPostgresUrl(db)) {
     const { PostgresStore } = await import('../store/postgres/postgres-store.js');
-    return PostgresStore.connect({ connectionString: db });
+    return PostgresStore.connect({ connectionString: db, warm: options.warm === true });
   }
   return openSqliteStore(db, options);
 }

@@ -50,7 +50,7 @@ export const serveCommand: Command = {
     const { buildCoordinator } = await import('../../coordinator/app.js');
     const logger = await cliLogger('leasehold', stringOption(values, 'log-level') ?? 'info');
     const created = isNewSqliteFile(db);
-    const store = await openStore(db, sqliteBusyTimeoutMs === undefined ? {} : { sqliteBusyTimeoutMs });
+    const store = await openStore(db, { warm: true, ...(sqliteBusyTimeoutMs === undefined ? {} : { sqliteBusyTimeoutMs }) });
     if (created) logger.info({ db: describeDb(db) }, 'created a new SQLite database');
     let app: FastifyInstance;
     try {

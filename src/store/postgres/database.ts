@@ -17,6 +17,7 @@ import * as C from './catalog-queries.js';
 import { isRetryableConflict, pgTarget, translatePgConnectError, translatePgError } from './errors.js';
 import { assertSchemaName, migrate, type MigrationReport } from './migrate.js';
 import { bind } from './sql-fragments.js';
+import { warmConnections, warmUp } from './warm-up.js';
 
 const CONFLICT_RETRIES = 3;
 
@@ -24,6 +25,8 @@ export interface PgDatabaseOptions {
   readonly connectionString: string;
   readonly schema: string;
   readonly poolSize: number;
+  /** Connections the pool keeps open while idle (warm-up.ts); 0 when absent. */
+  readonly minConnections?: number;
   /** Set synchronous_commit=on for our sessions (when the server's default is off). */
   readonly forceSynchronousCommit?: boolean;
 }
@@ -75,7 +78,7 @@ export class PgDatabase {
   private acquisitions = 0;
 
   constructor(options: PgDatabaseOptions) {
-    this.pool = new pg.Pool({ ...clientConfig(options), max: options.poolSize, idleTimeoutMillis: 30_000 });
+    this.pool = new pg.Pool({ ...clientConfig(options), max: options.poolSize, min: options.minConnections ?? 0, idleTimeoutMillis: 30_000 });
     // Without these, a connection that dies while idle, or between two queries
     // of a transaction, would emit an unhandled 'error' and end the process.
     // The failure reaches the caller through the next query instead.
@@ -193,6 +196,8 @@ export interface OpenDatabaseOptions {
   readonly connectionString: string;
   readonly poolSize?: number;
   readonly schema?: string;
+  /** Open half the pool at once with its hot statements planned, and keep those connections (warm-up.ts). */
+  readonly warm?: boolean;
 }
 
 export interface OpenedDatabase {
@@ -213,7 +218,8 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<Opened
   assertSchemaName(schema);
   const poolSize = options.poolSize ?? fromUrl.poolSize ?? 10;
   if (!Number.isInteger(poolSize) || poolSize < 1) throw new Error('poolSize must be a positive integer');
-  let db = new PgDatabase({ connectionString, schema, poolSize });
+  const minConnections = options.warm === true ? warmConnections(poolSize) : 0;
+  let db = new PgDatabase({ connectionString, schema, poolSize, minConnections });
   try {
     const client = await db.pool.connect();
     let report: MigrationReport;
@@ -225,7 +231,7 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<Opened
     // A success answer must mean a durable commit, whatever the server's default.
     if (report.synchronousCommit === 'off') {
       await db.close();
-      db = new PgDatabase({ connectionString, schema, poolSize, forceSynchronousCommit: true });
+      db = new PgDatabase({ connectionString, schema, poolSize, minConnections, forceSynchronousCommit: true });
     }
     await db.query(bind(C.SECRET_INSERT, [CURSOR_SECRET_NAME, newCursorSecret()]));
   } catch (error) {
@@ -243,5 +249,6 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<Opened
     await db.close();
     throw new Error('store_secrets has no list cursor secret after inserting one');
   }
+  if (minConnections > 0) await warmUp(db.pool, minConnections);
   return { db, connectionString, schema, poolSize, cursorSecret };
 }

@@ -55,6 +55,11 @@ export interface PostgresStoreOptions {
   readonly poolSize?: number;
   /** A schema to create (if missing) and use for every table; `public` when absent. */
   readonly schema?: string;
+  /**
+   * Open half the pool before connect() returns, each connection with the statements of enqueue, lease and
+   * completion prepared and planned, and keep those connections open while idle (warm-up.ts); `serve` does.
+   */
+  readonly warm?: boolean;
   /** PostgreSQL's own now() is the only clock; a Clock cannot be injected. */
   readonly clock?: never;
   /** Backoff jitter; Math.random when absent. */
