@@ -46,7 +46,9 @@ const FILES_ONLY_IN = {
     'sql-fragments.ts': 'column lists and the timestamptz \u2194 milliseconds conversions every query is built from',
     'statement-batcher.ts': 'concurrent single enqueues folded into one INSERT; SQLite\u2019s group commit does that for every write',
     'statistics.ts':
-      'ANALYZE of jobs when it has outgrown its statistics, so cached plans use its indexes; SQLite\u2019s planner gathers no statistics and ranks the indexes by their columns',
+      'when retention\u2019s upkeep analyzes a queue table (autovacuum off); SQLite\u2019s planner gathers no statistics and ranks the indexes by their columns',
+    'warm-up.ts':
+      'connections opened and planned before the first request, since each PostgreSQL connection plans a statement at its first run; SQLite prepares its statements when the store opens',
   },
 } as const;
 
