@@ -14,6 +14,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PLANNER_SETTINGS } from '../../src/store/postgres/database.js';
 import { dropSchema, migrate as migratePg } from '../../src/store/postgres/migrate.js';
 import { SCHEDULE_DUE, SCHEDULE_EARLIEST, SCHEDULE_LIST } from '../../src/store/postgres/schedules.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
@@ -74,13 +75,14 @@ describe.skipIf(url === '')('PostgreSQL plans of the schedule statements', () =>
   const plan = async (text: string, values: readonly unknown[]): Promise<string> => {
     await client.query({ name: '', text: `PREPARE p AS ${text}` });
     try {
-      await client.query('SET plan_cache_mode = force_generic_plan');
+      // The store's connections' planner settings (database.ts), so the plan measured is the one they make.
+      for (const [setting, value] of PLANNER_SETTINGS) await client.query(`SET ${setting} = ${value}`);
       const args = values.length === 0 ? '' : `(${values.map((v) => (typeof v === 'string' ? `'${v}'` : String(v))).join(', ')})`;
       const rows = (await client.query(`EXPLAIN EXECUTE p${args}`)).rows as { 'QUERY PLAN': string }[];
       return rows.map((r) => r['QUERY PLAN']).join('\n');
     } finally {
       await client.query('DEALLOCATE p');
-      await client.query('RESET plan_cache_mode');
+      for (const [setting] of PLANNER_SETTINGS) await client.query(`RESET ${setting}`);
     }
   };
 

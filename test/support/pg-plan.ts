@@ -77,7 +77,7 @@ export async function jobRowsRead(client: pg.Client, text: string, values: reado
   const name = `lh_plan_test_${++prepared}`;
   await client.query('BEGIN');
   try {
-    for (const [name, value] of PLANNER_SETTINGS) await client.query(`SET LOCAL ${name} = ${value}`);
+    for (const [setting, value] of PLANNER_SETTINGS) await client.query(`SET LOCAL ${setting} = ${value}`);
     await client.query(`PREPARE ${name} AS ${text}`);
     const explained = await client.query<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>(
       `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE ${name}${executeArgs(client, values)}`,
