@@ -15,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as Q from '../../src/store/postgres/queries.js';
 import type { PostgresStore } from '../../src/store/postgres/postgres-store.js';
 import type { EnqueueParams, LeasedJob } from '../../src/store/store.js';
-import { planNodes, type PlanNode, storeInNewSchema } from '../support/pg-plan.js';
+import { completeManyValues, planNodes, type PlanNode, storeInNewSchema } from '../support/pg-plan.js';
 
 const url = process.env['DATABASE_URL'] ?? '';
 const TENANT = 't1';
@@ -86,14 +86,7 @@ describe.skipIf(url === '')('statements on running jobs look them up by id (post
 
   it('completes a batch through the keys, reading one entry per job of each', async () => {
     const leased = await leaseBatch();
-    const access = await jobsAccess(Q.JOB_COMPLETE_MANY.text, [
-      leased.map((j) => j.id),
-      leased.map(() => TENANT),
-      leased.map((j) => j.token),
-      leased.map(() => null),
-      leased.map(() => null),
-      leased.map(() => null),
-    ]);
+    const access = await jobsAccess(Q.JOB_COMPLETE_MANY.text, completeManyValues(TENANT, leased));
     expect(access).toEqual({ jobs_id_key: BATCH, job_leases_pkey: BATCH, jobs_pkey: BATCH });
   });
 

@@ -65,6 +65,18 @@ export async function explainPrepared(client: pg.Client, name: string, values: r
 /** The tables that hold jobs on PostgreSQL (migration 14): the record, the queued, the running and the ended ones. */
 export const JOB_TABLES = ['jobs', 'job_ready', 'job_leases', 'job_endings'] as const;
 
+/** Rows each scan of `tables` in `nodes` read, over all its loops, whether the scan's filter kept them or not. */
+export function scanRowsRead(nodes: readonly PlanNode[], tables: readonly string[]): number[] {
+  return nodes
+    .filter((node) => tables.includes(node['Relation Name'] ?? '') && /Scan/.test(node['Node Type']))
+    .map((node) => (node['Actual Rows'] + (node['Rows Removed by Filter'] ?? 0)) * node['Actual Loops']);
+}
+
+/** JOB_COMPLETE_MANY's arguments for completing `jobs` of `tenant` with no result. */
+export function completeManyValues(tenant: string, jobs: readonly { readonly id: string; readonly token: string }[]): unknown[] {
+  return [jobs.map((j) => j.id), jobs.map(() => tenant), jobs.map((j) => j.token), jobs.map(() => null), jobs.map(() => null), jobs.map(() => null)];
+}
+
 /**
  * Rows each scan of `tables` (jobs unless given) read, over all its loops, for one statement run under EXPLAIN
  * ANALYZE in a transaction that is rolled back; a sequential scan of jobs fails the test. (The planner may
@@ -85,8 +97,7 @@ export async function jobRowsRead(client: pg.Client, text: string, values: reado
     const root = explained.rows[0]?.['QUERY PLAN'][0].Plan as PlanNode;
     const nodes = [...planNodes(root)];
     expect(nodes.filter((node) => node['Node Type'] === 'Seq Scan' && node['Relation Name'] === 'jobs')).toEqual([]);
-    const scans = nodes.filter((node) => tables.includes(node['Relation Name'] ?? '') && /Scan/.test(node['Node Type']));
-    return scans.map((node) => (node['Actual Rows'] + (node['Rows Removed by Filter'] ?? 0)) * node['Actual Loops']);
+    return scanRowsRead(nodes, tables);
   } finally {
     await client.query('ROLLBACK');
     await client.query(`DEALLOCATE ${name}`).catch(() => undefined);
