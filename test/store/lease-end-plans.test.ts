@@ -115,12 +115,13 @@ describe.skipIf(url === '')('statements on running jobs look them up by id (post
   it('renews, completes one, checkpoints, marks an effect and requests a cancel through the keys', async () => {
     const [one] = await leaseBatch();
     if (one === undefined) throw new Error('expected a leased job');
-    // Renew reads the lease twice (the progress it replaces, then the row it updates).
+    // Renew reads the lease twice (the progress it replaces, then the row it updates). A statement that names the
+    // job by id and tenant finds its seq by the id, then the row by the seq (jobWithId, sql-fragments.ts).
     const statements = [
-      [Q.JOB_RENEW, [one.id, TENANT, one.token, 60_000, false, null], { jobs_id_key: 1, job_leases_pkey: 2 }],
+      [Q.JOB_RENEW, [one.id, TENANT, one.token, 60_000, false, null], { jobs_id_key: 1, jobs_pkey: 1, job_leases_pkey: 2 }],
       [Q.JOB_COMPLETE_ONE, [one.id, TENANT, one.token, null, null, null], { jobs_id_key: 1, job_leases_pkey: 1, jobs_pkey: 1 }],
-      [Q.JOB_CHECKPOINT, [one.id, TENANT, one.token, 1, '{}'], { jobs_id_key: 2, job_leases_pkey: 1 }],
-      [Q.JOB_EFFECT_STARTED, [one.id, TENANT, one.token], { jobs_id_key: 1, job_leases_pkey: 1 }],
+      [Q.JOB_CHECKPOINT, [one.id, TENANT, one.token, 1, '{}'], { jobs_id_key: 2, jobs_pkey: 2, job_leases_pkey: 1 }],
+      [Q.JOB_EFFECT_STARTED, [one.id, TENANT, one.token], { jobs_id_key: 1, jobs_pkey: 1, job_leases_pkey: 1 }],
       [Q.JOB_CANCEL_REQUEST, [one.id], { jobs_id_key: 1, job_leases_pkey: 1 }],
     ] as const;
     for (const [query, values, expected] of statements)

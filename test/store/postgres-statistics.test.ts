@@ -5,7 +5,9 @@
  * autovacuum is off nothing analyzes them later. The store's connections price sequential scans out
  * (PLANNER_SETTINGS, database.ts), so the plans made on the empty queue go by the indexes, and they still
  * read O(max) rows once the queue holds thousands of jobs it was never analyzed with. With sequential scans
- * allowed, the plans made on the empty queue scan jobs: both tests below then fail.
+ * allowed, the plans made on the empty queue scan jobs: the lease and completion tests below then fail. A
+ * statement that names one job by id and tenant reads one row whichever index its plan took (jobWithId,
+ * sql-fragments.ts); written `j.id = $1 AND j.tenant = $2`, five of them read the whole tenant.
  */
 
 import pg from 'pg';
@@ -23,6 +25,25 @@ const TENANT = 't1';
 const BACKLOG = 3_000;
 const RUN = 500;
 const MAX = 10;
+const NO_JOB = '00000000-0000-0000-0000-000000000000';
+
+/**
+ * Statements that address one job by its id, with their arguments for job `id` of TENANT. Each also names the
+ * tenant (or a status), which an index leads with too: planned on the empty queue, a tie in cost may pick that
+ * index and read every job of the tenant to find one.
+ */
+const BY_ID: readonly (readonly [name: string, text: string, values: (id: string) => unknown[]])[] = [
+  ['get', Q.JOB_GET.text, (id) => [id, TENANT, null]],
+  ['peek', Q.JOB_PEEK.text, (id) => [id, TENANT]],
+  ['lock', Q.JOB_LOCK.text, (id) => [id, TENANT, null]],
+  ['renew', Q.JOB_RENEW.text, (id) => [id, TENANT, 'none', 60_000, false, null]],
+  ['checkpoint', Q.JOB_CHECKPOINT.text, (id) => [id, TENANT, 'none', 1, '{}']],
+  ['effect_started', Q.JOB_EFFECT_STARTED.text, (id) => [id, TENANT, 'none']],
+  ['requeue', Q.JOB_REQUEUE.text, (id) => [id, 3, 'dead', 'queued', 0]],
+  ['cancel_now', Q.JOB_CANCEL_NOW.text, (id) => [id, 'cancelled', 'cancelled', 'cancelled', null]],
+  ['cancel_request', Q.JOB_CANCEL_REQUEST.text, (id) => [id]],
+  ['reconcile', Q.JOB_RECONCILE.text, (id) => [id, 'succeeded', null, null, null]],
+];
 
 function job(kind: string, n: number, priority: number): EnqueueParams {
   return {
@@ -74,7 +95,11 @@ describe.skipIf(url === '')('plans made on an empty queue serve it grown, never 
     await planner.query(`PREPARE young_complete AS ${Q.JOB_COMPLETE_MANY.text}`);
     // Their first executions, on the empty queue, make the plans the connection keeps.
     await explainPrepared(planner, 'young_lease', [TENANT, MAX, tokens, 'w', 60_000, ['b', 'w', 'idle']]);
-    await explainPrepared(planner, 'young_complete', completeManyValues(TENANT, [{ id: '00000000-0000-0000-0000-000000000000', token: 'none' }]));
+    await explainPrepared(planner, 'young_complete', completeManyValues(TENANT, [{ id: NO_JOB, token: 'none' }]));
+    for (const [name, text, values] of BY_ID) {
+      await planner.query(`PREPARE young_${name} AS ${text}`);
+      await explainPrepared(planner, `young_${name}`, values(NO_JOB));
+    }
     // Kind w's jobs come first in lease order (a higher priority) and have all run; kind b has a backlog.
     await store.jobEnqueueMany(Array.from({ length: RUN }, (_, i) => job('w', i, 10)));
     for (let n = 0; n < BACKLOG; n += 500) await store.jobEnqueueMany(Array.from({ length: 500 }, (_, i) => job('b', n + i, 0)));
@@ -110,5 +135,11 @@ describe.skipIf(url === '')('plans made on an empty queue serve it grown, never 
     expect(leased).toHaveLength(MAX);
     const rows = jobRowsOf(await explainPrepared(planner, 'young_complete', completeManyValues(TENANT, leased)));
     expect(rows).toBeLessThanOrEqual(4 * MAX);
+  });
+
+  it.each(BY_ID.map(([name, , values]) => [name, values] as const))('%s reads the one job it names, not the tenant’s', async (name, values) => {
+    const [queued] = (await store.jobList({ scope: { tenant: TENANT }, status: 'queued', limit: 1 })).jobs;
+    expect(queued).toBeDefined();
+    expect(jobRowsOf(await explainPrepared(planner, `young_${name}`, values(queued?.id ?? NO_JOB)))).toBeLessThanOrEqual(3);
   });
 });

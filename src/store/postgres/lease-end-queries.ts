@@ -9,7 +9,7 @@
 
 import { countJobs, countSums, movedTerms } from './counter-triggers.js';
 import { leasesEnded, leasesFreed } from './group-queries.js';
-import { endingInsert, interval, ms, namedQuery, readyInsert, ts } from './sql-fragments.js';
+import { endingInsert, interval, jobWithId, ms, namedQuery, readyInsert, ts } from './sql-fragments.js';
 
 /** A live lease `l` before its deadline: the fence of the statements that need one (decide*'s 'go ahead'). */
 const LIVE = `l.expires_at > now() AND (l.deadline_at IS NULL OR l.deadline_at > now())`;
@@ -35,7 +35,7 @@ export const JOB_RENEW = namedQuery(
   `WITH o AS (
      SELECT l.job_seq, j.tenant, j.kind, ${jsonBytes('coalesce(l.progress, j.progress)')} AS old_bytes
        FROM jobs j JOIN job_leases l ON l.job_seq = j.seq
-      WHERE j.id = $1 AND j.tenant = $2 AND l.token = $3 AND ${LIVE} AND NOT j.cancel_requested
+      WHERE ${jobWithId('$1')} AND j.tenant = $2 AND l.token = $3 AND ${LIVE} AND NOT j.cancel_requested
    ), renewed AS (
      UPDATE job_leases l SET expires_at = LEAST(now() + ${interval('$4')}, l.deadline_at),
             progress = CASE WHEN $5::boolean THEN $6::json ELSE l.progress END
@@ -161,13 +161,13 @@ export const JOB_END_LEASES = namedQuery(
 );
 
 /** Checkpoint and effect marks need a live lease before the deadline (decideLiveLeaseWrite's 'apply'). */
-const LIVE_LEASE_GUARD = `j.id = $1 AND j.tenant = $2 AND l.job_seq = j.seq AND l.token = $3 AND ${LIVE}`;
+const LIVE_LEASE_GUARD = `${jobWithId('$1')} AND j.tenant = $2 AND l.job_seq = j.seq AND l.token = $3 AND ${LIVE}`;
 
 /** The checkpoint is the job's (later attempts resume from it), so it goes into jobs; its bytes move the running counter. */
 export const JOB_CHECKPOINT = namedQuery(
   'lh_job_checkpoint',
   `WITH o AS (
-     SELECT j.seq, ${jsonBytes('j.checkpoint_state')} AS old_bytes FROM jobs j WHERE j.id = $1 AND j.tenant = $2
+     SELECT j.seq, ${jsonBytes('j.checkpoint_state')} AS old_bytes FROM jobs j WHERE ${jobWithId('$1')} AND j.tenant = $2
    ), saved AS (
      UPDATE jobs j SET checkpoint_step = $4, checkpoint_state = $5::json FROM job_leases l, o
       WHERE ${LIVE_LEASE_GUARD} AND o.seq = j.seq

@@ -31,6 +31,7 @@ import {
   JOB_RELATIONS,
   JOB_STATUS,
   JOB_WITH_RESULT_FROM,
+  jobWithId,
   namedQuery,
   NEW_JOB_COLUMNS,
   NOW_MS,
@@ -99,7 +100,7 @@ export const JOB_BY_KEYS = namedQuery(
 export const JOB_GET = namedQuery(
   'lh_job_get',
   `SELECT ${JOB_COLUMNS}, ${RESULT_COLUMNS}, ${JOB_RELATIONS} FROM ${JOB_WITH_RESULT_FROM}
-    WHERE j.id = $1 AND j.tenant = $2 AND ($3::text IS NULL OR j.owner = $3)`,
+    WHERE ${jobWithId('$1')} AND j.tenant = $2 AND ($3::text IS NULL OR j.owner = $3)`,
 );
 
 /**
@@ -235,14 +236,14 @@ export const JOB_RELEASE = namedQuery(
 /** Locks the job's row for the rest of the transaction (locked-rows.ts then reads it, with its lease, in a statement of its own). */
 export const JOB_LOCK = namedQuery(
   'lh_job_lock',
-  `SELECT j.id FROM jobs j WHERE j.id = $1 AND j.tenant = $2 AND ($3::text IS NULL OR j.owner = $3) FOR UPDATE`,
+  `SELECT j.id FROM jobs j WHERE ${jobWithId('$1')} AND j.tenant = $2 AND ($3::text IS NULL OR j.owner = $3) FOR UPDATE`,
 );
 
 /** Locks in id order, so two batches over the same jobs cannot deadlock. */
 export const JOB_LOCK_MANY = namedQuery('lh_job_lock_many', `SELECT j.id FROM jobs j WHERE j.id = ANY($1::uuid[]) ORDER BY j.id FOR UPDATE`);
 
 /** A read without a lock, to say why a guarded statement matched nothing. */
-export const JOB_PEEK = namedQuery('lh_job_peek', `SELECT ${JOB_COLUMNS}, ${NOW_MS} FROM ${JOB_FROM} WHERE j.id = $1 AND j.tenant = $2`);
+export const JOB_PEEK = namedQuery('lh_job_peek', `SELECT ${JOB_COLUMNS}, ${NOW_MS} FROM ${JOB_FROM} WHERE ${jobWithId('$1')} AND j.tenant = $2`);
 
 export const JOB_PEEK_MANY = namedQuery('lh_job_peek_many', `SELECT ${JOB_COLUMNS}, ${NOW_MS} FROM ${JOB_FROM} WHERE j.id = ANY($1::uuid[])`);
 

@@ -102,6 +102,15 @@ function jobView(leased: boolean): Record<string, string> {
   };
 }
 
+/**
+ * The job `id` names, as a condition on `alias`.seq: the id's own index finds the seq, and the row is read by
+ * its key. A statement that says `j.id = $1 AND j.tenant = $2` instead is planned (once per connection, on a
+ * queue that may still be empty) with two indexes that cost the same there, jobs_id_key and jobs_by_tenant;
+ * when it keeps the second, every call reads all the tenant's jobs to find one. Whichever index the plan takes
+ * for `seq = … AND tenant = $2`, it reads one row.
+ */
+export const jobWithId = (id: string, alias = 'j'): string => `${alias}.seq = (SELECT seq FROM jobs WHERE id = ${id})`;
+
 /** A job and its live lease, if any (aliases j and l). */
 export const JOB_FROM = 'jobs j LEFT JOIN job_leases l ON l.job_seq = j.seq';
 
