@@ -7,7 +7,7 @@
  * and keyed jobs among them (waiting, released, failed with dependency_failed),
  * results over the kind's limit, queued jobs that pass their deadline, and
  * retention deleting finished jobs with their attempts. Counts per status, the wait,
- * run, completion and attempt-run means, and lease expirations.
+ * run, completion and attempt-run means, lease expirations, and the stored bytes.
  */
 
 import fc from 'fast-check';
@@ -18,6 +18,7 @@ import type { JobListItem, LeasedJob, Store, TenantStats } from '../../src/store
 import { backends, enqueueParams, ERROR, IMMEDIATE_BACKOFF, TENANT, useBackend, waitUntilStoreTimePasses } from './harness.js';
 
 const KINDS = ['a', 'b', 'c'] as const;
+const PAYLOAD_BYTES = enqueueParams('any').payloadBytes;
 
 type Step =
   | { readonly op: 'enqueue'; readonly kind: (typeof KINDS)[number]; readonly count: number; readonly flow: 'none' | 'parent' | 'key'; readonly pick: number }
@@ -85,7 +86,7 @@ const mean = (values: readonly number[]): number | null => (values.length === 0 
 /** The figures of TenantStats that a recount of the stored rows gives. */
 async function recount(
   store: Store,
-): Promise<Pick<TenantStats, 'counts' | 'meanWaitMs' | 'meanRunMs' | 'meanTimeToCompletionMs' | 'meanAttemptRunMs' | 'leaseExpirations'>> {
+): Promise<Pick<TenantStats, 'counts' | 'meanWaitMs' | 'meanRunMs' | 'meanTimeToCompletionMs' | 'meanAttemptRunMs' | 'leaseExpirations' | 'storageBytes'>> {
   const jobs = await allJobs(store);
   const counts = Object.fromEntries(JOB_STATUSES.map((status) => [status, 0])) as Record<JobStatus, number>;
   const waits: number[] = [];
@@ -93,8 +94,13 @@ async function recount(
   const completions: number[] = [];
   const attemptRuns: number[] = [];
   let expirations = 0;
+  let storage = 0;
+  const jsonBytes = (value: unknown): number => (value === null || value === undefined ? 0 : Buffer.byteLength(JSON.stringify(value)));
   for (const job of jobs) {
     counts[job.status]++;
+    // Stored bytes: the payload, checkpoint state and progress as JSON text, and the result's body.
+    const record = await store.jobGet({ scope: { tenant: TENANT }, id: job.id });
+    storage += PAYLOAD_BYTES + jsonBytes(record?.checkpoint?.state) + jsonBytes(record?.progress) + (record?.result?.body.length ?? 0);
     if (job.startedAt !== null) waits.push(job.startedAt - job.createdAt);
     if (job.status === 'succeeded' && job.startedAt !== null && job.finishedAt !== null) {
       runs.push(job.finishedAt - job.startedAt);
@@ -114,6 +120,7 @@ async function recount(
     meanTimeToCompletionMs: mean(completions),
     meanAttemptRunMs: mean(attemptRuns),
     leaseExpirations: expirations,
+    storageBytes: storage,
   };
 }
 
@@ -267,6 +274,7 @@ describe.each(backends)('store conformance ($label): counters', (factory) => {
         expectClose(stats.meanTimeToCompletionMs, expected.meanTimeToCompletionMs, 'meanTimeToCompletionMs');
         expectClose(stats.meanAttemptRunMs, expected.meanAttemptRunMs, 'meanAttemptRunMs');
         expect(stats.leaseExpirations).toBe(expected.leaseExpirations + purgedExpirations);
+        expect(stats.storageBytes).toBe(expected.storageBytes);
       }),
       { numRuns: factory.name === 'postgres' ? 12 : 25 },
     );

@@ -23,7 +23,7 @@ const msOf = (expression: string): string => `floor(extract(epoch FROM ${express
  * a counter (its backend pid modulo SHARDS), so concurrent transactions do
  * not queue on one row until commit; the stats read sums the shards.
  */
-const JOB_TERMS: readonly (readonly [column: string, term: (row: string) => string])[] = [
+const JOB_TERMS = [
   ['jobs', () => '1'],
   ['started', (r) => `(${r}.started_at IS NOT NULL)::int`],
   ['wait_ms', (r) => `coalesce(${msOf(`${r}.started_at`)} - ${msOf(`${r}.created_at`)}, 0)`],
@@ -32,20 +32,38 @@ const JOB_TERMS: readonly (readonly [column: string, term: (row: string) => stri
   ['completed', (r) => `(${r}.status = 'succeeded' AND ${r}.finished_at IS NOT NULL)::int`],
   ['completion_ms', (r) => `CASE WHEN ${r}.status = 'succeeded' THEN coalesce(${msOf(`${r}.finished_at`)} - ${msOf(`${r}.created_at`)}, 0) ELSE 0 END`],
   ['stored_bytes', (r) => `${r}.payload_bytes + coalesce(octet_length(${r}.checkpoint_state::text), 0) + coalesce(octet_length(${r}.progress::text), 0)`],
-];
+] as const satisfies readonly (readonly [column: string, term: (row: string) => string])[];
 
 export const COUNTER_SHARDS = 16;
-const JOB_COLUMNS = JOB_TERMS.map(([column]) => column);
 
-/** The upsert of the summed terms of `sources` (each a SELECT of tenant, kind, status and the terms). */
-function addJobTerms(sources: readonly string[]): string {
-  return `INSERT INTO job_counters AS c (tenant, kind, status, shard, ${JOB_COLUMNS.join(', ')})
-    SELECT tenant, kind, status, pg_backend_pid() % ${COUNTER_SHARDS}, ${JOB_COLUMNS.map((column) => `sum(${column})`).join(', ')}
+/** A column of job_counters after (tenant, kind, status, shard). */
+export type TermColumn = (typeof JOB_TERMS)[number][0];
+const JOB_COLUMNS: readonly TermColumn[] = JOB_TERMS.map(([column]) => column);
+
+/**
+ * The terms a job that has not succeeded counts, whatever its status: the run and completion terms count
+ * succeeded jobs only. A statement that moves jobs between such statuses (a lease) moves these alone.
+ */
+export const UNFINISHED_TERMS: readonly TermColumn[] = ['jobs', 'started', 'wait_ms', 'stored_bytes'];
+/** The terms of a job just inserted: it has neither started nor succeeded. */
+export const NEW_JOB_TERMS: readonly TermColumn[] = ['jobs', 'stored_bytes'];
+/** A change of stored bytes alone (progress, a checkpoint, a merged payload). */
+export const BYTES_TERMS: readonly TermColumn[] = ['stored_bytes'];
+
+/**
+ * The upsert of the summed terms `columns` of `sources` (each a SELECT of tenant, kind, status and those
+ * terms). PostgreSQL builds every expression of a statement again at each execution of its cached plan, so
+ * a statement that names only the terms it can change (a lease four of the eight, an enqueue two) costs the
+ * server measurably less per call; the other columns keep their values.
+ */
+function addJobTerms(sources: readonly string[], columns: readonly TermColumn[] = JOB_COLUMNS): string {
+  return `INSERT INTO job_counters AS c (tenant, kind, status, shard, ${columns.join(', ')})
+    SELECT tenant, kind, status, pg_backend_pid() % ${COUNTER_SHARDS}, ${columns.map((column) => `sum(${column})`).join(', ')}
       FROM (${sources.join(' UNION ALL ')}) AS d
      GROUP BY tenant, kind, status
-    HAVING ${JOB_COLUMNS.map((column) => `sum(${column}) <> 0`).join(' OR ')}
+    HAVING ${columns.map((column) => `sum(${column}) <> 0`).join(' OR ')}
      ORDER BY tenant, kind, status
-    ON CONFLICT (tenant, kind, status, shard) DO UPDATE SET ${JOB_COLUMNS.map((column) => `${column} = c.${column} + EXCLUDED.${column}`).join(', ')};`;
+    ON CONFLICT (tenant, kind, status, shard) DO UPDATE SET ${columns.map((column) => `${column} = c.${column} + EXCLUDED.${column}`).join(', ')};`;
 }
 
 const termsOf = (table: string, sign: '' | '-'): string =>
@@ -162,9 +180,14 @@ DROP FUNCTION lh_job_counters_insert(), lh_job_counters_update(), lh_job_counter
  * started_at, created_at, finished_at, payload_bytes, checkpoint_state, progress), negated when `sign` is '-',
  * counted under `status` (an SQL expression over alias r; the row's own status when absent).
  */
-export function jobTerms(source: string, sign: '' | '-', status?: string): string {
-  const statusOf = status ?? 'r.status';
-  const terms = JOB_TERMS.map(([column, term]) => {
+export function jobTerms(source: string, sign: '' | '-', status?: string, columns: readonly TermColumn[] = JOB_COLUMNS): string {
+  return termsSelect(source, sign, status ?? 'r.status', columns, columns);
+}
+
+/** The SELECT of `columns`' terms; a column not in `live` is known to be 0 there and is written as a constant. */
+function termsSelect(source: string, sign: '' | '-', statusOf: string, columns: readonly TermColumn[], live: readonly TermColumn[]): string {
+  const terms = JOB_TERMS.filter(([column]) => columns.includes(column)).map(([column, term]) => {
+    if (!live.includes(column)) return `0::bigint AS ${column}`;
     const expression = term('r').replaceAll('r.status', `(${statusOf})`);
     return `${sign}(${expression})::bigint AS ${column}`;
   });
@@ -174,15 +197,19 @@ export function jobTerms(source: string, sign: '' | '-', status?: string): strin
 /**
  * A job that changed status without changing what its other terms read (a lease apart, which may set
  * started_at): its terms move from the status `from` (an SQL expression over alias r) to its new one. Not for
- * a job leaving 'succeeded', whose run terms `from` would not see.
+ * a job leaving 'succeeded': `from`'s run and completion terms are taken to be 0.
  */
 export function movedTerms(source: string, from: string): readonly string[] {
-  return [jobTerms(source, ''), jobTerms(source, '-', from)];
+  return [jobTerms(source, ''), termsSelect(source, '-', from, JOB_COLUMNS, UNFINISHED_TERMS)];
 }
 
-/** The statement's CTE body that adds the summed terms of `sources` (jobTerms selects) to job_counters. */
-export function countJobs(sources: readonly string[]): string {
-  return addJobTerms(sources).replace(/;$/, '');
+/**
+ * The statement's CTE body that adds the summed terms of `sources` (jobTerms selects of the same `columns`) to
+ * job_counters. `columns` must hold every term the statement can change (the store-counters conformance test
+ * recounts after random histories).
+ */
+export function countJobs(sources: readonly string[], columns: readonly TermColumn[] = JOB_COLUMNS): string {
+  return addJobTerms(sources, columns).replace(/;$/, '');
 }
 
 /**

@@ -7,7 +7,7 @@
  * other statements that move jobs.
  */
 
-import { countJobs, countSums, movedTerms } from './counter-triggers.js';
+import { BYTES_TERMS, countJobs, countSums, movedTerms } from './counter-triggers.js';
 import { leasesEnded, leasesFreed } from './group-queries.js';
 import { endingInsert, interval, jobWithId, ms, namedQuery, readyInsert, ts } from './sql-fragments.js';
 
@@ -17,11 +17,9 @@ const LIVE = `l.expires_at > now() AND (l.deadline_at IS NULL OR l.deadline_at >
 /** The stored bytes of a job's progress and checkpoint state, as the counters count them. */
 const jsonBytes = (expression: string): string => `coalesce(octet_length((${expression})::text), 0)`;
 
-/** A change of `source`'s stored bytes (its column `delta`) for status `status`, as a countJobs source. */
+/** The CTE body that counts a change of `source`'s stored bytes (its column `delta`) for status `status`. */
 function bytesTerms(source: string, status: string): string {
-  return `SELECT r.tenant, r.kind, ${status}::text AS status, 0::bigint AS jobs, 0::bigint AS started, 0::bigint AS wait_ms,
-            0::bigint AS run_jobs, 0::bigint AS run_ms, 0::bigint AS completed, 0::bigint AS completion_ms, r.delta::bigint AS stored_bytes
-       FROM ${source} r`;
+  return countJobs([`SELECT r.tenant, r.kind, ${status}::text AS status, r.delta::bigint AS stored_bytes FROM ${source} r`], BYTES_TERMS);
 }
 
 /**
@@ -42,7 +40,7 @@ export const JOB_RENEW = namedQuery(
        FROM o WHERE l.job_seq = o.job_seq AND l.token = $3 AND ${LIVE}
      RETURNING l.expires_at, o.tenant, o.kind, CASE WHEN $5::boolean THEN ${jsonBytes('$6::json')} - o.old_bytes ELSE 0 END AS delta
    ), counted AS (
-     ${countJobs([bytesTerms('renewed', "'running'")])}
+     ${bytesTerms('renewed', "'running'")}
    )
    SELECT ${ms('expires_at')} AS lease_expires_at FROM renewed`,
 );
@@ -173,7 +171,7 @@ export const JOB_CHECKPOINT = namedQuery(
       WHERE ${LIVE_LEASE_GUARD} AND o.seq = j.seq
      RETURNING j.id, j.tenant, j.kind, ${jsonBytes('j.checkpoint_state')} - o.old_bytes AS delta
    ), counted AS (
-     ${countJobs([bytesTerms('saved', "'running'")])}
+     ${bytesTerms('saved', "'running'")}
    )
    SELECT id FROM saved`,
 );
