@@ -52,9 +52,9 @@ export const BYTES_TERMS: readonly TermColumn[] = ['stored_bytes'];
 
 /**
  * The upsert of the summed terms `columns` of `sources` (each a SELECT of tenant, kind, status and those
- * terms). PostgreSQL builds every expression of a statement again at each execution of its cached plan, so
- * a statement that names only the terms it can change (a lease four of the eight, an enqueue two) costs the
- * server measurably less per call; the other columns keep their values.
+ * terms). PostgreSQL builds every expression of a statement again at each execution of its cached plan, so a
+ * statement names only the terms it can change (a lease four of the eight, an enqueue two); the other columns
+ * keep their values.
  */
 function addJobTerms(sources: readonly string[], columns: readonly TermColumn[] = JOB_COLUMNS): string {
   return `INSERT INTO job_counters AS c (tenant, kind, status, shard, ${columns.join(', ')})
