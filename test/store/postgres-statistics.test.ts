@@ -18,7 +18,7 @@ import type { PostgresStore } from '../../src/store/postgres/postgres-store.js';
 import { QUEUE_TABLES } from '../../src/store/postgres/retention.js';
 import { statisticsStale } from '../../src/store/postgres/statistics.js';
 import type { EnqueueParams } from '../../src/store/store.js';
-import { completeManyValues, explainPrepared, JOB_TABLES, type PlanNode, scanRowsRead, storeInNewSchema } from '../support/pg-plan.js';
+import { completeManyValues, explainPrepared, JOB_TABLES, type PlanNode, planNodes, scanRowsRead, storeInNewSchema } from '../support/pg-plan.js';
 
 const url = process.env['DATABASE_URL'] ?? '';
 const TENANT = 't1';
@@ -43,6 +43,12 @@ const BY_ID: readonly (readonly [name: string, text: string, values: (id: string
   ['cancel_now', Q.JOB_CANCEL_NOW.text, (id) => [id, 'cancelled', 'cancelled', 'cancelled', null]],
   ['cancel_request', Q.JOB_CANCEL_REQUEST.text, (id) => [id]],
   ['reconcile', Q.JOB_RECONCILE.text, (id) => [id, 'succeeded', null, null, null]],
+  // By its keys: concurrency, dedupe and unique keys (none of the jobs here has one, so these find nothing, by
+  // their own indexes). The idempotency key's lookup is planned at each call (the test below).
+  ['key_facts', Q.JOB_KEY_FACTS.text, () => [TENANT, 'b', 'k', 10]],
+  ['key_head', Q.JOB_KEY_HEAD.text, () => [TENANT, 'b', 'k']],
+  ['dedupe_holder', Q.JOB_DEDUPE_HOLDER.text, () => [TENANT, 'u', 'b', 'd']],
+  ['unique_holder', Q.JOB_UNIQUE_HOLDER.text, () => [TENANT, 'u', 'b', 'q']],
 ];
 
 function job(kind: string, n: number, priority: number): EnqueueParams {
@@ -135,6 +141,17 @@ describe.skipIf(url === '')('plans made on an empty queue serve it grown, never 
     expect(leased).toHaveLength(MAX);
     const rows = jobRowsOf(await explainPrepared(planner, 'young_complete', completeManyValues(TENANT, leased)));
     expect(rows).toBeLessThanOrEqual(4 * MAX);
+  });
+
+  it('looks up the job of a replayed idempotency key in one row, planned for the queue as it is (the store sends it unnamed)', async () => {
+    const explained = await planner.query<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>(`EXPLAIN (ANALYZE, FORMAT JSON) ${Q.JOB_BY_KEYS.text}`, [
+      [TENANT],
+      ['u'],
+      ['b-5'],
+    ]);
+    const nodes = [...planNodes(explained.rows[0]?.['QUERY PLAN'][0].Plan as PlanNode)];
+    expect(nodes.some((node) => node['Index Name'] === 'jobs_tenant_owner_idempotency_key_key')).toBe(true);
+    expect(jobRowsOf(nodes)).toBeLessThanOrEqual(3);
   });
 
   it.each(BY_ID.map(([name, , values]) => [name, values] as const))('%s reads the one job it names, not the tenant’s', async (name, values) => {

@@ -31,7 +31,7 @@ import { distinctAvailability, type Availability, type EnqueueOutcome, type Enqu
 import type { PgDatabase } from './database.js';
 import * as Q from './queries.js';
 import { toJobRecord, toStatus, type JobRow } from './rows.js';
-import { bind, pgText } from './sql-fragments.js';
+import { bind, bindUnplanned, pgText } from './sql-fragments.js';
 
 export interface PreparedEnqueue {
   readonly params: EnqueueParams;
@@ -126,7 +126,9 @@ async function insertPlainJobs(db: Pick<PgDatabase, 'query'>, items: readonly Pr
   const existing = new Map<string, JobRow>();
   if (missing.length > 0) {
     // Committed by now: ON CONFLICT waited for any concurrent insert of the same key to finish.
-    const rows = await db.query<JobRow>(bind(Q.JOB_BY_KEYS, [missing.map((p) => p.tenant), missing.map((p) => p.owner), missing.map((p) => p.idempotencyKey)]));
+    const rows = await db.query<JobRow>(
+      bindUnplanned(Q.JOB_BY_KEYS, [missing.map((p) => p.tenant), missing.map((p) => p.owner), missing.map((p) => p.idempotencyKey)]),
+    );
     for (const row of rows.rows) existing.set(keyOf(row.tenant, row.owner, row.idempotency_key), row);
   }
   const outcomes = params.map((p, i): EnqueueOutcome => {
@@ -142,7 +144,7 @@ async function insertPlainJobs(db: Pick<PgDatabase, 'query'>, items: readonly Pr
 
 /** The job of an idempotency key that exists: a replay (same request hash) or a conflict; undefined for a new key. */
 async function existingKey(db: Pick<PgDatabase, 'query'>, p: EnqueueParams): Promise<EnqueueOutcome | undefined> {
-  const row = (await db.query<JobRow>(bind(Q.JOB_BY_KEYS, [[p.tenant], [p.owner], [p.idempotencyKey]]))).rows[0];
+  const row = (await db.query<JobRow>(bindUnplanned(Q.JOB_BY_KEYS, [[p.tenant], [p.owner], [p.idempotencyKey]]))).rows[0];
   if (row === undefined) return undefined;
   return row.request_hash === p.requestHash ? { kind: 'replayed', job: toJobRecord(row) } : { kind: 'conflict', existingJobId: row.id };
 }

@@ -88,7 +88,11 @@ function insertManyStatement(name: string, grouped: boolean): ReturnType<typeof 
 export const JOB_INSERT_MANY = insertManyStatement('lh_job_insert_many', true);
 export const JOB_INSERT_MANY_UNGROUPED = insertManyStatement('lh_job_insert_many_ungrouped', false);
 
-/** The existing rows for idempotency keys that did not insert. */
+/**
+ * The existing rows for idempotency keys that did not insert (a replay or a conflict). Sent unnamed
+ * (bindUnplanned), so it is planned for the queue as it is: a plan kept from an empty queue, where the key's
+ * unique index and jobs_by_tenant cost the same, may walk every job of the tenant to find the key.
+ */
 export const JOB_BY_KEYS = namedQuery(
   'lh_job_by_keys',
   `SELECT ${JOB_COLUMNS}, ${RESULT_COLUMNS}, ${JOB_RELATIONS}
