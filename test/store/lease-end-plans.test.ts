@@ -120,7 +120,7 @@ describe.skipIf(url === '')('statements on running jobs look them up by id (post
     const statements = [
       [Q.JOB_RENEW, [one.id, TENANT, one.token, 60_000, false, null], { jobs_id_key: 1, jobs_pkey: 1, job_leases_pkey: 2 }],
       [Q.JOB_COMPLETE_ONE, [one.id, TENANT, one.token, null, null, null], { jobs_id_key: 1, job_leases_pkey: 1, jobs_pkey: 1 }],
-      [Q.JOB_CHECKPOINT, [one.id, TENANT, one.token, 1, '{}'], { jobs_id_key: 2, jobs_pkey: 2, job_leases_pkey: 1 }],
+      [Q.JOB_CHECKPOINT, [one.id, TENANT, one.token, 1, '{}'], { jobs_id_key: 1, jobs_pkey: 2, job_leases_pkey: 1 }],
       [Q.JOB_EFFECT_STARTED, [one.id, TENANT, one.token], { jobs_id_key: 1, jobs_pkey: 1, job_leases_pkey: 1 }],
       [Q.JOB_CANCEL_REQUEST, [one.id], { jobs_id_key: 1, job_leases_pkey: 1 }],
     ] as const;

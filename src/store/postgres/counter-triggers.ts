@@ -204,6 +204,17 @@ export function movedTerms(source: string, from: string): readonly string[] {
 }
 
 /**
+ * countJobs of the job rows of `sources` (each a jobTerms source, sign and status), all with the terms `columns`:
+ * the columns are named once for the selects and the upsert alike.
+ */
+export function countJobTerms(columns: readonly TermColumn[], sources: readonly (readonly [source: string, sign: '' | '-', status?: string])[]): string {
+  return countJobs(
+    sources.map(([source, sign, status]) => jobTerms(source, sign, status, columns)),
+    columns,
+  );
+}
+
+/**
  * The statement's CTE body that adds the summed terms of `sources` (jobTerms selects of the same `columns`) to
  * job_counters. `columns` must hold every term the statement can change (the store-counters conformance test
  * recounts after random histories).

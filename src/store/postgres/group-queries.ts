@@ -8,7 +8,7 @@
  * row to write for a job without a group or a lease of the plain path.
  */
 
-import { countJobs, jobTerms, UNFINISHED_TERMS } from './counter-triggers.js';
+import { countJobTerms, UNFINISHED_TERMS } from './counter-triggers.js';
 import { interval, JOB_COLUMNS, namedQuery, NOW_MS } from './sql-fragments.js';
 
 const LEASABLE = `r.run_after <= now() AND (r.deadline_at IS NULL OR r.deadline_at > now())`;
@@ -179,19 +179,14 @@ export const GROUP_LEASE_INSERT = namedQuery(
        FROM taken j JOIN unnest($2::text[]) WITH ORDINALITY AS t(token, n) USING (n)
      RETURNING *
    ), counted AS (
-     ${countJobs(
+     ${countJobTerms(UNFINISHED_TERMS, [
+       ['taken', '-', "'queued'"],
        [
-         jobTerms('taken', '-', "'queued'", UNFINISHED_TERMS),
-         jobTerms(
-           `(SELECT tenant, kind, 'running'::text AS status, coalesce(started_at, now()) AS started_at, created_at, finished_at,
+         `(SELECT tenant, kind, 'running'::text AS status, coalesce(started_at, now()) AS started_at, created_at, finished_at,
           payload_bytes, checkpoint_state, progress FROM taken)`,
-           '',
-           undefined,
-           UNFINISHED_TERMS,
-         ),
+         '',
        ],
-       UNFINISHED_TERMS,
-     )}
+     ])}
    )
    SELECT ${JOB_COLUMNS} FROM leased l JOIN taken j ON j.seq = l.job_seq`,
 );

@@ -158,8 +158,11 @@ export const JOB_END_LEASES = namedQuery(
    SELECT id::text AS id, tenant, status FROM moved`,
 );
 
-/** Checkpoint and effect marks need a live lease before the deadline (decideLiveLeaseWrite's 'apply'). */
-const LIVE_LEASE_GUARD = `${jobWithId('$1')} AND j.tenant = $2 AND l.job_seq = j.seq AND l.token = $3 AND ${LIVE}`;
+/**
+ * Checkpoint and effect marks need a live lease before the deadline (decideLiveLeaseWrite's 'apply') on the job
+ * `j` that `job` finds (by default job $1 of tenant $2).
+ */
+const liveLeaseGuard = (job = `${jobWithId('$1')} AND j.tenant = $2`): string => `${job} AND l.job_seq = j.seq AND l.token = $3 AND ${LIVE}`;
 
 /** The checkpoint is the job's (later attempts resume from it), so it goes into jobs; its bytes move the running counter. */
 export const JOB_CHECKPOINT = namedQuery(
@@ -168,7 +171,7 @@ export const JOB_CHECKPOINT = namedQuery(
      SELECT j.seq, ${jsonBytes('j.checkpoint_state')} AS old_bytes FROM jobs j WHERE ${jobWithId('$1')} AND j.tenant = $2
    ), saved AS (
      UPDATE jobs j SET checkpoint_step = $4, checkpoint_state = $5::json FROM job_leases l, o
-      WHERE ${LIVE_LEASE_GUARD} AND o.seq = j.seq
+      WHERE ${liveLeaseGuard('j.seq = o.seq')}
      RETURNING j.id, j.tenant, j.kind, ${jsonBytes('j.checkpoint_state')} - o.old_bytes AS delta
    ), counted AS (
      ${bytesTerms('saved', "'running'")}
@@ -179,5 +182,5 @@ export const JOB_CHECKPOINT = namedQuery(
 /** The effect mark belongs to the attempt: on its lease row, written into jobs at the end. */
 export const JOB_EFFECT_STARTED = namedQuery(
   'lh_job_effect_started',
-  `UPDATE job_leases l SET effect_started_at = coalesce(l.effect_started_at, now()) FROM jobs j WHERE ${LIVE_LEASE_GUARD} RETURNING j.id`,
+  `UPDATE job_leases l SET effect_started_at = coalesce(l.effect_started_at, now()) FROM jobs j WHERE ${liveLeaseGuard()} RETURNING j.id`,
 );

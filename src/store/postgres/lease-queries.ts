@@ -6,7 +6,7 @@
  * other statements that move jobs.
  */
 
-import { countJobs, jobTerms, UNFINISHED_TERMS } from './counter-triggers.js';
+import { countJobTerms, UNFINISHED_TERMS } from './counter-triggers.js';
 import { firstUngroupedReady, interval, JOB_COLUMNS, ms, namedQuery, NOW_MS, QUEUED_KINDS, RESTRICTED_KIND, ts } from './sql-fragments.js';
 
 /**
@@ -103,7 +103,10 @@ function leaseStatement(name: string, pick: string, held: string | null, nextDue
          FROM taken j JOIN unnest($3::text[]) WITH ORDINALITY AS t(token, n) USING (n)
        RETURNING *
      ), counted AS (
-       ${countJobs([jobTerms('taken', '-', "'queued'", UNFINISHED_TERMS), jobTerms(RUNNING_JOBS, '', undefined, UNFINISHED_TERMS)], UNFINISHED_TERMS)}
+       ${countJobTerms(UNFINISHED_TERMS, [
+         ['taken', '-', "'queued'"],
+         [RUNNING_JOBS, ''],
+       ])}
      )
      ${
        held === null

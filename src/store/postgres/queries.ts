@@ -22,7 +22,7 @@
  * as well.
  */
 
-import { countJobs, jobTerms, movedTerms, NEW_JOB_TERMS } from './counter-triggers.js';
+import { countJobs, countJobTerms, movedTerms, NEW_JOB_TERMS } from './counter-triggers.js';
 import { readyCounted, readyUncounted } from './group-queries.js';
 import {
   interval,
@@ -79,7 +79,7 @@ function insertManyStatement(name: string, grouped: boolean): ReturnType<typeof 
    ), ready AS (
      ${readyInsert('ins')}
    ), ${grouped ? `${readyCounted('ins')}, ` : ''}counted AS (
-     ${countJobs([jobTerms('ins', '', undefined, NEW_JOB_TERMS)], NEW_JOB_TERMS)}
+     ${countJobTerms(NEW_JOB_TERMS, [['ins', '']])}
    )
    SELECT ${NEW_JOB_COLUMNS} FROM ins j`,
   );
@@ -132,7 +132,7 @@ export const JOB_INSERT_FLOW = namedQuery(
    ), ${readyCounted('ins')}, ended AS (
      ${endingInsert('ins')}
    ), counted AS (
-     ${countJobs([jobTerms('ins', '', undefined, NEW_JOB_TERMS)], NEW_JOB_TERMS)}
+     ${countJobTerms(NEW_JOB_TERMS, [['ins', '']])}
    )
    SELECT ${NEW_JOB_COLUMNS} FROM ins j`,
 );
