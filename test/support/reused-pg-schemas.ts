@@ -3,8 +3,8 @@
  * and reused instead of created and dropped per test. Creating a schema runs
  * every migration (and dropping it is as costly again), which on a busy
  * two-core machine took longer than most of the tests themselves; emptying
- * the tables of a migrated schema (TRUNCATE … RESTART IDENTITY) gives the
- * next test the same empty, fully migrated database for a fraction of that.
+ * the tables of a migrated schema (empty() below) gives the next test the
+ * same empty, fully migrated database for a fraction of that.
  *
  * Each test still gets a new PostgresStore (new pool, new LISTEN connection),
  * and a schema is reused only after every store on it has closed. drain()
@@ -38,13 +38,28 @@ export function reusedPgSchemas(connectionString: string): ReusedSchemas {
     }
   }
 
+  /**
+   * DELETE rather than TRUNCATE: a test's tables hold a few rows, and TRUNCATE gives every table and index a new
+   * file (about ten times as long here). The replica role keeps the counter triggers and foreign keys from firing
+   * while everything goes; the sequences start again as TRUNCATE … RESTART IDENTITY would have them.
+   */
   async function empty(schema: string): Promise<void> {
     await withClient(async (client) => {
-      const { rows } = await client.query<{ name: string }>(
+      const { rows: tables } = await client.query<{ name: string }>(
         `SELECT tablename AS name FROM pg_tables WHERE schemaname = $1 AND tablename <> 'schema_migrations'`,
         [schema],
       );
-      if (rows.length > 0) await client.query(`TRUNCATE ${rows.map((r) => `${schema}.${r.name}`).join(', ')} RESTART IDENTITY CASCADE`);
+      const { rows: sequences } = await client.query<{ name: string }>(`SELECT sequencename AS name FROM pg_sequences WHERE schemaname = $1`, [schema]);
+      if (tables.length === 0) return;
+      await client.query(
+        [
+          'BEGIN',
+          'SET LOCAL session_replication_role = replica',
+          ...tables.map((t) => `DELETE FROM ${schema}.${t.name}`),
+          ...sequences.map((q) => `ALTER SEQUENCE ${schema}.${q.name} RESTART`),
+          'COMMIT',
+        ].join(';\n'),
+      );
     });
   }
 

@@ -290,7 +290,10 @@ describe('the dashboard in Chromium', () => {
   it('shows the busiest groups with their waiting and running jobs, and a kind’s group limits', async () => {
     await live.client('admin').putKind('report', { maxConcurrent: 3, groups: { maxConcurrent: 2 } });
     await live.client('producer').enqueue({ kind: 'report', payload: {}, group: 'customer-7' });
+    // The page is on the overview already, where a hash-only goto reloads nothing: reload, so the groups are read now
+    // rather than at the overview's next metrics poll (15 s).
     await page.goto(`${live.url}/ui#/`);
+    await page.reload();
     const groups = page.getByTestId('groups');
     await groups.waitFor();
     expect(await groups.textContent()).toContain('customer-7');
