@@ -333,7 +333,8 @@ async function completeBatch(
  * Many completions, then the worker's next jobs in the same call (`POST /complete` with `lease`): the
  * store leases after the completions (Store.jobCompleteManyThenLease: one commit on SQLite), so a slot
  * they free (a kind's maxConcurrent) counts, and the lease never parks. A worker saves a round trip per
- * batch; when the lease finds nothing it leases on its own, with a long poll.
+ * batch; when the lease finds nothing it leases on its own, with a long poll. When the group's last lease
+ * left nothing and nothing was announced since (LeaseWaiters.knownLeft), only the completions go to the store.
  */
 export async function completeJobsAndLease(
   ctx: EngineContext,
@@ -345,6 +346,10 @@ export async function completeJobsAndLease(
   const params = await leaseParamsOf(ctx, tenant, lease);
   let jobs: readonly LeasedJob[] = [];
   const results = await completeBatch(ctx, log, tenant, all, async (completions) => {
+    // The group's last lease left nothing it could take and nothing was announced to the tenant since: the lease
+    // would find nothing (a memory never stands for a poll held by maxConcurrent, whose slot a completion frees).
+    // A job these completions make available is announced, so the worker's next poll leases it.
+    if (ctx.waiters.knownLeft(tenant, lease.kinds) !== undefined) return ctx.store.jobCompleteMany(completions);
     const answer = await ctx.store.jobCompleteManyThenLease(completions, params);
     jobs = answer.jobs;
     return answer.outcomes;

@@ -96,6 +96,38 @@ describe.each(backends)('POST /complete with a carried lease ($name)', (backend)
     expect((answer.json() as CarriedAnswer).jobs).toEqual([]);
   });
 
+  it("asks the store only when the group's last lease may be out of date: none after a lease that left nothing, one once a job is announced", async () => {
+    let storeLeases = 0;
+    const carry = h.store.jobCompleteManyThenLease.bind(h.store);
+    h.store.jobCompleteManyThenLease = (completions, params) => {
+      storeLeases += 1;
+      return carry(completions, params);
+    };
+    const [a, b] = await enqueueJobs(h, 'mail', 2);
+    const taken = await lease(h.app, h.keys.worker, { kinds: ['mail'], max: 5 });
+    expect(taken.map((job) => job.id)).toEqual([a, b]);
+    const completeCarrying = async (index: number): Promise<CarriedAnswer> => {
+      const job = taken[index] as LeasedWire;
+      const answer = await post(h.app, h.keys.worker, '/complete', {
+        completions: [{ id: job.id, token: job.token }],
+        lease: { workerId: 'w1', kinds: ['mail'], max: 5 },
+      });
+      expect(answer.statusCode, answer.body).toBe(200);
+      return answer.json() as CarriedAnswer;
+    };
+    // That lease took every job the group could: nothing was announced since, so nothing is asked.
+    const none = await completeCarrying(0);
+    expect(none.results).toEqual([{ id: a, status: 'succeeded' }]);
+    expect(none.jobs).toEqual([]);
+    expect(storeLeases).toBe(0);
+    // A job enqueued since is announced to the tenant: the next carried lease asks the store, and takes it.
+    const [c] = await enqueueJobs(h, 'mail', 1);
+    const next = await completeCarrying(1);
+    expect(next.results).toEqual([{ id: b, status: 'succeeded' }]);
+    expect(next.jobs?.map((job) => job.id)).toEqual([c]);
+    expect(storeLeases).toBe(1);
+  });
+
   it('answers without jobs when no lease is carried, and refuses a carried lease that asks to wait or names no worker', async () => {
     const [id] = await enqueueJobs(h, 'mail', 1);
     const [job] = await lease(h.app, h.keys.worker, { kinds: ['mail'] });
