@@ -48,7 +48,7 @@ export const UNFINISHED_TERMS: readonly TermColumn[] = ['jobs', 'started', 'wait
 /** The terms of a job just inserted: it has neither started nor succeeded. */
 export const NEW_JOB_TERMS: readonly TermColumn[] = ['jobs', 'stored_bytes'];
 /** A change of stored bytes alone (progress, a checkpoint, a merged payload). */
-export const BYTES_TERMS: readonly TermColumn[] = ['stored_bytes'];
+const BYTES_TERMS: readonly TermColumn[] = ['stored_bytes'];
 
 /**
  * The upsert of the summed terms `columns` of `sources` (each a SELECT of tenant, kind, status and those
@@ -212,6 +212,14 @@ export function countJobTerms(columns: readonly TermColumn[], sources: readonly 
     sources.map(([source, sign, status]) => jobTerms(source, sign, status, columns)),
     columns,
   );
+}
+
+/**
+ * The CTE body that counts a change of stored bytes alone: `source`'s column `delta`, under `status` (an SQL
+ * expression over alias r; the row's own status when absent).
+ */
+export function countStoredBytes(source: string, status = 'r.status'): string {
+  return countJobs([`SELECT r.tenant, r.kind, ${status}::text AS status, r.delta::bigint AS stored_bytes FROM ${source} r`], BYTES_TERMS);
 }
 
 /**

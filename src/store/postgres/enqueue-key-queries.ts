@@ -8,7 +8,7 @@
  */
 
 import { PURGEABLE_STATUSES } from '../../core/states.js';
-import { BYTES_TERMS, countJobs } from './counter-triggers.js';
+import { countStoredBytes } from './counter-triggers.js';
 import { JOB_FROM, JOB_STATUS, ms, namedQuery, NOW_MS, readyInsert, readyRowOf, ts } from './sql-fragments.js';
 
 /**
@@ -55,7 +55,7 @@ export const JOB_DEDUPE_MERGE = namedQuery(
    ), ready AS (
      ${readyInsert('merged')}
    ), counted AS (
-     ${countJobs([`SELECT r.tenant, r.kind, r.status, r.delta::bigint AS stored_bytes FROM merged r`], BYTES_TERMS)}
+     ${countStoredBytes('merged')}
    )
    SELECT id::text AS id FROM merged`,
 );

@@ -7,7 +7,7 @@
  * other statements that move jobs.
  */
 
-import { BYTES_TERMS, countJobs, countSums, movedTerms } from './counter-triggers.js';
+import { countJobs, countSums, countStoredBytes, movedTerms } from './counter-triggers.js';
 import { leasesEnded, leasesFreed } from './group-queries.js';
 import { endingInsert, interval, jobWithId, ms, namedQuery, readyInsert, ts } from './sql-fragments.js';
 
@@ -16,11 +16,6 @@ const LIVE = `l.expires_at > now() AND (l.deadline_at IS NULL OR l.deadline_at >
 
 /** The stored bytes of a job's progress and checkpoint state, as the counters count them. */
 const jsonBytes = (expression: string): string => `coalesce(octet_length((${expression})::text), 0)`;
-
-/** The CTE body that counts a change of `source`'s stored bytes (its column `delta`) for status `status`. */
-function bytesTerms(source: string, status: string): string {
-  return countJobs([`SELECT r.tenant, r.kind, ${status}::text AS status, r.delta::bigint AS stored_bytes FROM ${source} r`], BYTES_TERMS);
-}
 
 /**
  * Renew in one statement on the lease row: the WHERE is decideRenew's 'renew' branch (live lease, no cancel
@@ -40,7 +35,7 @@ export const JOB_RENEW = namedQuery(
        FROM o WHERE l.job_seq = o.job_seq AND l.token = $3 AND ${LIVE}
      RETURNING l.expires_at, o.tenant, o.kind, CASE WHEN $5::boolean THEN ${jsonBytes('$6::json')} - o.old_bytes ELSE 0 END AS delta
    ), counted AS (
-     ${bytesTerms('renewed', "'running'")}
+     ${countStoredBytes('renewed', "'running'")}
    )
    SELECT ${ms('expires_at')} AS lease_expires_at FROM renewed`,
 );
@@ -174,7 +169,7 @@ export const JOB_CHECKPOINT = namedQuery(
       WHERE ${liveLeaseGuard('j.seq = o.seq')}
      RETURNING j.id, j.tenant, j.kind, ${jsonBytes('j.checkpoint_state')} - o.old_bytes AS delta
    ), counted AS (
-     ${bytesTerms('saved', "'running'")}
+     ${countStoredBytes('saved', "'running'")}
    )
    SELECT id FROM saved`,
 );
