@@ -40,13 +40,12 @@ import type {
   LeaseRequest,
   RenewRequest,
   RenewResponse,
-  ResultBytes,
 } from '../protocol/schemas.js';
 import type { CompleteOutcome, CompleteParams, LeasedJob, LeaseParams, LeaseWithNextDue } from '../store/store.js';
 import { waiterGroup } from './lease-waiters.js';
 import type { EngineContext } from './context.js';
 import { explainRejection, rejection } from './rejections.js';
-import { JSON_CONTENT_TYPE } from './wire.js';
+import { checkCheckpointSize, maxResultBytesFor, resultInput } from './worker-writes.js';
 
 /** Progress is for display; a larger value belongs in a checkpoint or the result. */
 export const MAX_PROGRESS_BYTES = 4096;
@@ -217,53 +216,6 @@ export async function saveCheckpoint(ctx: EngineContext, tenant: string, id: str
   await checkCheckpointSize(ctx, tenant, id, body.state);
   const outcome = await ctx.store.jobCheckpoint({ tenant, id, token: body.token, checkpoint: { step: body.step, state: body.state } });
   if (outcome.kind === 'rejected') throw await rejection(ctx, tenant, id, outcome.code);
-}
-
-async function checkCheckpointSize(ctx: EngineContext, tenant: string, id: string, state: unknown): Promise<void> {
-  const bytes = Buffer.byteLength(canonicalJson(state ?? null), 'utf8');
-  const kinds = await ctx.kinds.forTenant(tenant);
-  const fallback = ctx.config.maxCheckpointBytes;
-  if (bytes <= Math.min(fallback, kinds.smallestMaxCheckpointBytes ?? fallback)) return;
-  const job = await ctx.store.jobGet({ scope: { tenant }, id });
-  if (job === null) return; // The store answers not_found.
-  const limit = kinds.byName.get(job.kind)?.record.maxCheckpointBytes ?? fallback;
-  if (bytes > limit) {
-    throw new LeaseholdError('payload_too_large', `the checkpoint state is ${bytes} bytes of JSON; kind "${job.kind}" allows ${limit}`);
-  }
-}
-
-interface ResultInput {
-  readonly contentType: string;
-  readonly body: Buffer;
-}
-
-/** The result to store: JSON in canonical form, or bytes with their content type (an RFC 9110 media type). */
-function resultInput(result: unknown, resultBytes: ResultBytes | undefined): ResultInput | undefined {
-  if (resultBytes !== undefined) {
-    if (result !== undefined) throw new LeaseholdError('invalid_request', 'body/result and body/resultBytes are exclusive');
-    if (!isMediaType(resultBytes.contentType)) {
-      throw new LeaseholdError(
-        'invalid_request',
-        'body/resultBytes/contentType must be an RFC 9110 media type (type/subtype; name=value, ASCII, no control characters)',
-      );
-    }
-    return { contentType: resultBytes.contentType, body: Buffer.from(resultBytes.base64, 'base64') };
-  }
-  return result === undefined ? undefined : { contentType: JSON_CONTENT_TYPE, body: Buffer.from(canonicalJson(result), 'utf8') };
-}
-
-/**
- * The result limit of the job's kind (the coordinator's defaultMaxResultBytes
- * for an unregistered kind), looked up only when it could matter: a result
- * within every limit needs no lookup of the job's kind.
- */
-async function maxResultBytesFor(ctx: EngineContext, tenant: string, id: string, result: ResultInput | undefined): Promise<number | undefined> {
-  if (result === undefined) return undefined;
-  const kinds = await ctx.kinds.forTenant(tenant);
-  const fallback = ctx.config.defaultMaxResultBytes;
-  if (result.body.length <= Math.min(fallback, kinds.smallestMaxResultBytes ?? fallback)) return undefined;
-  const job = isJobId(id) ? await ctx.store.jobGet({ scope: { tenant }, id }) : null;
-  return job === null ? undefined : (kinds.byName.get(job.kind)?.record.maxResultBytes ?? fallback);
 }
 
 type CompletionInput = CompleteManyRequest['completions'][number];
