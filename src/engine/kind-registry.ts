@@ -30,7 +30,7 @@ export interface TenantKinds {
   readonly byName: ReadonlyMap<string, ResolvedKind>;
   /** The smallest maxResultBytes of any kind: results up to it need no per-job lookup. */
   readonly smallestMaxResultBytes: number | null;
-  /** The smallest maxCheckpointBytes of any kind (lease-protocol.ts). */
+  /** The smallest maxCheckpointBytes of any kind (worker-writes.ts). */
   readonly smallestMaxCheckpointBytes: number | null;
 }
 

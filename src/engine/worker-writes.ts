@@ -17,14 +17,9 @@ import { JSON_CONTENT_TYPE } from './wire.js';
 /** Refuses (payload_too_large) a checkpoint state larger than the job's kind allows. */
 export async function checkCheckpointSize(ctx: EngineContext, tenant: string, id: string, state: unknown): Promise<void> {
   const bytes = Buffer.byteLength(canonicalJson(state ?? null), 'utf8');
-  const kinds = await ctx.kinds.forTenant(tenant);
-  const fallback = ctx.config.maxCheckpointBytes;
-  if (bytes <= Math.min(fallback, kinds.smallestMaxCheckpointBytes ?? fallback)) return;
-  const job = await ctx.store.jobGet({ scope: { tenant }, id });
-  if (job === null) return; // The store answers not_found.
-  const limit = kinds.byName.get(job.kind)?.record.maxCheckpointBytes ?? fallback;
-  if (bytes > limit) {
-    throw new LeaseholdError('payload_too_large', `the checkpoint state is ${bytes} bytes of JSON; kind "${job.kind}" allows ${limit}`);
+  const found = await kindLimit(ctx, tenant, id, bytes, 'maxCheckpointBytes', ctx.config.maxCheckpointBytes);
+  if (found !== undefined && bytes > found.limit) {
+    throw new LeaseholdError('payload_too_large', `the checkpoint state is ${bytes} bytes of JSON; kind "${found.kind}" allows ${found.limit}`);
   }
 }
 
@@ -48,16 +43,29 @@ export function resultInput(result: unknown, resultBytes: ResultBytes | undefine
   return result === undefined ? undefined : { contentType: JSON_CONTENT_TYPE, body: Buffer.from(canonicalJson(result), 'utf8') };
 }
 
-/**
- * The result limit of the job's kind (the coordinator's defaultMaxResultBytes
- * for an unregistered kind), looked up only when it could matter: a result
- * within every limit needs no lookup of the job's kind.
- */
+/** The result limit of the job's kind (the coordinator's defaultMaxResultBytes for an unregistered kind), when it could matter. */
 export async function maxResultBytesFor(ctx: EngineContext, tenant: string, id: string, result: ResultInput | undefined): Promise<number | undefined> {
   if (result === undefined) return undefined;
+  return (await kindLimit(ctx, tenant, id, result.body.length, 'maxResultBytes', ctx.config.defaultMaxResultBytes))?.limit;
+}
+
+/**
+ * The limit `name` of job `id`'s kind (`fallback` for an unregistered kind), looked up only when `bytes` exceed
+ * the smallest such limit of the tenant's kinds; undefined when they do not, or when there is no such job (the
+ * store then answers not_found).
+ */
+async function kindLimit(
+  ctx: EngineContext,
+  tenant: string,
+  id: string,
+  bytes: number,
+  name: 'maxCheckpointBytes' | 'maxResultBytes',
+  fallback: number,
+): Promise<{ readonly kind: string; readonly limit: number } | undefined> {
   const kinds = await ctx.kinds.forTenant(tenant);
-  const fallback = ctx.config.defaultMaxResultBytes;
-  if (result.body.length <= Math.min(fallback, kinds.smallestMaxResultBytes ?? fallback)) return undefined;
+  const smallest = name === 'maxCheckpointBytes' ? kinds.smallestMaxCheckpointBytes : kinds.smallestMaxResultBytes;
+  if (bytes <= Math.min(fallback, smallest ?? fallback)) return undefined;
   const job = isJobId(id) ? await ctx.store.jobGet({ scope: { tenant }, id }) : null;
-  return job === null ? undefined : (kinds.byName.get(job.kind)?.record.maxResultBytes ?? fallback);
+  if (job === null) return undefined;
+  return { kind: job.kind, limit: kinds.byName.get(job.kind)?.record[name] ?? fallback };
 }
