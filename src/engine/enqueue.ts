@@ -16,6 +16,7 @@ import { duplicateJobError, LeaseholdError } from '../core/errors.js';
 import { sha256Hex } from '../core/ids.js';
 import { LIMITS, STORABLE_KEY_PATTERN } from '../protocol/limits.js';
 import type { EnqueueRequest, EnqueueResponse } from '../protocol/schemas.js';
+import { mayHandOff } from '../store/handoff.js';
 import type { EnqueueOutcome, EnqueueParams } from '../store/store.js';
 import { crashPoint } from '../core/fault-points.js';
 import type { Principal } from './principal.js';
@@ -179,9 +180,29 @@ export async function enqueueOne(
   const key = requireIdempotencyKey(idempotencyKeyHeader);
   const params = await prepareEnqueue(ctx, principal, request, key);
   await ctx.backpressure.check(principal.tenant, 1, params.payloadBytes);
-  const outcome = await ctx.store.jobEnqueue(params);
+  const outcome = await enqueueOrHandOff(ctx, params);
   crashPoint('enqueue.after-commit');
   return settleEnqueue(ctx, principal.tenant, params, outcome);
+}
+
+/**
+ * The store's enqueue; a job available now whose kind a parked poll of its tenant waits for, with nothing queued
+ * before it (LeaseWaiters.claim), is leased to that poll in the same statement where the store can
+ * (jobEnqueueLeased), so the poll's answer needs no lease of its own after the enqueue's commit.
+ */
+async function enqueueOrHandOff(ctx: EngineContext, params: EnqueueParams): Promise<EnqueueOutcome> {
+  const store = ctx.store;
+  const claim = store.jobEnqueueLeased === undefined || !mayHandOff(params) ? null : ctx.waiters.claim(params.tenant, params.kind);
+  if (claim === null || store.jobEnqueueLeased === undefined) return store.jobEnqueue(params);
+  let handed = false;
+  try {
+    const answer = await store.jobEnqueueLeased(params, claim.target);
+    claim.target.job = answer.leased;
+    handed = answer.leased !== null;
+    return answer.outcome;
+  } finally {
+    claim.end(handed ? 'handed' : 'woken');
+  }
 }
 
 /**

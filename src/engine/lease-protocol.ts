@@ -42,7 +42,7 @@ import type {
   RenewResponse,
 } from '../protocol/schemas.js';
 import type { CompleteOutcome, CompleteParams, LeasedJob, LeaseParams, LeaseWithNextDue } from '../store/store.js';
-import { waiterGroup } from './lease-waiters.js';
+import { waiterGroup, type HandoffTarget } from './lease-waiters.js';
 import type { EngineContext } from './context.js';
 import { explainRejection, rejection } from './rejections.js';
 import { checkCheckpointSize, maxResultBytesFor, resultInput } from './worker-writes.js';
@@ -103,6 +103,8 @@ export async function leaseJobs(
     const scope = openWait();
     try {
       const recheckMs = ctx.config.leaseRecheckMs ?? Number.POSITIVE_INFINITY;
+      // An enqueue of a job this poll could take may lease it to the poll itself (LeaseWaiters.claim).
+      const target: HandoffTarget = { workerId: params.workerId, leaseMs: params.leaseMs, job: null, claimedAt: 0 };
       while (jobs.length === 0) {
         // Read with (or right after) the empty lease: a job that became due in between is answered as due now (0).
         const next = answer.nextDue ?? null;
@@ -115,8 +117,13 @@ export async function leaseJobs(
           ctx.waiters.schedule(tenant, body.kinds, dueInMs);
           break;
         }
-        const result = await ctx.waiters.wait(tenant, body.kinds, Math.min(remaining, recheckMs), generation, scope.signal, dueInMs, slotSeen);
+        const result = await ctx.waiters.wait(tenant, body.kinds, Math.min(remaining, recheckMs), generation, scope.signal, dueInMs, slotSeen, target);
         if (result === 'aborted') break;
+        if (result === 'handed' && target.job !== null) {
+          jobs = [target.job];
+          waitedMs = Math.floor(target.claimedAt - arrivedAt);
+          break;
+        }
         // The poll's time is up and nothing was announced or came due: nothing to look for.
         if (result === 'timeout' && performance.now() >= deadline) break;
         generation = ctx.waiters.generation(tenant);

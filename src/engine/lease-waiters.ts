@@ -34,21 +34,25 @@
  * They are per tenant (plus one for announcements to everyone), so another
  * tenant's announcements do not send a registering waiter back to lease.
  *
- * They also make an empty lease worth remembering: when a group's lease left
- * nothing leasable (its next due time still ahead, no slot held) and nothing
- * was announced to the tenant since, another lease of that group would find
- * nothing either, so a poll arriving within `reuseMs` (the coordinator's
- * emptyLeaseReuseMs) parks on what the last lease read (knownLeft) instead of
- * asking the store again. A worker
- * polls again after every job it gets; without this, each job cost a second,
- * empty lease statement. The time bound caps what a missed announcement (a
- * lost NOTIFY, another process's commit that nobody announced) can cost a
- * new poll.
+ * An enqueue of a job available now may take a parked poll out of its group
+ * (claim) and lease the job to it in the enqueue's own statement
+ * (Store.jobEnqueueLeased), when the group's last lease left nothing it could
+ * take now (knownLeft, below), so no queued job comes before the new one.
+ *
+ * The generations also make an empty lease worth remembering: when a
+ * group's lease left nothing leasable (its next due time still ahead, no slot
+ * held) and nothing was announced to the tenant since, another lease of that
+ * group would find nothing either, so a poll arriving within `reuseMs` (the
+ * coordinator's emptyLeaseReuseMs) parks on what the last lease read
+ * (knownLeft) instead of asking the store again. A worker polls again after
+ * every job it gets; without this, each job cost a second, empty lease
+ * statement. The time bound caps what a missed announcement (a lost NOTIFY,
+ * another process's commit that nobody announced) can cost a new poll.
  */
 
 import { performance } from 'node:perf_hooks';
 import type { NextDue } from '../store/next-due.js';
-import type { Availability } from '../store/store.js';
+import type { Availability, HandoffLease, LeasedJob } from '../store/store.js';
 
 /** Groups whose last lease is remembered; forgotten all at once beyond this. */
 const MAX_KNOWN_LEFT = 10_000;
@@ -62,13 +66,34 @@ interface KnownLeft {
   readonly until: number;
 }
 
-export type WaitResult = 'woken' | 'due' | 'timeout' | 'aborted';
+/** 'handed': an enqueue leased a job to the poll itself (claim); the job is in the poll's HandoffTarget. */
+export type WaitResult = 'woken' | 'due' | 'timeout' | 'aborted' | 'handed';
+
+/** What a parked poll offers an enqueue that hands it a job: its lease, and the place for the job. */
+export interface HandoffTarget extends HandoffLease {
+  /** Set by the enqueue that claimed the poll, before it ends the wait with 'handed'. */
+  job: LeasedJob | null;
+  /** performance.now() when the poll was claimed: its lease began after this. */
+  claimedAt: number;
+}
+
+/** A parked poll taken out of its group by an enqueue; `end` must be called once, whatever the enqueue did. */
+export interface Claim {
+  readonly target: HandoffTarget;
+  /** 'handed' once target.job is set; 'woken' sends the poll to lease as usual. */
+  readonly end: (result: 'handed' | 'woken') => void;
+}
 
 interface Waiter {
   readonly settle: (result: WaitResult) => void;
+  readonly target: HandoffTarget | null;
+  /** Leaves the group without ending the wait; the resolver of the wait, or null when it had already ended. */
+  readonly detach: () => ((result: WaitResult) => void) | null;
 }
 
 interface Group {
+  /** waiterGroup of the filter: the key of the group and of what its last lease left. */
+  readonly key: string;
   /** The kinds filter; null admits every kind. */
   readonly kinds: ReadonlySet<string> | null;
   readonly members: Set<Waiter>;
@@ -152,7 +177,29 @@ export class LeaseWaiters {
    * while nothing was announced to the tenant since the last lease left that. undefined: lease to know.
    */
   knownLeft(tenant: string, kinds: readonly string[] | undefined): NextDue | null | undefined {
-    const key = `${tenant}\u0000${waiterGroup(kinds)}`;
+    return this.knownLeftOf(tenant, waiterGroup(kinds));
+  }
+
+  /** A poll that offered a HandoffTarget, out of its group, for an enqueue of (tenant, kind); null when none (see above). */
+  claim(tenant: string, kind: string): Claim | null {
+    const waiters = this.tenants.get(tenant);
+    if (waiters === undefined) return null;
+    for (const group of [...waiters.anyKind, ...(waiters.byKind.get(kind) ?? [])]) {
+      if (this.knownLeftOf(tenant, group.key) === undefined) continue;
+      for (const waiter of group.members) {
+        if (waiter.target === null || group.slotMembers.has(waiter)) continue;
+        const resolve = waiter.detach();
+        if (resolve === null) continue;
+        const target = waiter.target;
+        target.claimedAt = performance.now();
+        return { target, end: (result) => resolve(result === 'handed' && target.job !== null ? 'handed' : 'woken') };
+      }
+    }
+    return null;
+  }
+
+  private knownLeftOf(tenant: string, group: string): NextDue | null | undefined {
+    const key = `${tenant}\u0000${group}`;
     const known = this.known.get(key);
     if (known === undefined) return undefined;
     const now = performance.now();
@@ -213,6 +260,7 @@ export class LeaseWaiters {
     signal: AbortSignal,
     dueInMs: number | null = null,
     slotSeen: number | null = null,
+    target: HandoffTarget | null = null,
   ): Promise<WaitResult> {
     if (this.closed || signal.aborted) return Promise.resolve('aborted');
     if (seenGeneration !== this.generation(tenant)) return Promise.resolve('woken');
@@ -230,16 +278,21 @@ export class LeaseWaiters {
       if (dueInMs !== null) this.setDue(group, dueInMs);
       const onAbort = (): void => waiter.settle('aborted');
       const timer = setTimeout(() => waiter.settle('timeout'), Math.max(0, timeoutMs));
+      const end = (result: WaitResult): void => {
+        if (result === 'woken') this.wakeUps++;
+        resolve(result);
+      };
       const waiter: Waiter = {
-        settle: (result) => {
-          if (!group.members.delete(waiter)) return;
+        target,
+        detach: () => {
+          if (!group.members.delete(waiter)) return null;
           group.slotMembers.delete(waiter);
           if (group.members.size === 0) this.leave(tenant, key, group);
           clearTimeout(timer);
           signal.removeEventListener('abort', onAbort);
-          if (result === 'woken') this.wakeUps++;
-          resolve(result);
+          return end;
         },
+        settle: (result) => waiter.detach()?.(result),
       };
       group.members.add(waiter);
       if (slotSeen !== null) group.slotMembers.add(waiter);
@@ -290,7 +343,7 @@ export class LeaseWaiters {
     const existing = tenant.groups.get(key);
     if (existing !== undefined) return existing;
     const filter = kinds === undefined || kinds.length === 0 ? null : new Set(kinds);
-    const group: Group = { kinds: filter, members: new Set(), slotMembers: new Set(), due: null };
+    const group: Group = { key, kinds: filter, members: new Set(), slotMembers: new Set(), due: null };
     tenant.groups.set(key, group);
     if (filter === null) tenant.anyKind.add(group);
     else {

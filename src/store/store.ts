@@ -217,6 +217,17 @@ export interface ScheduleFireParams {
   readonly lastAt: number | null;
 }
 
+/** The lease a parked poll takes a job with when an enqueue hands it one (jobEnqueueLeased). */
+export interface HandoffLease {
+  readonly workerId: string;
+  readonly leaseMs: number;
+}
+
+export interface EnqueueLeasedOutcome {
+  readonly outcome: EnqueueOutcome;
+  readonly leased: LeasedJob | null;
+}
+
 export type ScheduleFireOutcome = { readonly kind: 'fired'; readonly outcomes: readonly EnqueueOutcome[] } | { readonly kind: 'stale' };
 
 export { distinctAvailability, type Availability, type AvailabilityListener } from './availability.js';
@@ -275,6 +286,14 @@ export interface Store {
   scheduleFire(params: ScheduleFireParams): Promise<ScheduleFireOutcome>;
 
   jobEnqueue(params: EnqueueParams): Promise<EnqueueOutcome>;
+  /**
+   * jobEnqueue, and for a job that may be handed to a parked poll (mayHandOff in handoff.ts: no delay, group,
+   * parents or keys) whose kind is neither paused, limited nor grouped, its lease to `lease` in the same
+   * transaction, so the poll needs no lease of its own (docs/design/lease-protocol.md, handing a job to a
+   * parked poll). `leased` is null when nothing was leased (the job was queued, or not created); a job left
+   * queued is announced as jobEnqueue's are. Optional: a store without it is only ever asked to jobEnqueue.
+   */
+  jobEnqueueLeased?(params: EnqueueParams, lease: HandoffLease): Promise<EnqueueLeasedOutcome>;
   /** All in one transaction; outcomes in the order of params. */
   jobEnqueueMany(params: readonly EnqueueParams[]): Promise<readonly EnqueueOutcome[]>;
   jobGet(params: JobRef): Promise<JobRecord | null>;

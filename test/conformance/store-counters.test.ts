@@ -23,6 +23,7 @@ const PAYLOAD_BYTES = enqueueParams('any').payloadBytes;
 type Step =
   | { readonly op: 'enqueue'; readonly kind: (typeof KINDS)[number]; readonly count: number; readonly flow: 'none' | 'parent' | 'key'; readonly pick: number }
   | { readonly op: 'lease'; readonly kinds: readonly string[]; readonly max: number; readonly shortLease: boolean }
+  | { readonly op: 'handoff'; readonly kind: (typeof KINDS)[number]; readonly flow: 'none' | 'key'; readonly pick: number }
   | { readonly op: 'complete'; readonly pick: number; readonly resultBytes: number }
   | { readonly op: 'fail'; readonly pick: number; readonly retryable: boolean }
   | { readonly op: 'progress'; readonly pick: number }
@@ -46,6 +47,7 @@ const step: fc.Arbitrary<Step> = fc.oneof(
     pick: fc.nat(),
   }),
   fc.record({ op: fc.constant('lease' as const), kinds: fc.subarray([...KINDS]), max: fc.integer({ min: 1, max: 3 }), shortLease: fc.boolean() }),
+  fc.record({ op: fc.constant('handoff' as const), kind: fc.constantFrom(...KINDS), flow: fc.constantFrom('none' as const, 'key' as const), pick: fc.nat() }),
   fc.record({ op: fc.constant('complete' as const), pick: fc.nat(), resultBytes: fc.integer({ min: 0, max: 64 }) }),
   fc.record({ op: fc.constant('fail' as const), pick: fc.nat(), retryable: fc.boolean() }),
   fc.record({ op: fc.constant('progress' as const), pick: fc.nat() }),
@@ -156,6 +158,19 @@ describe.each(backends)('store conformance ($label): counters', (factory) => {
                 s.flow === 'parent' && parent !== undefined ? { dependsOn: [parent] } : s.flow === 'key' ? { concurrencyKey: `key-${s.pick % 2}` } : {};
               const batch = Array.from({ length: s.count }, () => enqueueParams(`h${run}-${enqueued++}`, { kind: s.kind, maxAttempts: 2, ...flow }));
               for (const outcome of await store.jobEnqueueMany(batch)) if (outcome.kind === 'created') ids.push(outcome.job.id);
+              break;
+            }
+            case 'handoff': {
+              // An enqueue leased at once to a waiting poll, where the store has it (a keyed job is queued instead).
+              const params = enqueueParams(`h${run}-${enqueued++}`, {
+                kind: s.kind,
+                maxAttempts: 2,
+                ...(s.flow === 'key' ? { concurrencyKey: `key-${s.pick % 2}` } : {}),
+              });
+              const answer = store.jobEnqueueLeased === undefined ? null : await store.jobEnqueueLeased(params, { workerId: 'w', leaseMs: 60_000 });
+              const outcome = answer === null ? await store.jobEnqueue(params) : answer.outcome;
+              if (outcome.kind === 'created') ids.push(outcome.job.id);
+              if (answer?.leased != null) leases.push(answer.leased);
               break;
             }
             case 'lease':

@@ -17,8 +17,8 @@ import * as Q from '../../src/store/postgres/queries.js';
 import type { PostgresStore } from '../../src/store/postgres/postgres-store.js';
 import { jobLeaseKindsSql, SQL, withLeaseMax } from '../../src/store/sqlite/queries.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
-import type { EnqueueParams, Store } from '../../src/store/store.js';
-import { planNodes, type PlanNode, storeInNewSchema } from '../support/pg-plan.js';
+import type { EnqueueParams, KindUpsertParams, Store } from '../../src/store/store.js';
+import { explainPrepared, planNodes, type PlanNode, storeInNewSchema } from '../support/pg-plan.js';
 import { plainJob } from '../support/plain-jobs.js';
 import { sqlitePlan } from '../support/sqlite-plan.js';
 
@@ -143,6 +143,67 @@ describe.skipIf(url === '')('lease cost with another kind backlogged (postgres)'
     expect(walks.length).toBeGreaterThan(0);
     for (const scan of read) expect(scan.read, label(scan)).toBeLessThanOrEqual(2 * 10 + 2);
     expect(read.filter(({ node }) => node['Relation Name'] === 'jobs').every(({ node }) => node['Index Name'] === 'jobs_pkey')).toBe(true);
+  });
+
+  it("enqueues and leases a job for a parked poll reading no queued job, and only its own kind's flow rows, beside another tenant's 300 paused kinds", async () => {
+    const kindOf = (kind: string): KindUpsertParams => ({
+      tenant: 'other',
+      kind,
+      payloadSchema: null,
+      maxPayloadBytes: 4096,
+      maxAttempts: 5,
+      leaseMs: 30_000,
+      backoff: { baseMs: 1_000, maxMs: 60_000 },
+      deadlineMs: null,
+      maxResultBytes: 65_536,
+      maxCheckpointBytes: 8_192,
+    });
+    for (let i = 0; i < 300; i += 1) {
+      await store.kindUpsert(kindOf(`k${i}`));
+      await store.kindSetPaused({ tenant: 'other', kind: `k${i}`, paused: true });
+    }
+    const p = job('a', 10_000);
+    const values = (n: number): unknown[] => [
+      [`01a241a4-c30b-7c31-bcee-d9a003535b9${n}`],
+      [TENANT],
+      [p.owner],
+      [`${p.idempotencyKey}-${n}`],
+      [p.requestHash],
+      ['a'],
+      ['{}'],
+      [2],
+      [3],
+      [0],
+      [null],
+      [null],
+      `token-${n}`,
+      'w',
+      60_000,
+    ];
+    // Prepared and run once on this connection (rolled back): the plan the store's connections keep.
+    await client.query('BEGIN');
+    try {
+      const leased = await client.query<{ handed: boolean; status: string }>({
+        name: Q.JOB_INSERT_LEASED.name,
+        text: Q.JOB_INSERT_LEASED.text,
+        values: values(1),
+      });
+      expect(leased.rows.map(({ handed, status }) => ({ handed, status }))).toEqual([
+        { handed: false, status: 'queued' },
+        { handed: true, status: 'running' },
+      ]);
+    } finally {
+      await client.query('ROLLBACK');
+    }
+    const scans = (await explainPrepared(client, Q.JOB_INSERT_LEASED.name, values(2))).filter(
+      (node) => node['Relation Name'] !== undefined && /Scan/.test(node['Node Type']),
+    );
+    // The flow probes: kinds and group_clocks, each by (tenant, kind), reading no other row.
+    expect(scans.map((node) => `${node['Node Type']} on ${node['Index Name']}`).sort()).toEqual([
+      'Index Only Scan on group_clocks_pkey',
+      'Index Only Scan on kinds_flow',
+    ]);
+    for (const node of scans) expect((node['Actual Rows'] + (node['Rows Removed by Filter'] ?? 0)) * node['Actual Loops']).toBe(0);
   });
 
   it('without a kinds filter, walks each queued kind of the tenant (a skip scan), at most max rows of each', async () => {

@@ -23,14 +23,14 @@ import { decideParentEnd, decideStart } from '../../core/dependencies.js';
 import { LeaseholdError, StoreUnavailableError } from '../../core/errors.js';
 import { enqueuedGroupKey } from '../group-lease.js';
 import { crashPoint } from '../../core/fault-points.js';
-import { isJobId, newJobId } from '../../core/ids.js';
+import { isJobId, newJobId, newLeaseToken } from '../../core/ids.js';
 import { DEPENDENCY_FAILED, lastErrorColumns } from '../lease-endings.js';
 import { keyFacts } from './dependencies.js';
 import { keyBindings, resolveEnqueueKeys } from './enqueue-keys.js';
-import { distinctAvailability, type Availability, type EnqueueOutcome, type EnqueueParams } from '../store.js';
+import { distinctAvailability, type Availability, type EnqueueOutcome, type EnqueueParams, type HandoffLease, type LeasedJob } from '../store.js';
 import type { PgDatabase } from './database.js';
 import * as Q from './queries.js';
-import { toJobRecord, toStatus, type JobRow } from './rows.js';
+import { toJobRecord, toLeasedJob, toStatus, type JobRow } from './rows.js';
 import { bind, bindUnplanned, pgText } from './sql-fragments.js';
 
 export interface PreparedEnqueue {
@@ -140,6 +140,38 @@ async function insertPlainJobs(db: Pick<PgDatabase, 'query'>, items: readonly Pr
     return { kind: 'replayed', job: toJobRecord(other) };
   });
   return { outcomes, available: distinctAvailability(inserted.rows) };
+}
+
+/**
+ * One plain job (mayHandOff, store/handoff.ts) inserted and, unless its kind is held, leased to `lease` in the same statement
+ * (JOB_INSERT_LEASED). A key that exists creates nothing: the plain path then answers it (replayed or conflict).
+ */
+export async function insertLeasedJob(
+  db: Pick<PgDatabase, 'query'>,
+  item: PreparedEnqueue,
+  lease: HandoffLease,
+): Promise<{ readonly outcome: EnqueueOutcome; readonly leased: LeasedJob | null; readonly available: readonly Availability[] }> {
+  crashPoint('enqueue.before-commit');
+  const p = item.params;
+  const values = [[newJobId()], [p.tenant], [p.owner], [p.idempotencyKey], [p.requestHash], [p.kind], [item.payload], [p.payloadBytes]];
+  const rows = (
+    await db.query<JobRow & { handed: boolean }>(
+      bind(Q.JOB_INSERT_LEASED, [...values, [p.maxAttempts], [p.priority], [p.runAfter], [p.deadlineMs], newLeaseToken(), lease.workerId, lease.leaseMs]),
+    )
+  ).rows;
+  const inserted = rows.find((row) => !row.handed);
+  if (inserted === undefined) {
+    const plain = await insertPlainJobs(db, [item]);
+    const [outcome] = plain.outcomes;
+    if (outcome === undefined) throw new Error('an enqueue returned no outcome');
+    return { outcome, leased: null, available: plain.available };
+  }
+  const leasedRow = rows.find((row) => row.handed);
+  return {
+    outcome: { kind: 'created', job: toJobRecord(inserted) },
+    leased: leasedRow === undefined ? null : toLeasedJob(leasedRow),
+    available: leasedRow === undefined ? [{ tenant: p.tenant, kind: p.kind }] : [],
+  };
 }
 
 /** The job of an idempotency key that exists: a replay (same request hash) or a conflict; undefined for a new key. */

@@ -7,7 +7,20 @@
  */
 
 import { countJobTerms, UNFINISHED_TERMS } from './counter-triggers.js';
-import { firstUngroupedReady, interval, JOB_COLUMNS, ms, namedQuery, NOW_MS, QUEUED_KINDS, RESTRICTED_KIND, ts } from './sql-fragments.js';
+import {
+  firstUngroupedReady,
+  interval,
+  JOB_COLUMNS,
+  jobInsertCtes,
+  ms,
+  namedQuery,
+  NEW_JOB_COLUMNS,
+  NOW_MS,
+  QUEUED_KINDS,
+  readyInsert,
+  RESTRICTED_KIND,
+  ts,
+} from './sql-fragments.js';
 
 /**
  * Are leases or deadlines due, in any tenant? Two index probes; like the SQLite store, a lease settles every
@@ -70,6 +83,17 @@ const FIRST_LEFT_OF_KIND = firstUngroupedReady('k.kind', 'r.run_after > now() AN
 const NEXT_DUE_KINDS = `(SELECT ${ms(`MIN(${FIRST_LEFT_OF_KIND})`)} FROM (SELECT DISTINCT unnest($6::text[]) AS kind) k)`;
 const NEXT_DUE_ANY_KIND = `(${QUEUED_KINDS} SELECT ${ms(`MIN(${FIRST_LEFT_OF_KIND})`)} FROM k WHERE k.kind IS NOT NULL)`;
 
+/**
+ * The lease of each job of `from` (rows of jobs `j`, each with its token `t.token`): the epoch and the attempt
+ * one past the job's, held by `worker` until `leaseMs` from now or the job's deadline, whichever comes first.
+ */
+function leaseRows(from: string, worker: string, leaseMs: string): string {
+  return `INSERT INTO job_leases (job_seq, tenant, kind, epoch, attempt, token, worker_id, started_at, expires_at, deadline_at)
+       SELECT j.seq, j.tenant, j.kind, j.epoch + 1, j.attempts + 1, t.token, ${worker}, now(), LEAST(now() + ${interval(leaseMs)}, j.deadline_at), j.deadline_at
+         FROM ${from}
+       RETURNING *`;
+}
+
 /** A taken job as the running counter counts it: started now if this is its first lease. */
 const RUNNING_JOBS = `(SELECT tenant, kind, 'running'::text AS status, coalesce(started_at, now()) AS started_at, created_at, finished_at,
           payload_bytes, checkpoint_state, progress FROM taken)`;
@@ -98,10 +122,7 @@ function leaseStatement(name: string, pick: string, held: string | null, nextDue
      ), taken AS MATERIALIZED (
        SELECT j.*, row_number() OVER () AS n FROM picked JOIN jobs j ON j.seq = picked.seq
      ), leased AS (
-       INSERT INTO job_leases (job_seq, tenant, kind, epoch, attempt, token, worker_id, started_at, expires_at, deadline_at)
-       SELECT j.seq, j.tenant, j.kind, j.epoch + 1, j.attempts + 1, t.token, $4, now(), LEAST(now() + ${interval('$5')}, j.deadline_at), j.deadline_at
-         FROM taken j JOIN unnest($3::text[]) WITH ORDINALITY AS t(token, n) USING (n)
-       RETURNING *
+       ${leaseRows('taken j JOIN unnest($3::text[]) WITH ORDINALITY AS t(token, n) USING (n)', '$4', '$5')}
      ), counted AS (
        ${countJobTerms(UNFINISHED_TERMS, [
          ['taken', '-', "'queued'"],
@@ -160,4 +181,35 @@ export const JOB_QUEUED_KINDS = namedQuery(
   'lh_job_queued_kinds',
   `${QUEUED_KINDS}
    SELECT kind FROM k WHERE kind IS NOT NULL LIMIT $2`,
+);
+
+/**
+ * The enqueue of one plain job ($1-$12 as JOB_INSERT_MANY_UNGROUPED's, one element each) that a poll parked for
+ * its kind takes at once: unless its kind is paused, limited or has groups (`held`, as the lease statements
+ * probe it), the job gets its lease ($13 the token, $14 the worker, $15 the lease ms) in place of a job_ready
+ * row and is counted running; a held kind's job is queued as any other. Answers the job as inserted (`handed`
+ * false) and, when leased, the job as leased (`handed` true). The caller hands only a job available now to a
+ * poll whose group's last lease left nothing it could take, so no queued job comes before it in lease order.
+ */
+export const JOB_INSERT_LEASED = namedQuery(
+  'lh_job_insert_leased',
+  `WITH ${jobInsertCtes(false)}, flow AS (
+       SELECT EXISTS (SELECT 1 FROM kinds WHERE tenant = ($2::text[])[1] AND kind = ($6::text[])[1] AND ${RESTRICTED})
+              OR EXISTS (SELECT 1 FROM group_clocks WHERE tenant = ($2::text[])[1] AND kind = ($6::text[])[1]) AS held
+     ), ready AS (
+       ${readyInsert('ins')} AND (SELECT held FROM flow)
+     ), leased AS (
+       ${leaseRows('ins j CROSS JOIN (SELECT $13::text AS token) t WHERE NOT (SELECT held FROM flow)', '$14', '$15')}
+     ), counted AS (
+       ${countJobTerms(UNFINISHED_TERMS, [
+         [
+           `(SELECT tenant, kind, CASE WHEN held THEN 'queued' ELSE 'running' END AS status, CASE WHEN held THEN NULL ELSE now() END AS started_at,
+                    created_at, finished_at, payload_bytes, checkpoint_state, progress FROM ins CROSS JOIN flow)`,
+           '',
+         ],
+       ])}
+     )
+   SELECT false AS handed, ${NEW_JOB_COLUMNS} FROM ins j
+   UNION ALL
+   SELECT true, ${JOB_COLUMNS} FROM leased l JOIN ins j ON j.seq = l.job_seq`,
 );

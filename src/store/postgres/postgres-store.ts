@@ -25,7 +25,8 @@ import { finishedByCompletion, finishedByFailure, finishedByOperator, reapFinish
 import { Watchers } from './availability.js';
 import * as C from './catalog-queries.js';
 import { openDatabase, type PgDatabase, type TxClient } from './database.js';
-import { enqueueOnClient, hasFlow, insertJobs, prepareEnqueue, type PreparedEnqueue } from './enqueue.js';
+import { enqueueOnClient, hasFlow, insertJobs, insertLeasedJob, prepareEnqueue, type PreparedEnqueue } from './enqueue.js';
+import { mayHandOff } from '../handoff.js';
 import { completeDistinct, completeOne, markEffectStarted, renewLease, storeCheckpoint } from './guarded-statements.js';
 import { setKindPaused, upsertKind } from './kinds.js';
 import { kindsFilter } from '../flow-limits.js';
@@ -81,7 +82,6 @@ export class PostgresStore extends StoreReads implements S.Store {
   private readonly leases: Leases;
   /** Where the reaper's next pass over idle group rows starts (group-lease.ts forgetIdleGroups). */
   private idleGroups: IdleGroupCursor = null;
-
   private readonly schema: string;
 
   private constructor(
@@ -107,11 +107,9 @@ export class PostgresStore extends StoreReads implements S.Store {
 
   /** Drops a schema and everything in it (test isolation). */
   static async dropSchema(options: { readonly connectionString: string; readonly schema: string }): Promise<void> {
-    try {
-      await dropSchema(options.connectionString, options.schema);
-    } catch (error) {
+    await dropSchema(options.connectionString, options.schema).catch((error: unknown) => {
       throw translatePgError(error);
-    }
+    });
   }
 
   queueWaitMs(): number {
@@ -171,12 +169,17 @@ export class PostgresStore extends StoreReads implements S.Store {
   async jobEnqueue(params: S.EnqueueParams): Promise<S.EnqueueOutcome> {
     const item = prepareEnqueue(params);
     // A job with parents or a key needs its own transaction (enqueue.ts); the others share statements.
-    if (hasFlow(item)) {
-      const [outcome] = await this.insert([item]);
-      if (outcome === undefined) throw new Error('an enqueue returned no outcome');
-      return outcome;
-    }
-    return this.enqueuer.submit(item);
+    if (!hasFlow(item)) return this.enqueuer.submit(item);
+    const [outcome] = await this.insert([item]);
+    if (outcome === undefined) throw new Error('an enqueue returned no outcome');
+    return outcome;
+  }
+
+  async jobEnqueueLeased(params: S.EnqueueParams, lease: S.HandoffLease): Promise<S.EnqueueLeasedOutcome> {
+    if (!mayHandOff(params)) return { outcome: await this.jobEnqueue(params), leased: null };
+    const { outcome, leased, available } = await insertLeasedJob(this.db, prepareEnqueue(params), lease);
+    this.watchers.announceAvailable(available);
+    return { outcome, leased };
   }
 
   async jobEnqueueMany(params: readonly S.EnqueueParams[]): Promise<readonly S.EnqueueOutcome[]> {

@@ -27,6 +27,7 @@ import { readyCounted, readyUncounted } from './group-queries.js';
 import {
   interval,
   JOB_COLUMNS,
+  jobInsertCtes,
   JOB_FROM,
   JOB_RELATIONS,
   JOB_STATUS,
@@ -62,21 +63,7 @@ export const NOW = namedQuery('lh_now', `SELECT ${NOW_MS}`);
 function insertManyStatement(name: string, grouped: boolean): ReturnType<typeof namedQuery> {
   return namedQuery(
     name,
-    `WITH input AS (
-     SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
-                          $8::int[], $9::int[], $10::int[], $11::float8[], $12::float8[]${grouped ? ', $13::text[]' : ''})
-       WITH ORDINALITY AS i(id, tenant, owner, idempotency_key, request_hash, kind, payload,
-                            payload_bytes, max_attempts, priority, run_after, deadline_ms, ${grouped ? 'group_key, ' : ''}ord)
-   ), ins AS (
-     INSERT INTO jobs AS j (id, tenant, owner, idempotency_key, request_hash, kind, payload, payload_bytes, status,
-                            max_attempts, priority, run_after, deadline_ms, deadline_at, created_at, group_key)
-     SELECT id, tenant, owner, idempotency_key, request_hash, kind, payload::json, payload_bytes, 'queued',
-            max_attempts, priority, coalesce(${ts('run_after')}, now()), deadline_ms::bigint,
-            now() + ${interval('deadline_ms')}, now(), ${grouped ? 'group_key' : "''"}
-       FROM input ORDER BY ord
-     ON CONFLICT (tenant, owner, idempotency_key) DO NOTHING
-     RETURNING j.*
-   ), ready AS (
+    `WITH ${jobInsertCtes(grouped)}, ready AS (
      ${readyInsert('ins')}
    ), ${grouped ? `${readyCounted('ins')}, ` : ''}counted AS (
      ${countJobTerms(NEW_JOB_TERMS, [['ins', '']])}

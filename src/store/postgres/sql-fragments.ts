@@ -222,6 +222,29 @@ export function readyInsert(source: string): string {
      SELECT tenant, kind, group_key, priority, run_after, seq, deadline_at FROM ${source} WHERE status = 'queued'`;
 }
 
+/**
+ * The CTEs `input` (the unnest of $1-$12, and $13 each job's group with `grouped`) and `ins` (the INSERT into
+ * jobs of those rows, queued, skipping an idempotency key that exists, RETURNING j.*): what every plain
+ * enqueue statement starts with.
+ */
+export function jobInsertCtes(grouped: boolean): string {
+  return `input AS (
+     SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
+                          $8::int[], $9::int[], $10::int[], $11::float8[], $12::float8[]${grouped ? ', $13::text[]' : ''})
+       WITH ORDINALITY AS i(id, tenant, owner, idempotency_key, request_hash, kind, payload,
+                            payload_bytes, max_attempts, priority, run_after, deadline_ms, ${grouped ? 'group_key, ' : ''}ord)
+   ), ins AS (
+     INSERT INTO jobs AS j (id, tenant, owner, idempotency_key, request_hash, kind, payload, payload_bytes, status,
+                            max_attempts, priority, run_after, deadline_ms, deadline_at, created_at, group_key)
+     SELECT id, tenant, owner, idempotency_key, request_hash, kind, payload::json, payload_bytes, 'queued',
+            max_attempts, priority, coalesce(${ts('run_after')}, now()), deadline_ms::bigint,
+            now() + ${interval('deadline_ms')}, now(), ${grouped ? 'group_key' : "''"}
+       FROM input ORDER BY ord
+     ON CONFLICT (tenant, owner, idempotency_key) DO NOTHING
+     RETURNING j.*
+   )`;
+}
+
 /** The job_endings rows of the jobs of `source` (new job rows) that have just ended (migration 14). */
 export function endingInsert(source: string): string {
   return `INSERT INTO job_endings (status, finished_at, seq)

@@ -23,6 +23,7 @@ const NO_JOB = '00000000-0000-0000-0000-000000000000';
 /** The statements of enqueue, lease and completion, each with arguments that touch no row. */
 const HOT_STATEMENTS: readonly pg.QueryConfig[] = [
   bind(Q.JOB_INSERT_MANY_UNGROUPED, [[], [], [], [], [], [], [], [], [], [], [], []]),
+  bind(Q.JOB_INSERT_LEASED, [[], [], [], [], [], [], [], [], [], [], [], [], '', '', 1]),
   bind(Q.JOB_LEASE_KINDS, ['', 0, [], '', 1, []]),
   bind(Q.JOB_LEASE_ANY_KIND, ['', 0, [], '', 1]),
   bind(Q.JOB_COMPLETE_MANY, [[], [], [], [], [], []]),

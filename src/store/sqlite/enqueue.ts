@@ -18,32 +18,72 @@ import { enqueuedGroupKey } from '../group-lease.js';
 import { newJobId } from '../../core/ids.js';
 import type { JobStatus } from '../../core/states.js';
 import { DEPENDENCY_FAILED, lastErrorColumns } from '../lease-endings.js';
-import type { EnqueueOutcome, EnqueueParams, JobRecord } from '../store.js';
+import type { EnqueueOutcome, EnqueueParams, HandoffLease, JobRecord, LeasedJob } from '../store.js';
 import { keyFacts } from './dependencies.js';
 import { keyColumns, resolveEnqueueKeys } from './enqueue-keys.js';
 import { reloadJobById } from './locked-rows.js';
 import { insertReady } from './group-lease.js';
 import type { Statements } from './queries.js';
+import { toLeasedJob, type LeaseRow } from './rows.js';
 import { lazyStatements } from './database.js';
 import { CounterMoves } from './counter-moves.js';
 import type { Database as Db } from 'better-sqlite3';
 
 /** `counts` gathers what the new job adds to the counter rows; the transaction's owner applies it before COMMIT. */
 export function enqueueInTx(st: Statements, counts: CounterMoves, params: EnqueueParams, now: number): EnqueueOutcome {
-  const existing = st.jobByIdempotencyKey.get(params.tenant, params.owner, params.idempotencyKey) as { id: string; request_hash: string } | undefined;
-  if (existing !== undefined) {
-    if (existing.request_hash !== params.requestHash) return { kind: 'conflict', existingJobId: existing.id };
-    return { kind: 'replayed', job: reloadJobById(st, existing.id) };
-  }
+  const existing = existingKey(st, params);
+  if (existing !== undefined) return existing;
   if ((params.dependsOn?.length ?? 0) > 0 || (params.concurrencyKey ?? null) !== null || hasEnqueueKeys(params)) return enqueueFlowJob(st, counts, params, now);
+  return insertPlain(st, counts, params, now, null).outcome;
+}
+
+/**
+ * enqueueInTx of a plain job (mayHandOff, store/handoff.ts) whose lease goes to `lease` at once, in place of its
+ * ready row, unless its kind is paused, limited or has groups (jobInsertLeased's guard): then it is queued.
+ */
+export function enqueueLeasedInTx(
+  st: Statements,
+  counts: CounterMoves,
+  params: EnqueueParams,
+  lease: HandoffLease,
+  now: number,
+): { readonly outcome: EnqueueOutcome; readonly leased: LeasedJob | null } {
+  const existing = existingKey(st, params);
+  return existing === undefined ? insertPlain(st, counts, params, now, lease) : { outcome: existing, leased: null };
+}
+
+/** The answer for an idempotency key that exists (a replay or a conflict); undefined for a new key. */
+function existingKey(st: Statements, params: EnqueueParams): EnqueueOutcome | undefined {
+  const existing = st.jobByIdempotencyKey.get(params.tenant, params.owner, params.idempotencyKey) as { id: string; request_hash: string } | undefined;
+  if (existing === undefined) return undefined;
+  if (existing.request_hash !== params.requestHash) return { kind: 'conflict', existingJobId: existing.id };
+  return { kind: 'replayed', job: reloadJobById(st, existing.id) };
+}
+
+/** A job without flow: queued (its ready row), or leased to `lease` when one is given and its kind is not held. */
+function insertPlain(
+  st: Statements,
+  counts: CounterMoves,
+  params: EnqueueParams,
+  now: number,
+  lease: HandoffLease | null,
+): { readonly outcome: EnqueueOutcome; readonly leased: LeasedJob | null } {
   const row = newJobRow(params, now);
   const { id, runAfter, deadlineAt } = row;
   const seq = Number(st.jobInsert.run(row).lastInsertRowid);
-  readyRow(st, row, seq);
+  const leaseRow =
+    lease === null
+      ? undefined
+      : (st.jobInsertLeased.get({ ...row, seq, workerId: lease.workerId, leaseMs: lease.leaseMs, tenant: params.tenant }) as LeaseRow | undefined);
+  if (leaseRow === undefined) readyRow(st, row, seq);
   counts.created(params.tenant, params.kind, 'queued', params.payloadBytes, now);
+  const counted = { tenant: params.tenant, kind: params.kind, createdAt: now, startedAt: null, finishedAt: null };
+  if (leaseRow !== undefined) counts.moved({ ...counted, status: 'queued' }, { ...counted, status: 'running', startedAt: now });
   crashPoint('enqueue.before-commit');
   // Built from what was inserted rather than read back: enqueue is the hottest write.
-  return { kind: 'created', job: insertedJob(id, params, { status: 'queued', runAfter, deadlineAt, now, dependsOn: [] }) };
+  const outcome: EnqueueOutcome = { kind: 'created', job: insertedJob(id, params, { status: 'queued', runAfter, deadlineAt, now, dependsOn: [] }) };
+  const job = { seq, id, group_key: '', payload: row.payload, max_attempts: params.maxAttempts, checkpoint_step: null, checkpoint_state: null };
+  return { outcome, leased: leaseRow === undefined ? null : toLeasedJob(leaseRow, { ...job, created_at: now, started_at: null, finished_at: null }) };
 }
 
 /** The bindings of a new job's row that every insert shares: its id, the request's columns, and its times. */

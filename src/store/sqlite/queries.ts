@@ -161,6 +161,11 @@ export const SQL = {
       max_attempts, priority, run_after, deadline_ms, deadline_at, created_at, end_reserve, group_key)
     VALUES (@id, @tenant, @owner, @idempotencyKey, @requestHash, @kind, @payload, @payloadBytes, 'queued',
       @maxAttempts, @priority, @runAfter, @deadlineMs, @deadlineAt, @now, zeroblob(${END_RESERVE_BYTES}), @groupKey)`,
+  /** The lease of the job just inserted (@seq, enqueue.ts enqueueLeasedInTx) for a parked poll, unless its kind is held (as the lease's guard). */
+  jobInsertLeased: leaseInsert(
+    `SELECT @seq AS seq, @kind AS kind, @priority AS priority, @runAfter AS run_after, @deadlineAt AS deadline_at, 0 AS attempts, 0 AS epoch
+      WHERE ${unrestricted('@kind')}`,
+  ),
   /**
    * A job with dependsOn, a concurrencyKey, a dedupe or a unique key (enqueue.ts enqueueFlowJob): its status comes
    * from decideStart, and a job dead at once (dependency_failed) is finished at its acceptance.

@@ -25,7 +25,8 @@ import { distinctAvailability } from '../store.js';
 import { finishedByCompletion, finishedByFailure, finishedByOperator, reapFinishedSome } from '../finished-jobs.js';
 import { CommitSignal, sharedFilesOf, Watchers } from './availability.js';
 import { flowEffects, type FlowEffects } from './dependencies.js';
-import { enqueueInTx, enqueueOnConnection } from './enqueue.js';
+import { enqueueInTx, enqueueLeasedInTx, enqueueOnConnection } from './enqueue.js';
+import { mayHandOff } from '../handoff.js';
 import { groupCommitWriter, openDatabase } from './database.js';
 import type { GroupCommit } from './group-commit.js';
 import { markEffectStarted, renewLease, storeCheckpoint } from './guarded-statements.js';
@@ -181,6 +182,16 @@ export class SqliteStore extends StoreReads implements S.Store {
 
   jobEnqueue(params: S.EnqueueParams): Promise<S.EnqueueOutcome> {
     return this.write((now) => enqueueInTx(this.statements, this.moves, params, now), [{ tenant: params.tenant, kind: params.kind }]);
+  }
+
+  /** The enqueue and the job's lease in one transaction; a job left queued (a held kind) is announced after the commit. */
+  jobEnqueueLeased(params: S.EnqueueParams, lease: S.HandoffLease): Promise<S.EnqueueLeasedOutcome> {
+    if (!mayHandOff(params)) return this.jobEnqueue(params).then((outcome) => ({ outcome, leased: null }));
+    return this.writeAnnouncing((now, available) => {
+      const answer = enqueueLeasedInTx(this.statements, this.moves, params, lease, now);
+      if (answer.outcome.kind === 'created' && answer.leased === null) available.push({ tenant: params.tenant, kind: params.kind });
+      return answer;
+    });
   }
 
   jobEnqueueMany(params: readonly S.EnqueueParams[]): Promise<readonly S.EnqueueOutcome[]> {
