@@ -17,8 +17,9 @@ import * as Q from '../../src/store/postgres/queries.js';
 import type { PostgresStore } from '../../src/store/postgres/postgres-store.js';
 import { jobLeaseKindsSql, SQL, withLeaseMax } from '../../src/store/sqlite/queries.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
-import type { EnqueueParams, KindUpsertParams, Store } from '../../src/store/store.js';
+import type { EnqueueParams, Store } from '../../src/store/store.js';
 import { explainPrepared, planNodes, type PlanNode, storeInNewSchema } from '../support/pg-plan.js';
+import { kindParams } from '../support/kind-records.js';
 import { plainJob } from '../support/plain-jobs.js';
 import { sqlitePlan } from '../support/sqlite-plan.js';
 
@@ -146,20 +147,8 @@ describe.skipIf(url === '')('lease cost with another kind backlogged (postgres)'
   });
 
   it("enqueues and leases a job for a parked poll reading no queued job, and only its own kind's flow rows, beside another tenant's 300 paused kinds", async () => {
-    const kindOf = (kind: string): KindUpsertParams => ({
-      tenant: 'other',
-      kind,
-      payloadSchema: null,
-      maxPayloadBytes: 4096,
-      maxAttempts: 5,
-      leaseMs: 30_000,
-      backoff: { baseMs: 1_000, maxMs: 60_000 },
-      deadlineMs: null,
-      maxResultBytes: 65_536,
-      maxCheckpointBytes: 8_192,
-    });
     for (let i = 0; i < 300; i += 1) {
-      await store.kindUpsert(kindOf(`k${i}`));
+      await store.kindUpsert(kindParams('other', `k${i}`, null));
       await store.kindSetPaused({ tenant: 'other', kind: `k${i}`, paused: true });
     }
     const p = job('a', 10_000);
