@@ -3,13 +3,14 @@
  * sends them again as soon as another store listens (listener-peers.ts). A connection of the test's own
  * LISTENs on the availability channel and sees what the server delivers; it is not a store's listener, so
  * the census does not count it. The census repeats every CENSUS_MS, so a listener whose hello went unheard is
- * found too.
+ * found too. A burst of hellos is answered one query at a time on the listening connection.
  */
 
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
-import { CENSUS_MS, LISTENER_ACK, LISTENER_CENSUS, listenerName } from '../../src/store/postgres/listener-peers.js';
+import { ChannelListener } from '../../src/store/postgres/channel-listener.js';
+import { CENSUS_MS, encodeHello, LISTENER_ACK, LISTENER_CENSUS, listenerName, parseControl } from '../../src/store/postgres/listener-peers.js';
 import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
 import type { Availability, EnqueueParams } from '../../src/store/store.js';
 import { LISTENERS_UP_SQL, listenerPattern } from '../support/pg-listeners.js';
@@ -158,5 +159,52 @@ describe.skipIf(url === '')('NOTIFY only when another store listens (postgres)',
         intervalMs: 5,
       },
     );
+  }, 30_000);
+
+  it('answers a burst of 200 hellos one query at a time on its listening connection, every hello answered', async () => {
+    const channel = `lh_burst_${randomBytes(4).toString('hex')}`;
+    const censusName = `lh-listen:burst-${randomBytes(4).toString('hex')}`;
+    // Queries in flight on each client, the most the listening connection ever had.
+    const inFlight = new WeakMap<pg.Client, number>();
+    let most = 0;
+    const query = pg.Client.prototype.query;
+    const counted = function (this: pg.Client, ...args: Parameters<typeof query>): unknown {
+      const mine = (this as unknown as { connectionParameters: { application_name?: string } }).connectionParameters.application_name === censusName;
+      const result = (query as (...a: unknown[]) => unknown).apply(this, args);
+      if (!mine || !(result instanceof Promise)) return result;
+      const now = (inFlight.get(this) ?? 0) + 1;
+      inFlight.set(this, now);
+      most = Math.max(most, now);
+      return result.finally(() => inFlight.set(this, (inFlight.get(this) ?? 1) - 1));
+    };
+    pg.Client.prototype.query = counted as typeof query;
+    cleanups.push(async () => {
+      pg.Client.prototype.query = query;
+    });
+    const listener = new ChannelListener({
+      clientConfig: { connectionString: url },
+      channels: [channel],
+      censusName,
+      origin: 'burst-listener',
+      onPayload: () => undefined,
+      onListening: () => undefined,
+    });
+    cleanups.push(() => listener.stop());
+    await listener.start();
+    await listener.ready;
+    const observer = new pg.Client({ connectionString: url });
+    await observer.connect();
+    cleanups.push(() => observer.end());
+    const answered = new Set<string>();
+    observer.on('notification', (message) => {
+      const control = parseControl(message.payload);
+      if (control !== null && 'ack' in control && control.from === 'burst-listener') answered.add(control.ack);
+    });
+    await observer.query(`LISTEN "${channel}"`);
+    // One statement, so the 200 hellos reach the listener together.
+    const hellos = Array.from({ length: 200 }, (_, i) => encodeHello(`peer-${i}`));
+    await observer.query('SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p', [channel, hellos]);
+    await waitFor('an answer to each hello', () => answered.size === 200, { timeoutMs: 10_000, intervalMs: 10 });
+    expect(most).toBe(1);
   }, 30_000);
 });

@@ -51,6 +51,11 @@ export class ChannelListener {
   /** Ends the current connection and schedules a reconnect (connect's onDrop for that connection). */
   private dropConnection: () => void = () => undefined;
   private readonly peers = new ListenerPeers();
+  /**
+   * The tail of the listening connection's queries, run one after another: a burst of hellos sends an answer
+   * each, and the census runs on a timer, while pg queues a query sent during another only until pg 9.
+   */
+  private queries: Promise<unknown> = Promise.resolve();
   private markReady: () => void = () => undefined;
   /** Resolves once LISTEN has first taken effect: wake-ups counted after it come from NOTIFY. */
   readonly ready = new Promise<void>((resolve) => {
@@ -107,7 +112,8 @@ export class ChannelListener {
     try {
       await client.connect();
       // Channel names are made of the validated schema name (availability.ts), so quoting them is enough.
-      for (const channel of this.options.channels) await client.query(`LISTEN "${channel}"`);
+      this.queries = Promise.resolve();
+      for (const channel of this.options.channels) await this.query(client, { text: `LISTEN "${channel}"` });
       await this.census(client, encodeHello(this.options.origin));
       if (this.stopped) {
         dropped = true;
@@ -135,7 +141,7 @@ export class ChannelListener {
       // While this connection's own hello is not out yet, the store counts as not alone and notifies every
       // commit, so the new listener missed nothing of it and needs no answer.
       if (this.client !== client) return;
-      void client.query({ text: LISTENER_ACK, values: [this.options.channels[0], encodeAck(control.hello, origin)] }).catch(() => undefined);
+      void this.query(client, { text: LISTENER_ACK, values: [this.options.channels[0], encodeAck(control.hello, origin)] }).catch(() => undefined);
     } else if (control.ack === origin && control.from !== origin) {
       this.options.onListening();
     }
@@ -150,9 +156,16 @@ export class ChannelListener {
     const { censusName, channels } = this.options;
     const query =
       hello === undefined ? { text: LISTENER_CENSUS, values: [censusName] } : { text: LISTENER_HELLO_AND_CENSUS, values: [censusName, channels[0], hello] };
-    const others = (await client.query<{ others: number }>(query)).rows[0]?.others ?? 1;
+    const others = (await this.query<{ others: number }>(client, query)).rows[0]?.others ?? 1;
     this.peers.counted(token, others);
     this.scheduleCensus();
+  }
+
+  /** Runs `config` on `client` once every query sent before it on the listening connection has ended. */
+  private query<R extends pg.QueryResultRow>(client: pg.Client, config: pg.QueryConfig): Promise<pg.QueryResult<R>> {
+    const run = this.queries.then(() => client.query<R>(config));
+    this.queries = run.catch(() => undefined);
+    return run;
   }
 
   private scheduleCensus(): void {
