@@ -16,7 +16,7 @@ import { duplicateJobError, LeaseholdError } from '../core/errors.js';
 import { sha256Hex } from '../core/ids.js';
 import { LIMITS, STORABLE_KEY_PATTERN } from '../protocol/limits.js';
 import type { EnqueueRequest, EnqueueResponse } from '../protocol/schemas.js';
-import { mayHandOff } from '../store/handoff.js';
+import { mayHandOff } from '../store/enqueue-paths.js';
 import type { EnqueueOutcome, EnqueueParams } from '../store/store.js';
 import { crashPoint } from '../core/fault-points.js';
 import type { Principal } from './principal.js';

@@ -287,7 +287,7 @@ export interface Store {
 
   jobEnqueue(params: EnqueueParams): Promise<EnqueueOutcome>;
   /**
-   * jobEnqueue, and for a job that may be handed to a parked poll (mayHandOff in handoff.ts: no delay, group,
+   * jobEnqueue, and for a job that may be handed to a parked poll (mayHandOff in enqueue-paths.ts: no delay, group,
    * parents or keys) whose kind is neither paused, limited nor grouped, its lease to `lease` in the same
    * transaction, so the poll needs no lease of its own (docs/design/lease-protocol.md, handing a job to a
    * parked poll). `leased` is null when nothing was leased (the job was queued, or not created); a job left

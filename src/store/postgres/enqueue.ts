@@ -22,6 +22,7 @@ import { hasEnqueueKeys } from '../../core/dedupe.js';
 import { decideParentEnd, decideStart } from '../../core/dependencies.js';
 import { LeaseholdError, StoreUnavailableError } from '../../core/errors.js';
 import { enqueuedGroupKey } from '../group-lease.js';
+import { hasFlow as paramsHaveFlow } from '../enqueue-paths.js';
 import { crashPoint } from '../../core/fault-points.js';
 import { isJobId, newJobId, newLeaseToken } from '../../core/ids.js';
 import { DEPENDENCY_FAILED, lastErrorColumns } from '../lease-endings.js';
@@ -80,7 +81,7 @@ export interface InsertedJobs {
 
 /** A job with parents, a concurrency key, a dedupe or a unique key: it needs a transaction (insertJobs then takes it item by item). */
 export function hasFlow(item: PreparedEnqueue): boolean {
-  return (item.params.dependsOn?.length ?? 0) > 0 || (item.params.concurrencyKey ?? null) !== null || hasEnqueueKeys(item.params);
+  return paramsHaveFlow(item.params);
 }
 
 /** Inserts `items` in order; with a job that hasFlow, `db` must be inside a transaction. */
@@ -143,8 +144,8 @@ async function insertPlainJobs(db: Pick<PgDatabase, 'query'>, items: readonly Pr
 }
 
 /**
- * One plain job (mayHandOff, store/handoff.ts) inserted and, unless its kind is held, leased to `lease` in the same statement
- * (JOB_INSERT_LEASED). A key that exists creates nothing: the plain path then answers it (replayed or conflict).
+ * One plain job (mayHandOff, store/enqueue-paths.ts) inserted and, unless its kind is held, leased to `lease` in the same statement
+ * (JOB_INSERT_LEASED). A key that exists creates nothing, and the answer is its job's (replayed or conflict).
  */
 export async function insertLeasedJob(
   db: Pick<PgDatabase, 'query'>,
@@ -161,10 +162,10 @@ export async function insertLeasedJob(
   ).rows;
   const inserted = rows.find((row) => !row.handed);
   if (inserted === undefined) {
-    const plain = await insertPlainJobs(db, [item]);
-    const [outcome] = plain.outcomes;
-    if (outcome === undefined) throw new Error('an enqueue returned no outcome');
-    return { outcome, leased: null, available: plain.available };
+    // Committed by now: ON CONFLICT waited for any concurrent insert of the same key to finish.
+    const outcome = await existingKey(db, p);
+    if (outcome === undefined) throw new Error('an idempotency key conflicted but its job cannot be read');
+    return { outcome, leased: null, available: [] };
   }
   const leasedRow = rows.find((row) => row.handed);
   return {

@@ -26,7 +26,7 @@ import { Watchers } from './availability.js';
 import * as C from './catalog-queries.js';
 import { openDatabase, type PgDatabase, type TxClient } from './database.js';
 import { enqueueOnClient, hasFlow, insertJobs, insertLeasedJob, prepareEnqueue, type PreparedEnqueue } from './enqueue.js';
-import { mayHandOff } from '../handoff.js';
+import { mayHandOff } from '../enqueue-paths.js';
 import { completeDistinct, completeOne, markEffectStarted, renewLease, storeCheckpoint } from './guarded-statements.js';
 import { setKindPaused, upsertKind } from './kinds.js';
 import { kindsFilter } from '../flow-limits.js';

@@ -15,6 +15,7 @@ import { decideParentEnd, decideStart } from '../../core/dependencies.js';
 import { LeaseholdError } from '../../core/errors.js';
 import { crashPoint } from '../../core/fault-points.js';
 import { enqueuedGroupKey } from '../group-lease.js';
+import { hasFlow } from '../enqueue-paths.js';
 import { newJobId } from '../../core/ids.js';
 import type { JobStatus } from '../../core/states.js';
 import { DEPENDENCY_FAILED, lastErrorColumns } from '../lease-endings.js';
@@ -33,12 +34,12 @@ import type { Database as Db } from 'better-sqlite3';
 export function enqueueInTx(st: Statements, counts: CounterMoves, params: EnqueueParams, now: number): EnqueueOutcome {
   const existing = existingKey(st, params);
   if (existing !== undefined) return existing;
-  if ((params.dependsOn?.length ?? 0) > 0 || (params.concurrencyKey ?? null) !== null || hasEnqueueKeys(params)) return enqueueFlowJob(st, counts, params, now);
+  if (hasFlow(params)) return enqueueFlowJob(st, counts, params, now);
   return insertPlain(st, counts, params, now, null).outcome;
 }
 
 /**
- * enqueueInTx of a plain job (mayHandOff, store/handoff.ts) whose lease goes to `lease` at once, in place of its
+ * enqueueInTx of a plain job (mayHandOff, store/enqueue-paths.ts) whose lease goes to `lease` at once, in place of its
  * ready row, unless its kind is paused, limited or has groups (jobInsertLeased's guard): then it is queued.
  */
 export function enqueueLeasedInTx(

@@ -26,7 +26,7 @@ import { finishedByCompletion, finishedByFailure, finishedByOperator, reapFinish
 import { CommitSignal, sharedFilesOf, Watchers } from './availability.js';
 import { flowEffects, type FlowEffects } from './dependencies.js';
 import { enqueueInTx, enqueueLeasedInTx, enqueueOnConnection } from './enqueue.js';
-import { mayHandOff } from '../handoff.js';
+import { mayHandOff } from '../enqueue-paths.js';
 import { groupCommitWriter, openDatabase } from './database.js';
 import type { GroupCommit } from './group-commit.js';
 import { markEffectStarted, renewLease, storeCheckpoint } from './guarded-statements.js';
